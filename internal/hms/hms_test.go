@@ -1,0 +1,409 @@
+package hms
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Method counts from shared/hms-protocol.md: §9 lists 292 ThriftHiveMetastore
+// methods, §7 lists 13 fb303 methods.
+const (
+	wantHMS   = 292
+	wantFB303 = 13
+)
+
+var docPath = filepath.Join("..", "..", "..", "shared", "hms-protocol.md")
+
+// docMethod is one row of a method table in the protocol doc.
+type docMethod struct{ name, since, gone string }
+
+// parseDoc returns the method rows of the doc section whose heading starts
+// with "## <section>.", up to the next "## " heading.
+func parseDoc(t *testing.T, section string) []docMethod {
+	t.Helper()
+	f, err := os.Open(docPath)
+	if os.IsNotExist(err) {
+		t.Skipf("%s not found: doc cross-check skipped", docPath)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []docMethod
+	in := false
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "## ") {
+			in = strings.HasPrefix(line, "## "+section+".")
+			continue
+		}
+		if !in || !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cols := strings.Split(line, "|")
+		name := strings.Trim(strings.TrimSpace(cols[1]), "`")
+		since, gone := docVersion(strings.TrimSpace(cols[2]))
+		out = append(out, docMethod{name, since, gone})
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// docVersion turns the doc's "Since" cell ("≤2.3", "4.0†", "4.0 (gone in
+// 4.1-dev)") into the table's Since and Gone.
+func docVersion(cell string) (since, gone string) {
+	norm := func(v string) string {
+		v = strings.TrimSpace(v)
+		v = strings.TrimPrefix(v, "≤")
+		v = strings.TrimSuffix(v, "†")
+		v = strings.TrimSuffix(v, "-dev")
+		return v
+	}
+	if i := strings.Index(cell, "(gone in "); i >= 0 {
+		gone = norm(strings.TrimSuffix(cell[i+len("(gone in "):], ")"))
+		cell = cell[:i]
+	}
+	return norm(cell), gone
+}
+
+func TestEveryDocMethodPresent(t *testing.T) {
+	for _, tc := range []struct {
+		section string
+		want    int
+	}{
+		{"9", wantHMS},
+		{"7", wantFB303},
+	} {
+		t.Run("section"+tc.section, func(t *testing.T) {
+			rows := parseDoc(t, tc.section)
+			if len(rows) != tc.want {
+				t.Errorf("doc §%s lists %d methods, test expects %d", tc.section, len(rows), tc.want)
+			}
+			seen := map[string]bool{}
+			for _, r := range rows {
+				if seen[r.name] {
+					t.Errorf("doc §%s lists %s twice", tc.section, r.name)
+				}
+				seen[r.name] = true
+				m := Lookup([]byte(r.name))
+				if m == nil {
+					t.Errorf("%s (doc §%s) missing from the table", r.name, tc.section)
+					continue
+				}
+				if tc.section == "9" && (m.Since != r.since || m.Gone != r.gone) {
+					t.Errorf("%s: Since/Gone = %q/%q, doc says %q/%q", r.name, m.Since, m.Gone, r.since, r.gone)
+				}
+			}
+		})
+	}
+}
+
+// TestNothingExtra checks the table holds exactly the doc's methods.
+func TestNothingExtra(t *testing.T) {
+	doc := map[string]bool{}
+	for _, s := range []string{"9", "7"} {
+		for _, r := range parseDoc(t, s) {
+			doc[r.name] = true
+		}
+	}
+	for _, m := range All() {
+		if !doc[m.Name] {
+			t.Errorf("%s is in the table but not in the doc (§7, §9)", m.Name)
+		}
+	}
+}
+
+func TestCountAndUnique(t *testing.T) {
+	if got, want := len(table), wantHMS+wantFB303; got != want {
+		t.Errorf("table has %d methods, want %d", got, want)
+	}
+	seen := map[string]bool{}
+	for _, m := range table {
+		if seen[m.Name] {
+			t.Errorf("%s listed twice", m.Name)
+		}
+		seen[m.Name] = true
+	}
+	all := All()
+	if len(all) != len(table) {
+		t.Fatalf("All() has %d methods, table %d", len(all), len(table))
+	}
+	for i := 1; i < len(all); i++ {
+		if all[i-1].Name >= all[i].Name {
+			t.Errorf("All() not sorted: %s before %s", all[i-1].Name, all[i].Name)
+		}
+	}
+	all[0] = nil // the caller's copy
+	if All()[0] == nil {
+		t.Error("All() shares its slice with callers")
+	}
+}
+
+var versions = map[string]bool{"2.3": true, "2.3.6": true, "3.0": true, "3.1": true, "4.0": true, "4.1": true}
+
+func TestInvariants(t *testing.T) {
+	for _, m := range All() {
+		t.Run(m.Name, func(t *testing.T) {
+			if !versions[m.Since] {
+				t.Errorf("Since %q", m.Since)
+			}
+			if m.Gone != "" && (!versions[m.Gone] || m.Gone <= m.Since) {
+				t.Errorf("Gone %q (Since %q)", m.Gone, m.Since)
+			}
+			switch m.Class {
+			case Read:
+				if m.Kind == KindNone {
+					t.Error("Read without Kind")
+				}
+				if !m.Idempotent() {
+					t.Error("Read not idempotent")
+				}
+			default:
+				if m.Kind != KindNone {
+					t.Errorf("%v with Kind %v", m.Class, m.Kind)
+				}
+				if m.Cacheable {
+					t.Errorf("%v marked Cacheable", m.Class)
+				}
+			}
+			if m.Class == Write {
+				if len(m.Effects) == 0 {
+					t.Error("Write without Effects")
+				}
+			} else if len(m.Effects) != 0 {
+				t.Errorf("%v with Effects", m.Class)
+			}
+			if (m.Class == Write || m.Class == Session || m.Oneway) && m.Idempotent() {
+				t.Error("state-changing method marked idempotent")
+			}
+			if m.Oneway && m.Class != Passthrough {
+				t.Errorf("oneway %v", m.Class)
+			}
+			for i, e := range m.Effects {
+				checkEffect(t, i, e)
+			}
+		})
+	}
+}
+
+func checkEffect(t *testing.T, i int, e Effect) {
+	t.Helper()
+	need := func(what string, p Path) {
+		if p == nil {
+			t.Errorf("effect %d (%v): no %s path", i, e.Scope, what)
+		}
+	}
+	none := func(what string, p Path) {
+		if p != nil {
+			t.Errorf("effect %d (%v): unexpected %s path %v", i, e.Scope, what, p)
+		}
+	}
+	switch e.Scope {
+	case ScopeCatalog:
+		need("Cat", e.Cat)
+		none("DB", e.DB)
+		none("Table", e.Table)
+		none("Part", e.Part)
+	case ScopeDatabase:
+		need("DB", e.DB)
+		none("Table", e.Table)
+		none("Part", e.Part)
+	case ScopeTable, ScopeFunction:
+		need("DB", e.DB)
+		need("Table", e.Table)
+		none("Part", e.Part)
+	case ScopePartition:
+		need("DB", e.DB)
+		need("Table", e.Table)
+	case ScopeTxn, ScopeAll:
+		for _, p := range []Path{e.Cat, e.DB, e.Table, e.Part, e.NewDB, e.NewTable} {
+			none("any", p)
+		}
+	default:
+		t.Errorf("effect %d: scope %v", i, e.Scope)
+	}
+	if (e.NewDB != nil || e.NewTable != nil) && (e.Scope != ScopeTable || e.NewDB == nil || e.NewTable == nil) {
+		t.Errorf("effect %d: NewDB/NewTable must come as a pair on a table effect", i)
+	}
+	if e.DBInName && (len(e.DB) != 1 || e.Cat != nil) {
+		t.Errorf("effect %d: DBInName needs a top-level db string arg and no Cat path", i)
+	}
+	for _, p := range []Path{e.Cat, e.DB, e.Table, e.Part, e.NewDB, e.NewTable} {
+		if p == nil {
+			continue
+		}
+		if len(p) == 0 || p[0] <= 0 {
+			t.Errorf("effect %d: path %v must start with an arg field id", i, p)
+		}
+		for _, id := range p {
+			if id == 0 || id < Each {
+				t.Errorf("effect %d: bad step %d in %v", i, id, p)
+			}
+		}
+	}
+}
+
+// TestClassification pins the decisions the proxy relies on.
+func TestClassification(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		class     Class
+		kind      Kind
+		cacheable bool
+		oneway    bool
+	}{
+		{"get_table_req", Read, KindTable, true, false},
+		{"get_partitions_by_names", Read, KindPartitions, true, false},
+		{"get_partition_names_ps", Read, KindPartitionNames, true, false},
+		{"get_partitions_by_filter", Read, KindPartitionFilter, true, false},
+		{"get_table_statistics_req", Read, KindStatistics, true, false},
+		{"get_databases", Read, KindDatabaseNames, true, false},
+		{"get_partition_with_auth", Read, KindPartition, false, false},
+		{"get_privilege_set", Read, KindOther, false, false},
+		{"getMetaConf", Passthrough, KindNone, false, false},
+		{"get_current_notificationEventId", Passthrough, KindNone, false, false},
+		{"get_next_notification", Passthrough, KindNone, false, false},
+		{"open_txns", Passthrough, KindNone, false, false},
+		{"lock", Passthrough, KindNone, false, false},
+		{"heartbeat", Passthrough, KindNone, false, false},
+		{"compact2", Passthrough, KindNone, false, false},
+		{"get_delegation_token", Passthrough, KindNone, false, false},
+		{"set_ugi", Session, KindNone, false, false},
+		{"setMetaConf", Session, KindNone, false, false},
+		{"shutdown", Passthrough, KindNone, false, true},
+		{"reinitialize", Passthrough, KindNone, false, true},
+		{"commit_txn", Write, KindNone, false, false},
+		{"alter_table", Write, KindNone, false, false},
+	} {
+		m := Lookup([]byte(tc.name))
+		if m == nil {
+			t.Errorf("%s: missing", tc.name)
+			continue
+		}
+		if m.Class != tc.class || m.Kind != tc.kind || m.Cacheable != tc.cacheable || m.Oneway != tc.oneway {
+			t.Errorf("%s: got %v/%v cacheable=%v oneway=%v, want %v/%v cacheable=%v oneway=%v",
+				tc.name, m.Class, m.Kind, m.Cacheable, m.Oneway, tc.class, tc.kind, tc.cacheable, tc.oneway)
+		}
+	}
+}
+
+func TestEffects(t *testing.T) {
+	eq := func(a, b Path) bool {
+		if len(a) != len(b) || (a == nil) != (b == nil) {
+			return false
+		}
+		for i := range a {
+			if a[i] != b[i] {
+				return false
+			}
+		}
+		return true
+	}
+	for _, tc := range []struct {
+		name string
+		i    int
+		want Effect
+	}{
+		{"alter_table", 0, Effect{Scope: ScopeTable, DB: Path{1}, Table: Path{2}, NewDB: Path{3, 2}, NewTable: Path{3, 1}, DBInName: true}},
+		{"alter_table_req", 0, Effect{Scope: ScopeTable, Cat: Path{1, 1}, DB: Path{1, 2}, Table: Path{1, 3}, NewDB: Path{1, 4, 2}, NewTable: Path{1, 4, 1}}},
+		{"create_table", 0, Effect{Scope: ScopeTable, Cat: Path{1, 17}, DB: Path{1, 2}, Table: Path{1, 1}}},
+		{"add_partitions", 0, Effect{Scope: ScopePartition, Cat: Path{1, Each, 9}, DB: Path{1, Each, 2}, Table: Path{1, Each, 3}, Part: Path{1, Each, 1}}},
+		{"drop_partitions_req", 0, Effect{Scope: ScopePartition, Cat: Path{1, 9}, DB: Path{1, 1}, Table: Path{1, 2}, Part: Path{1, 3, 1, Each}}},
+		{"update_partition_column_statistics", 0, Effect{Scope: ScopePartition, Cat: Path{1, 1, 6}, DB: Path{1, 1, 2}, Table: Path{1, 1, 3}, Part: Path{1, 1, 4}}},
+		{"drop_database", 0, Effect{Scope: ScopeDatabase, DB: Path{1}, DBInName: true}},
+		{"commit_txn", 0, Effect{Scope: ScopeTxn}},
+		{"update_transaction_statistics", 0, Effect{Scope: ScopeAll}},
+	} {
+		m := Lookup([]byte(tc.name))
+		if m == nil || len(m.Effects) <= tc.i {
+			t.Errorf("%s: no effect %d", tc.name, tc.i)
+			continue
+		}
+		g, w := m.Effects[tc.i], tc.want
+		if g.Scope != w.Scope || g.DBInName != w.DBInName || !eq(g.Cat, w.Cat) || !eq(g.DB, w.DB) ||
+			!eq(g.Table, w.Table) || !eq(g.Part, w.Part) || !eq(g.NewDB, w.NewDB) || !eq(g.NewTable, w.NewTable) {
+			t.Errorf("%s effect %d:\n got %+v\nwant %+v", tc.name, tc.i, g, w)
+		}
+	}
+}
+
+func TestStrings(t *testing.T) {
+	seen := map[string]bool{}
+	for k := KindNone; k <= KindOther; k++ {
+		s := k.String()
+		if s == "" || seen[s] || strings.ContainsAny(s, " -") {
+			t.Errorf("Kind(%d).String() = %q", k, s)
+		}
+		seen[s] = true
+	}
+	if KindDatabaseNames.String() != "database_names" || KindPartitionFilter.String() != "partition_filter" {
+		t.Error("kind labels changed")
+	}
+	if Kind(200).String() != "kind(200)" || Class(9).String() != "class(9)" || Scope(9).String() != "scope(9)" {
+		t.Error("unknown values")
+	}
+	if Write.String() != "write" || ScopeTxn.String() != "txn" {
+		t.Error("class/scope labels")
+	}
+}
+
+func TestLookupUnknown(t *testing.T) {
+	for _, n := range []string{"", "get_tablex", "GET_TABLE", "get_databases_req", "get_partitions_spec_by_filter"} {
+		if Lookup([]byte(n)) != nil {
+			t.Errorf("Lookup(%q) != nil", n)
+		}
+	}
+	var nilM *Method
+	if nilM.Idempotent() {
+		t.Error("nil method idempotent")
+	}
+}
+
+func TestLookupDoesNotAllocate(t *testing.T) {
+	names := [][]byte{[]byte("get_table_req"), []byte("alter_partitions_req"), []byte("no_such_method")}
+	allocs := testing.AllocsPerRun(1000, func() {
+		for _, n := range names {
+			_ = Lookup(n)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("Lookup allocates %.1f times per run", allocs)
+	}
+}
+
+func BenchmarkLookup(b *testing.B) {
+	names := [][]byte{
+		[]byte("get_table_req"), []byte("get_partitions_by_names"), []byte("set_ugi"),
+		[]byte("alter_table_with_environment_context"), []byte("no_such_method"),
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if Lookup(names[i%len(names)]) == nil && i%len(names) != 4 {
+			b.Fatal("lookup failed")
+		}
+	}
+}
+
+// TestSummary logs how many methods each class holds (go test -v).
+func TestSummary(t *testing.T) {
+	n := map[Class]int{}
+	cacheable, idem := 0, 0
+	for _, m := range All() {
+		n[m.Class]++
+		if m.Cacheable {
+			cacheable++
+		}
+		if m.Idempotent() {
+			idem++
+		}
+	}
+	t.Logf("passthrough %d, read %d (cacheable %d), write %d, session %d; idempotent %d",
+		n[Passthrough], n[Read], cacheable, n[Write], n[Session], idem)
+}

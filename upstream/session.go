@@ -1,0 +1,126 @@
+package upstream
+
+import (
+	"strings"
+
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+)
+
+// Session is the per-connection state HMS keeps for a client: the identity
+// from set_ugi and the overrides from setMetaConf. An upstream connection
+// carries exactly one Session; calls for a client only ever run on
+// connections carrying that client's Session. Values are immutable.
+type Session struct {
+	ugi  []byte // set_ugi args struct as the client sent it; nil: no identity
+	user string
+	conf []confKV // setMetaConf overrides in the order first set
+	key  string   // identity of the state, for pooling
+}
+
+type confKV struct{ k, v string }
+
+// NoSession is the state of a connection on which nothing was set.
+var NoSession = &Session{}
+
+// User is the identity set by set_ugi, "" when none.
+func (s *Session) User() string { return s.user }
+
+// HasUGI reports whether set_ugi was applied.
+func (s *Session) HasUGI() bool { return s.ugi != nil }
+
+// Key identifies the state: two sessions with equal keys are
+// interchangeable on an upstream connection.
+func (s *Session) Key() string { return s.key }
+
+// WithUGI returns the session after a successful set_ugi whose args struct
+// is args.
+func (s *Session) WithUGI(args []byte) *Session {
+	n := &Session{ugi: append([]byte(nil), args...), conf: s.conf}
+	d := wire.NewDecoder(args)
+	for {
+		typ, id := d.FieldBegin()
+		if typ == wire.TStop || d.Err() != nil {
+			break
+		}
+		if id == 1 && typ == wire.TString {
+			n.user = d.String()
+			continue
+		}
+		d.Skip(typ)
+	}
+	n.key = n.makeKey()
+	return n
+}
+
+// WithConf returns the session after a successful setMetaConf(key, value).
+func (s *Session) WithConf(key, value string) *Session {
+	n := &Session{ugi: s.ugi, user: s.user}
+	n.conf = make([]confKV, 0, len(s.conf)+1)
+	replaced := false
+	for _, kv := range s.conf {
+		if kv.k == key {
+			kv.v, replaced = value, true
+		}
+		n.conf = append(n.conf, kv)
+	}
+	if !replaced {
+		n.conf = append(n.conf, confKV{key, value})
+	}
+	n.key = n.makeKey()
+	return n
+}
+
+func (s *Session) makeKey() string {
+	var b strings.Builder
+	b.WriteString(string(s.ugi))
+	for _, kv := range s.conf {
+		b.WriteByte(0)
+		b.WriteString(kv.k)
+		b.WriteByte(0)
+		b.WriteString(kv.v)
+	}
+	return b.String()
+}
+
+// ConfArgs decodes setMetaConf args into key and value.
+func ConfArgs(args []byte) (key, value string, err error) {
+	d := wire.NewDecoder(args)
+	for {
+		typ, id := d.FieldBegin()
+		if d.Err() != nil {
+			return "", "", d.Err()
+		}
+		if typ == wire.TStop {
+			return key, value, nil
+		}
+		switch {
+		case id == 1 && typ == wire.TString:
+			key = d.String()
+		case id == 2 && typ == wire.TString:
+			value = d.String()
+		default:
+			d.Skip(typ)
+		}
+	}
+}
+
+// replay lists the calls that put a fresh connection into this state.
+func (s *Session) replay() []replayCall {
+	var calls []replayCall
+	if s.ugi != nil {
+		calls = append(calls, replayCall{"set_ugi", s.ugi})
+	}
+	for _, kv := range s.conf {
+		e := wire.Encoder{}
+		e.StringField(1, kv.k)
+		e.StringField(2, kv.v)
+		e.Stop()
+		calls = append(calls, replayCall{"setMetaConf", e.B})
+	}
+	return calls
+}
+
+type replayCall struct {
+	method string
+	args   []byte
+}

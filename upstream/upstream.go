@@ -1,0 +1,302 @@
+// Package upstream manages the proxy's connections to the metastores behind
+// it: bounded pools per metastore, per-client session state, failover,
+// timeouts per call class and background health checks.
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+)
+
+// Sentinel errors callers branch on.
+var (
+	// ErrUnavailable: no upstream could take the call before anything was
+	// sent; the client should see a transport failure.
+	ErrUnavailable = errors.New("upstream: no metastore reachable")
+	// ErrBroken: the connection failed after the request was sent (or the
+	// reply was malformed); the call's outcome is unknown.
+	ErrBroken = errors.New("upstream: connection failed during call")
+	// ErrClosed: the group was closed.
+	ErrClosed = errors.New("upstream: closed")
+)
+
+// Class selects the timeout and retry rules of a call.
+type Class uint8
+
+const (
+	// Read calls are idempotent: bounded by ReadTimeout, and retried on the
+	// next metastore when the connection failed before a reply arrived.
+	Read Class = iota
+	// Write calls may run for tens of minutes: bounded by WriteTimeout
+	// (none by default) and never retried once sent.
+	Write
+	// SessionCall is set_ugi or setMetaConf: bounded by SessionTimeout,
+	// never retried once sent.
+	SessionCall
+)
+
+// Config configures a Group. The zero value of each field selects the
+// default in its comment; URIs is required.
+type Config struct {
+	// URIs are the metastores, "thrift://host:port", tried in this order:
+	// the first healthy one takes the calls, the rest are failover.
+	URIs []string
+	// Transport is the upstream framing. Default buffered.
+	Transport wire.Transport
+	// MaxConns bounds open connections per metastore. Default 64.
+	MaxConns int
+	// MaxIdle bounds idle connections kept per metastore. Default MaxConns.
+	MaxIdle int
+	// IdleTimeout closes connections idle longer. Default 5m.
+	IdleTimeout time.Duration
+	// DialTimeout bounds connecting. Default 5s.
+	DialTimeout time.Duration
+	// ReadTimeout bounds a read call. Default 10m, like
+	// hive.metastore.client.socket.timeout. Negative: none.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds a write call. Default none (0): a rename of a
+	// table with thousands of partitions can take half an hour.
+	WriteTimeout time.Duration
+	// SessionTimeout bounds set_ugi/setMetaConf. Default 30s.
+	SessionTimeout time.Duration
+	// HealthInterval is the period of background health checks. Default 5s.
+	HealthInterval time.Duration
+	// ReplyLimits bound reply messages. Default MaxMessage 2 GiB - 1, as
+	// Hive 4 clients allow.
+	ReplyLimits wire.Limits
+	// Logger receives structured logs. Default: discard.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxConns <= 0 {
+		c.MaxConns = 64
+	}
+	if c.MaxIdle <= 0 || c.MaxIdle > c.MaxConns {
+		c.MaxIdle = c.MaxConns
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 5 * time.Minute
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = 5 * time.Second
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = 10 * time.Minute
+	}
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = 30 * time.Second
+	}
+	if c.HealthInterval <= 0 {
+		c.HealthInterval = 5 * time.Second
+	}
+	if c.ReplyLimits.MaxMessage <= 0 {
+		c.ReplyLimits.MaxMessage = 1<<31 - 1
+	}
+	c.ReplyLimits = c.ReplyLimits.WithDefaults()
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// ParseURI returns host:port from "thrift://host:port" (or plain host:port).
+func ParseURI(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if !strings.Contains(s, "://") {
+		s = "thrift://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("upstream: parse %q: %w", s, err)
+	}
+	if u.Scheme != "thrift" || u.Host == "" || u.Port() == "" {
+		return "", fmt.Errorf("upstream: %q is not thrift://host:port", s)
+	}
+	return u.Host, nil
+}
+
+// Call is one client request to forward.
+type Call struct {
+	// Session is the state the upstream connection must carry.
+	Session *Session
+	// Becomes, if set, is the state the connection has after this call
+	// succeeds (set_ugi, setMetaConf).
+	Becomes *Session
+	Class   Class
+	// Msg is the client's message; it is forwarded as is, seqid included,
+	// so the reply bytes are exactly what the client expects.
+	Msg wire.Message
+	// Oneway calls get no reply.
+	Oneway bool
+}
+
+// ReplySink receives the upstream's reply while the connection is still
+// checked out; the message is valid only during the call.
+type ReplySink interface {
+	Reply(m wire.Message) error
+}
+
+// Group is the set of metastores behind one proxy listener.
+type Group struct {
+	cfg    Config
+	pools  []*pool
+	ctx    context.Context // cancelled by Close; owns the health loop
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed atomic.Bool
+}
+
+// New validates cfg and starts the health checker.
+func New(cfg Config) (*Group, error) {
+	cfg = cfg.withDefaults()
+	if len(cfg.URIs) == 0 {
+		return nil, errors.New("upstream: no metastore URI configured")
+	}
+	g := &Group{cfg: cfg}
+	for _, u := range cfg.URIs {
+		addr, err := ParseURI(u)
+		if err != nil {
+			return nil, err
+		}
+		p := &pool{g: g, addr: addr, sem: make(chan struct{}, cfg.MaxConns), wake: make(chan struct{}), idle: map[string][]*conn{}}
+		p.healthy.Store(true) // optimistic until the first check says otherwise
+		g.pools = append(g.pools, p)
+	}
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+	g.wg.Add(1)
+	go g.healthLoop()
+	return g, nil
+}
+
+// Addrs lists the metastores in failover order.
+func (g *Group) Addrs() []string {
+	out := make([]string, len(g.pools))
+	for i, p := range g.pools {
+		out[i] = p.addr
+	}
+	return out
+}
+
+// Healthy reports the last known health of each metastore.
+func (g *Group) Healthy() []bool {
+	out := make([]bool, len(g.pools))
+	for i, p := range g.pools {
+		out[i] = p.healthy.Load()
+	}
+	return out
+}
+
+// Close stops health checks and closes idle connections; connections in
+// use are closed when returned. Safe to call twice.
+func (g *Group) Close() error {
+	if g.closed.Swap(true) {
+		return nil
+	}
+	g.cancel()
+	g.wg.Wait()
+	for _, p := range g.pools {
+		p.closeIdle()
+	}
+	return nil
+}
+
+// order returns the pools to try: healthy ones first, in configured order,
+// then the unhealthy ones (health may be stale).
+func (g *Group) order(buf []*pool) []*pool {
+	buf = buf[:0]
+	for _, p := range g.pools {
+		if p.healthy.Load() {
+			buf = append(buf, p)
+		}
+	}
+	for _, p := range g.pools {
+		if !p.healthy.Load() {
+			buf = append(buf, p)
+		}
+	}
+	return buf
+}
+
+// Do forwards c to a metastore and hands the reply to sink. A read whose
+// connection fails before any reply byte arrives moves on to the next
+// metastore; any other call is never sent twice.
+func (g *Group) Do(ctx context.Context, c Call, sink ReplySink) error {
+	if g.closed.Load() {
+		return ErrClosed
+	}
+	var arr [4]*pool
+	var lastErr error
+	for _, p := range g.order(arr[:0]) {
+		err := p.do(ctx, c, sink)
+		if err == nil {
+			return nil
+		}
+		lastErr = err
+		var ne *notSentError
+		if errors.As(err, &ne) {
+			continue // nothing reached the metastore: safe for any class
+		}
+		var fe *failedBeforeReplyError
+		if c.Class == Read && errors.As(err, &fe) {
+			g.cfg.Logger.Warn("read failed before reply; trying next metastore", "addr", p.addr, "err", err)
+			continue
+		}
+		return err
+	}
+	if lastErr == nil {
+		lastErr = ErrUnavailable
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, lastErr)
+}
+
+// notSentError: the call never left the proxy (dial or session replay
+// failed).
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string { return "upstream: not sent: " + e.err.Error() }
+func (e *notSentError) Unwrap() error { return e.err }
+
+// failedBeforeReplyError: the request may have been sent but the
+// connection failed before any reply byte arrived.
+type failedBeforeReplyError struct{ err error }
+
+func (e *failedBeforeReplyError) Error() string {
+	return "upstream: failed before reply: " + e.err.Error()
+}
+func (e *failedBeforeReplyError) Unwrap() error { return ErrBroken }
+
+func (g *Group) timeout(c Class) time.Duration {
+	switch c {
+	case Read:
+		return g.cfg.ReadTimeout
+	case SessionCall:
+		return g.cfg.SessionTimeout
+	}
+	return g.cfg.WriteTimeout
+}
+
+func (g *Group) healthLoop() {
+	defer g.wg.Done()
+	t := time.NewTicker(g.cfg.HealthInterval)
+	defer t.Stop()
+	for {
+		for _, p := range g.pools {
+			p.check(g.ctx)
+		}
+		select {
+		case <-g.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

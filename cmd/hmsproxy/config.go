@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// fileConfig is the YAML config file. Every field can also be set by the
+// flag named in its comment; flags win over the file.
+type fileConfig struct {
+	Listen    string `yaml:"listen"`    // -listen
+	Transport string `yaml:"transport"` // -transport
+
+	Upstream struct {
+		URIs           []string      `yaml:"uris"`            // -upstream (comma-separated)
+		Transport      string        `yaml:"transport"`       // -upstream-transport
+		MaxConns       int           `yaml:"max_conns"`       // -upstream-max-conns
+		DialTimeout    time.Duration `yaml:"dial_timeout"`    // -dial-timeout
+		ReadTimeout    time.Duration `yaml:"read_timeout"`    // -read-timeout
+		WriteTimeout   time.Duration `yaml:"write_timeout"`   // -write-timeout
+		IdleTimeout    time.Duration `yaml:"idle_timeout"`    // -upstream-idle-timeout
+		HealthInterval time.Duration `yaml:"health_interval"` // -health-interval
+	} `yaml:"upstream"`
+
+	Limits struct {
+		MaxMessageBytes int `yaml:"max_message_bytes"` // -max-message-bytes
+		MaxDepth        int `yaml:"max_depth"`         // -max-depth
+		MaxClients      int `yaml:"max_clients"`       // -max-clients
+	} `yaml:"limits"`
+
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"` // -shutdown-timeout
+
+	Log struct {
+		Level  string `yaml:"level"`  // -log-level
+		Format string `yaml:"format"` // -log-format
+	} `yaml:"log"`
+
+	Demo bool `yaml:"demo"` // -demo
+}
+
+func defaults() fileConfig {
+	var c fileConfig
+	c.Listen = ":9083"
+	c.Transport = "buffered"
+	c.Upstream.Transport = "buffered"
+	c.Upstream.MaxConns = 64
+	c.Upstream.DialTimeout = 5 * time.Second
+	c.Upstream.ReadTimeout = 10 * time.Minute
+	c.Upstream.IdleTimeout = 5 * time.Minute
+	c.Upstream.HealthInterval = 5 * time.Second
+	c.Limits.MaxMessageBytes = 100 << 20
+	c.Limits.MaxDepth = 64
+	c.Limits.MaxClients = 10000
+	c.ShutdownTimeout = 30 * time.Second
+	c.Log.Level = "info"
+	c.Log.Format = "text"
+	return c
+}
+
+// load reads the config: defaults, then the file named by -config (or
+// HMSPROXY_CONFIG), then the flags that were set on the command line.
+func load(args []string) (fileConfig, error) {
+	c := defaults()
+	fs := flag.NewFlagSet("hmsproxy", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `hmsproxy: a caching proxy for the Hive Metastore Thrift API.
+
+Usage:
+  hmsproxy --upstream thrift://hms:9083 [flags]
+  hmsproxy --config hmsproxy.yaml [flags]
+  hmsproxy --demo            (proxy in front of an embedded demo metastore)
+
+Clients point hive.metastore.uris at the proxy's listen address.
+Flags override the YAML file; the file's keys are given in brackets.
+Environment: HMSPROXY_CONFIG names the config file when -config is not given.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	path := fs.String("config", os.Getenv("HMSPROXY_CONFIG"), "YAML config file")
+	listen := fs.String("listen", c.Listen, "client listen address [listen]")
+	transport := fs.String("transport", c.Transport, "client transport, buffered or framed, as hive.metastore.thrift.framed.transport.enabled [transport]")
+	uris := fs.String("upstream", "", "metastore URIs, comma-separated thrift://host:port, in failover order [upstream.uris]")
+	upTransport := fs.String("upstream-transport", c.Upstream.Transport, "upstream transport, buffered or framed [upstream.transport]")
+	maxConns := fs.Int("upstream-max-conns", c.Upstream.MaxConns, "max open connections per metastore [upstream.max_conns]")
+	dialTimeout := fs.Duration("dial-timeout", c.Upstream.DialTimeout, "upstream connect timeout [upstream.dial_timeout]")
+	readTimeout := fs.Duration("read-timeout", c.Upstream.ReadTimeout, "timeout of read calls, negative for none [upstream.read_timeout]")
+	writeTimeout := fs.Duration("write-timeout", c.Upstream.WriteTimeout, "timeout of write calls, 0 for none: DDL on wide tables can run for half an hour [upstream.write_timeout]")
+	idleTimeout := fs.Duration("upstream-idle-timeout", c.Upstream.IdleTimeout, "close upstream connections idle longer than this [upstream.idle_timeout]")
+	health := fs.Duration("health-interval", c.Upstream.HealthInterval, "period of upstream health checks [upstream.health_interval]")
+	maxMsg := fs.Int("max-message-bytes", c.Limits.MaxMessageBytes, "largest client request accepted, as hive.metastore.server.max.message.size [limits.max_message_bytes]")
+	maxDepth := fs.Int("max-depth", c.Limits.MaxDepth, "deepest struct/container nesting accepted [limits.max_depth]")
+	maxClients := fs.Int("max-clients", c.Limits.MaxClients, "max concurrent client connections [limits.max_clients]")
+	shutdown := fs.Duration("shutdown-timeout", c.ShutdownTimeout, "on SIGTERM, how long in-flight calls may finish [shutdown_timeout]")
+	level := fs.String("log-level", c.Log.Level, "debug, info, warn or error [log.level]")
+	format := fs.String("log-format", c.Log.Format, "text or json [log.format]")
+	demo := fs.Bool("demo", false, "start an embedded demo metastore with sample data and use it as the upstream [demo]")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if *path != "" {
+		b, err := os.ReadFile(*path)
+		if err != nil {
+			return c, fmt.Errorf("read config: %w", err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(b)) // an empty file (io.EOF) means all defaults
+		dec.KnownFields(true)
+		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+			return c, fmt.Errorf("parse config %s: %w", *path, err)
+		}
+	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "listen":
+			c.Listen = *listen
+		case "transport":
+			c.Transport = *transport
+		case "upstream":
+			c.Upstream.URIs = splitList(*uris)
+		case "upstream-transport":
+			c.Upstream.Transport = *upTransport
+		case "upstream-max-conns":
+			c.Upstream.MaxConns = *maxConns
+		case "dial-timeout":
+			c.Upstream.DialTimeout = *dialTimeout
+		case "read-timeout":
+			c.Upstream.ReadTimeout = *readTimeout
+		case "write-timeout":
+			c.Upstream.WriteTimeout = *writeTimeout
+		case "upstream-idle-timeout":
+			c.Upstream.IdleTimeout = *idleTimeout
+		case "health-interval":
+			c.Upstream.HealthInterval = *health
+		case "max-message-bytes":
+			c.Limits.MaxMessageBytes = *maxMsg
+		case "max-depth":
+			c.Limits.MaxDepth = *maxDepth
+		case "max-clients":
+			c.Limits.MaxClients = *maxClients
+		case "shutdown-timeout":
+			c.ShutdownTimeout = *shutdown
+		case "log-level":
+			c.Log.Level = *level
+		case "log-format":
+			c.Log.Format = *format
+		case "demo":
+			c.Demo = *demo
+		}
+	})
+	if len(c.Upstream.URIs) == 0 && !c.Demo {
+		return c, errors.New("no upstream: give --upstream thrift://host:port (or --demo)")
+	}
+	return c, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

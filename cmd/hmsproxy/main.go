@@ -1,0 +1,141 @@
+// Command hmsproxy is a caching proxy for the Hive Metastore Thrift API:
+// clients point hive.metastore.uris at it instead of at their metastores.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/hmsproxy/hmsproxy/internal/demohms"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/proxy"
+	"github.com/hmsproxy/hmsproxy/upstream"
+)
+
+func main() {
+	cfg, err := load(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hmsproxy:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "hmsproxy:", err)
+		os.Exit(1)
+	}
+}
+
+func newLogger(cfg fileConfig) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.Log.Level)); err != nil {
+		return nil, fmt.Errorf("log level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch cfg.Log.Format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	case "text", "":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("log format must be text or json, got %q", cfg.Log.Format)
+}
+
+func run(ctx context.Context, cfg fileConfig) error {
+	log, err := newLogger(cfg)
+	if err != nil {
+		return err
+	}
+	clientTransport, err := wire.ParseTransport(cfg.Transport)
+	if err != nil {
+		return err
+	}
+	upTransport, err := wire.ParseTransport(cfg.Upstream.Transport)
+	if err != nil {
+		return err
+	}
+
+	if cfg.Demo {
+		demo := demohms.New(demohms.Config{Transport: upTransport, Logger: log.With("component", "demo-metastore")})
+		demo.Seed(3, 4, 240)
+		dl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return fmt.Errorf("demo metastore listen: %w", err)
+		}
+		go demo.Serve(dl)
+		defer demo.Close()
+		cfg.Upstream.URIs = []string{"thrift://" + dl.Addr().String()}
+		log.Info("demo metastore started (a test double, not the product)", "addr", dl.Addr().String())
+	}
+
+	group, err := upstream.New(upstream.Config{
+		URIs:           cfg.Upstream.URIs,
+		Transport:      upTransport,
+		MaxConns:       cfg.Upstream.MaxConns,
+		DialTimeout:    cfg.Upstream.DialTimeout,
+		ReadTimeout:    cfg.Upstream.ReadTimeout,
+		WriteTimeout:   cfg.Upstream.WriteTimeout,
+		IdleTimeout:    cfg.Upstream.IdleTimeout,
+		HealthInterval: cfg.Upstream.HealthInterval,
+		Logger:         log.With("component", "upstream"),
+	})
+	if err != nil {
+		return err
+	}
+	defer group.Close()
+
+	srv, err := proxy.New(proxy.Config{
+		Transport:  clientTransport,
+		Limits:     wire.Limits{MaxMessage: cfg.Limits.MaxMessageBytes, MaxDepth: cfg.Limits.MaxDepth},
+		MaxClients: cfg.Limits.MaxClients,
+		Logger:     log.With("component", "proxy"),
+	}, group)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	uri := "thrift://" + clientAddr(ln.Addr())
+	log.Info("hmsproxy listening", "addr", ln.Addr().String(), "transport", clientTransport.String(),
+		"upstreams", group.Addrs())
+	fmt.Fprintf(os.Stderr, "\nhmsproxy is ready. Point clients at it:\n  hive.metastore.uris=%s\n  e.g. go run ./cmd/hmscli -uri %s databases\n\n", uri, uri)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: draining in-flight calls", "timeout", cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("shutdown", "err", err)
+	}
+	<-errc
+	log.Info("stopped")
+	return nil
+}
+
+// clientAddr turns a wildcard listen address into one a local client can
+// dial.
+func clientAddr(a net.Addr) string {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok || !ta.IP.IsUnspecified() {
+		return a.String()
+	}
+	return net.JoinHostPort("127.0.0.1", fmt.Sprint(ta.Port))
+}

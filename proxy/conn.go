@@ -1,0 +1,189 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"syscall"
+
+	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/upstream"
+)
+
+var errTooManyFiles = syscall.EMFILE
+
+// clientConn is one client connection and the session state HMS would
+// keep for it. It is used by its own goroutine only.
+type clientConn struct {
+	s       *Server
+	nc      net.Conn
+	r       *wire.Reader
+	w       *wire.Writer
+	sess    *upstream.Session
+	scratch []byte
+}
+
+func newClientConn(s *Server, nc net.Conn) *clientConn {
+	return &clientConn{s: s, nc: nc,
+		r:    wire.NewReader(nc, s.cfg.Transport, s.cfg.Limits),
+		w:    wire.NewWriter(nc, s.cfg.Transport),
+		sess: upstream.NoSession}
+}
+
+// Reply writes an upstream reply to the client. The upstream echoed the
+// client's own seqid and name, which the forwarder has checked.
+func (c *clientConn) Reply(m wire.Message) error {
+	if err := c.w.Write(m.Buf); err != nil {
+		return fmt.Errorf("proxy: write reply to client: %w", err)
+	}
+	return nil
+}
+
+// sessionSink forwards a session call's reply and notes whether it
+// succeeded.
+type sessionSink struct {
+	c  *clientConn
+	ok bool
+}
+
+func (k *sessionSink) Reply(m wire.Message) error {
+	k.ok = upstream.Succeeded(m)
+	return k.c.Reply(m)
+}
+
+func (c *clientConn) serve() {
+	defer c.s.untrack(c)
+	defer c.nc.Close()
+	log := c.s.log.With("remote", c.nc.RemoteAddr().String())
+	for !c.s.isClosing() {
+		m, err := c.r.Read()
+		if err != nil {
+			c.readFailed(err, log)
+			return
+		}
+		if err := c.handle(m); err != nil {
+			log.Warn("closing client connection", "method", string(m.Name()), "user", c.sess.User(), "err", err)
+			return
+		}
+	}
+}
+
+var (
+	nameSetUGI     = []byte("set_ugi")
+	nameSetMetaCon = []byte("setMetaConf")
+	nameShutdown   = []byte("shutdown")
+)
+
+// errClose asks the loop to drop the connection, as HMS would.
+var errClose = errors.New("proxy: connection closed as the metastore would")
+
+func (c *clientConn) handle(m wire.Message) error {
+	if m.Type != wire.Call && m.Type != wire.Oneway {
+		c.appError(string(m.Name()), m.SeqID, wire.ExInvalidMsgType,
+			fmt.Sprintf("proxy: message type %d is not a call", m.Type))
+		return errClose
+	}
+	meth := hms.Lookup(m.Name())
+	name := m.Name()
+	oneway := m.Type == wire.Oneway || meth != nil && meth.Oneway
+	switch {
+	case bytes.Equal(name, nameSetUGI):
+		return c.setUGI(m)
+	case bytes.Equal(name, nameSetMetaCon):
+		return c.setMetaConf(m)
+	case oneway && bytes.Equal(name, nameShutdown):
+		// fb303 shutdown resets the server-side state of the connection it
+		// arrives on; upstream connections are shared, so it stops here.
+		// The client closes its socket next.
+		return nil
+	}
+	call := upstream.Call{Session: c.sess, Class: classOf(meth), Msg: m, Oneway: oneway}
+	return c.forward(call, c)
+}
+
+// classOf maps the method table onto upstream call classes. Methods the
+// table does not know may change state, so they get write rules.
+func classOf(meth *hms.Method) upstream.Class {
+	if meth != nil && meth.Idempotent() {
+		return upstream.Read
+	}
+	return upstream.Write
+}
+
+func (c *clientConn) forward(call upstream.Call, sink upstream.ReplySink) error {
+	if err := c.s.up.Do(c.s.ctx, call, sink); err != nil {
+		// The client must see a transport failure, never a made-up
+		// answer: its retry logic reconnects on exactly that.
+		return err
+	}
+	return nil
+}
+
+func (c *clientConn) setUGI(m wire.Message) error {
+	if c.sess.HasUGI() {
+		// HMS refuses a second set_ugi by dropping the connection.
+		return fmt.Errorf("%w: second set_ugi", errClose)
+	}
+	sink := sessionSink{c: c}
+	next := c.sess.WithUGI(m.Body())
+	if err := c.forward(upstream.Call{Session: c.sess, Becomes: next, Class: upstream.SessionCall, Msg: m}, &sink); err != nil {
+		return err
+	}
+	if sink.ok {
+		c.sess = next
+	}
+	return nil
+}
+
+func (c *clientConn) setMetaConf(m wire.Message) error {
+	key, value, err := upstream.ConfArgs(m.Body())
+	if err != nil {
+		c.appError(string(m.Name()), m.SeqID, wire.ExProtocolError, "proxy: bad setMetaConf args: "+err.Error())
+		return errClose
+	}
+	sink := sessionSink{c: c}
+	next := c.sess.WithConf(key, value)
+	if err := c.forward(upstream.Call{Session: c.sess, Becomes: next, Class: upstream.SessionCall, Msg: m}, &sink); err != nil {
+		return err
+	}
+	if sink.ok {
+		c.sess = next
+	}
+	return nil
+}
+
+// readFailed answers a refused message where the protocol allows a reply.
+func (c *clientConn) readFailed(err error, log interface {
+	Warn(string, ...any)
+	Debug(string, ...any)
+}) {
+	var re *wire.ReadError
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+		return
+	case errors.Is(err, os.ErrDeadlineExceeded) && c.s.isClosing():
+		return
+	case errors.As(err, &re):
+		code := wire.ExProtocolError
+		if errors.Is(err, wire.ErrNotStrict) || errors.Is(err, wire.ErrCompact) || errors.Is(err, wire.ErrBadVersion) {
+			code = wire.ExInvalidProtocol
+		}
+		msg := "proxy: refused message: " + re.Error()
+		if errors.Is(err, wire.ErrNotStrict) {
+			msg += " (the proxy, like HMS, takes the strict binary protocol; check framed vs buffered transport)"
+		}
+		c.appError(re.Name, re.SeqID, code, msg)
+		log.Warn("refused client message", "err", err, "method", re.Name)
+	default:
+		log.Debug("client read failed", "err", err)
+	}
+}
+
+func (c *clientConn) appError(name string, seq int32, code int32, msg string) {
+	c.scratch = wire.AppendApplicationException(c.scratch[:0], name, seq, code, msg)
+	c.w.Write(c.scratch)
+}

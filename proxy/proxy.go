@@ -1,0 +1,195 @@
+// Package proxy accepts HMS client connections, reads each call as Thrift
+// bytes and routes it by the method table: session calls update the
+// client's state, everything else goes to the metastores.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/upstream"
+)
+
+// Forwarder sends a call to a metastore and hands the reply to sink.
+// *upstream.Group implements it.
+type Forwarder interface {
+	Do(ctx context.Context, c upstream.Call, sink upstream.ReplySink) error
+}
+
+// Config configures a Server. The zero value of each field selects the
+// default in its comment.
+type Config struct {
+	// Transport is the client-side framing. Default buffered, as HMS.
+	Transport wire.Transport
+	// Limits bound client requests. Default: 100 MiB messages, as HMS's
+	// hive.metastore.server.max.message.size, nesting depth 64.
+	Limits wire.Limits
+	// MaxClients bounds concurrent client connections; more are closed
+	// on accept. Default 10,000.
+	MaxClients int
+	// Logger receives structured logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// Server is a proxy listener's connection handling.
+type Server struct {
+	cfg Config
+	up  Forwarder
+	log *slog.Logger
+
+	ctx    context.Context // cancelled when shutdown gives up draining
+	cancel context.CancelFunc
+
+	mu        sync.Mutex // guards listeners, conns, closing
+	listeners map[net.Listener]struct{}
+	conns     map[*clientConn]struct{}
+	closing   bool
+
+	wg sync.WaitGroup // one per connection goroutine
+}
+
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = errors.New("proxy: server closed")
+
+// New returns a Server forwarding to up.
+func New(cfg Config, up Forwarder) (*Server, error) {
+	if up == nil {
+		return nil, errors.New("proxy: no upstream")
+	}
+	cfg.Limits = cfg.Limits.WithDefaults()
+	if cfg.MaxClients <= 0 {
+		cfg.MaxClients = 10_000
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, up: up, log: cfg.Logger,
+		listeners: map[net.Listener]struct{}{}, conns: map[*clientConn]struct{}{}}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Serve accepts connections on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+	}()
+
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.isClosing() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errTooManyFiles) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed; retrying", "err", err, "backoff", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return fmt.Errorf("proxy: accept: %w", err)
+		}
+		backoff = 0
+		c := s.track(nc)
+		if c == nil {
+			continue
+		}
+		go c.serve()
+	}
+}
+
+// track registers a new connection, or closes it when over the limit or
+// shutting down.
+func (s *Server) track(nc net.Conn) *clientConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing || len(s.conns) >= s.cfg.MaxClients {
+		nc.Close()
+		if !s.closing {
+			s.log.Warn("client refused: connection limit reached", "remote", nc.RemoteAddr().String(), "max", s.cfg.MaxClients)
+		}
+		return nil
+	}
+	c := newClientConn(s, nc)
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	return c
+}
+
+func (s *Server) untrack(c *clientConn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+func (s *Server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+// Clients is the number of open client connections.
+func (s *Server) Clients() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// Shutdown stops accepting, lets each connection finish the call it is in,
+// then closes it. When ctx ends first, calls still running are cut off.
+// Safe to call twice.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	for c := range s.conns {
+		// Wakes connections blocked reading their next call; one inside a
+		// call sees closing when it finishes.
+		c.nc.SetReadDeadline(aLongTimeAgo)
+	}
+	s.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		s.cancel()
+		return nil
+	case <-ctx.Done():
+		s.cancel()
+		s.mu.Lock()
+		n := len(s.conns)
+		for c := range s.conns {
+			c.nc.Close()
+		}
+		s.mu.Unlock()
+		<-done
+		return fmt.Errorf("proxy: shutdown cut off %d connections: %w", n, ctx.Err())
+	}
+}
+
+var aLongTimeAgo = time.Unix(1, 0)

@@ -1,20 +1,19 @@
 package wire
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
-	"io"
 	"math"
 )
 
 // scanner walks Thrift bytes in buf, validating limits. When src is set,
-// missing bytes are pulled from it and appended to buf (a buffered-transport
-// message has no length prefix, so its end is found by walking it).
+// buf is a view of src's window starting at the message, and missing bytes
+// are pulled in by src (a buffered-transport message has no length prefix,
+// so its end is found by walking it).
 type scanner struct {
 	buf   []byte
 	pos   int
-	src   *bufio.Reader
+	src   *Reader
 	lim   Limits
 	depth int
 }
@@ -33,28 +32,9 @@ func (s *scanner) need(n int) error {
 	if s.pos+n > s.lim.MaxMessage {
 		return ErrTooLarge
 	}
-	for len(s.buf)-s.pos < n {
-		// Read no more than this message still needs: bytes past its end
-		// belong to the next message and must stay in src.
-		missing := n - (len(s.buf) - s.pos)
-		want := min(missing, readChunk)
-		if cap(s.buf)-len(s.buf) < want {
-			// Double, but never past the message limit (pos+n <= MaxMessage).
-			nc := min(len(s.buf)+max(want, len(s.buf)), s.lim.MaxMessage)
-			nb := make([]byte, len(s.buf), nc)
-			copy(nb, s.buf)
-			s.buf = nb
-		}
-		got, err := io.ReadAtLeast(s.src, s.buf[len(s.buf):len(s.buf)+want], want)
-		s.buf = s.buf[:len(s.buf)+got]
-		if err != nil {
-			if errors.Is(err, io.EOF) && len(s.buf) > 0 {
-				return io.ErrUnexpectedEOF
-			}
-			return err
-		}
-	}
-	return nil
+	b, err := s.src.fill(s.pos + n)
+	s.buf = b
+	return err
 }
 
 func (s *scanner) u32() (uint32, error) {

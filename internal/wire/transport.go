@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -41,69 +40,103 @@ func ParseTransport(s string) (Transport, error) {
 // one, grown for a rare huge message, is dropped.
 const keepBuf = 1 << 20
 
-// Reader reads whole messages from a connection.
+// Reader reads whole messages from a connection into a buffer of its own
+// and parses them in place, so a message costs no copy and, once the
+// buffer has grown to the usual message size, no allocation.
 type Reader struct {
-	br        *bufio.Reader
+	rd        io.Reader
 	transport Transport
 	lim       Limits
 	buf       []byte
-	hdr       [4]byte // frame prefix; a field so it does not escape per Read
+	r, w      int // unread data is buf[r:w]; a message being parsed starts at r
+	next      int // end of the last message returned; consumed by the next Read
 }
 
-// NewReader returns a Reader over r.
-func NewReader(r io.Reader, t Transport, lim Limits) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, 64<<10), transport: t, lim: lim.WithDefaults()}
+// NewReader returns a Reader over rd.
+func NewReader(rd io.Reader, t Transport, lim Limits) *Reader {
+	return &Reader{rd: rd, transport: t, lim: lim.WithDefaults()}
 }
 
-// Buffered reports whether bytes are waiting in the read buffer.
-func (r *Reader) Buffered() int { return r.br.Buffered() }
+// Buffered reports how many bytes past the last message have arrived.
+func (r *Reader) Buffered() int { return r.w - r.next }
 
 // Read returns the next message. Its bytes are valid until the next call.
 // io.EOF means the peer closed cleanly between messages; a *ReadError means
 // the bytes broke the protocol or a limit.
 func (r *Reader) Read() (Message, error) {
-	if cap(r.buf) > keepBuf {
-		r.buf = nil
-	}
-	if r.buf == nil {
-		r.buf = make([]byte, 0, 4096)
+	r.r = r.next
+	if r.r == r.w {
+		r.r, r.w = 0, 0
+		if cap(r.buf) > keepBuf || r.buf == nil {
+			r.buf = make([]byte, 4096)
+		}
 	}
 	if r.transport == Framed {
 		return r.readFramed()
 	}
-	s := scanner{buf: r.buf[:0], src: r.br, lim: r.lim}
+	s := scanner{buf: r.buf[r.r:r.w], src: r, lim: r.lim}
 	m, err := s.message()
-	r.buf = s.buf[:0]
-	return m, err
+	if err != nil {
+		return m, err
+	}
+	r.next = r.r + len(m.Buf)
+	return m, nil
 }
 
 func (r *Reader) readFramed() (Message, error) {
-	if _, err := io.ReadFull(r.br, r.hdr[:]); err != nil {
+	b, err := r.fill(4)
+	if err != nil {
 		return Message{}, err
 	}
-	n := int32(binary.BigEndian.Uint32(r.hdr[:]))
+	n := int32(binary.BigEndian.Uint32(b))
 	if n <= 0 {
 		return Message{}, &ReadError{Err: ErrBadFrame}
 	}
 	if int(n) > r.lim.MaxMessage {
 		return Message{}, &ReadError{Err: ErrTooLarge}
 	}
-	// Pull exactly the frame, growing with the data that arrives.
-	fill := scanner{buf: r.buf[:0], src: r.br, lim: r.lim}
-	if err := fill.need(int(n)); err != nil {
-		if err == io.EOF { // the frame header arrived, so EOF is not clean
-			err = io.ErrUnexpectedEOF
-		}
+	if b, err = r.fill(4 + int(n)); err != nil {
 		return Message{}, err
 	}
-	r.buf = fill.buf[:0]
-	s := scanner{buf: fill.buf[:n], lim: r.lim}
+	s := scanner{buf: b[4 : 4+n], lim: r.lim}
 	m, err := s.message()
 	if err == nil && s.pos != int(n) {
 		err = &ReadError{Err: ErrBadFrame, Detail: "bytes after message in frame",
 			HasHeader: true, Name: string(m.Name()), SeqID: m.SeqID}
 	}
+	r.next = r.r + 4 + int(n)
 	return m, err
+}
+
+// fill makes at least total bytes from r.r on available and returns them
+// (and whatever else has arrived). It reads as much as the connection
+// has, so back-to-back messages usually cost one read call.
+func (r *Reader) fill(total int) ([]byte, error) {
+	for r.w-r.r < total {
+		have := r.w - r.r
+		if len(r.buf)-r.r < total && len(r.buf)-r.w < readChunk {
+			// Make room: grow with the data that has arrived (at most one
+			// chunk ahead of it), or move the message to the front.
+			size := min(total, have+readChunk)
+			if size > len(r.buf) {
+				nb := make([]byte, min(max(size, 2*len(r.buf)), r.lim.MaxMessage+4))
+				copy(nb, r.buf[r.r:r.w])
+				r.buf = nb
+			} else {
+				copy(r.buf, r.buf[r.r:r.w])
+			}
+			r.r, r.w = 0, have
+		}
+		n, err := r.rd.Read(r.buf[r.w:])
+		r.w += n
+		if err != nil && r.w-r.r < total {
+			if errors.Is(err, io.EOF) && r.w > r.r {
+				return r.buf[r.r:r.w], io.ErrUnexpectedEOF
+			}
+			return r.buf[r.r:r.w], err
+		}
+	}
+	return r.buf[r.r:r.w], nil
 }
 
 // Writer writes whole messages to a connection in one system call.

@@ -83,7 +83,8 @@ func (k Kind) String() string {
 	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// Scope is what a write changes.
+// Scope is what a write changes, or (Method.Target) what a read's reply
+// depends on.
 //
 //   - ScopeCatalog: the catalog and everything in it.
 //   - ScopeDatabase: the database object, the database-name lists, and
@@ -168,6 +169,43 @@ type Method struct {
 	Since     string   // "2.3" "2.3.6" "3.0" "3.1" "4.0" "4.1"
 	Gone      string   // version it was removed in, "" if present everywhere since
 	Cacheable bool     // Read methods a cache may serve by default (false for caller- or connection-specific answers)
+
+	// Target locates the names a Read's reply depends on, with the same
+	// Path conventions as Effects: Cat, DB, Table (for a list of tables,
+	// e.g. get_table_objects_by_name, Table points at the list with Each),
+	// Part (partition values list or name(s)). DBInName as for writes.
+	// Scope says the level: ScopeDatabase for database objects and
+	// table-name lists of a database, ScopeTable for table
+	// objects/constraints/table stats, ScopePartition for partition
+	// objects, names, filters and partition stats, ScopeCatalog for
+	// database-name lists and catalog-wide lists, ScopeFunction for
+	// functions (Table path = function name when there is one), ScopeAll
+	// when the reply depends on everything (e.g. get_all_functions,
+	// get_config_value, getVersion).
+	//
+	// Resolving a Target against a request:
+	//
+	//   - Part is set only when the reply is about exactly the named
+	//     partitions (point reads, batches by name, partition statistics);
+	//     nil means the reply depends on the table's whole partition set
+	//     (lists, partial specs, filters, expressions). Part ending in a
+	//     list<string> is one partition's values; Part ending in Each over a
+	//     list<string> is one partition name per element.
+	//   - A DB, Table or Part path given but unset in the request widens the
+	//     dependency as for Effects: no partitions → the whole table, no
+	//     table → the whole database, no database → ScopeAll. (For example
+	//     get_table_objects_by_name_req with tablesPattern and no tblNames.)
+	//   - ScopeCatalog with a DB path (get_databases, get_table_meta): the
+	//     string there is a database *pattern*, "@cat#pattern" from 3.x/4.0
+	//     clients; it is read only for the catalog, never as a database name.
+	//     ScopeCatalog with neither Cat nor DB: the default catalog.
+	//   - get_partitions_by_names_req has no catalog field, so 3.x/4.0
+	//     clients fold it into db_name: its Target has DBInName on a nested
+	//     DB path.
+	//   - get_foreign_keys and get_all_table_constraints also depend on the
+	//     parent tables of the foreign keys, which one Target cannot name:
+	//     Target names the child (foreign) table.
+	Target Effect
 
 	idem bool // the call changes no metastore state: safe to retry, read timeouts apply
 }

@@ -47,6 +47,9 @@ func wr(name, since string, e ...Effect) Method {
 // gone marks the version a method was removed in.
 func (m Method) gone(v string) Method { m.Gone = v; return m }
 
+// at sets the Target of a read: where the names its reply depends on live.
+func (m Method) at(t Effect) Method { m.Target = t; return m }
+
 // Effects shared by many legacy methods: positional (db_name, tbl_name, ...)
 // string args, the db possibly "@cat#db".
 var (
@@ -89,104 +92,137 @@ var (
 	all = Effect{Scope: ScopeAll}
 )
 
+// Targets shared by many legacy reads: positional (db_name, tbl_name, ...)
+// string args, the db possibly "@cat#db". argTable and argPartVals above
+// serve reads too (get_table, get_partition, ...).
+var (
+	// Database-name lists and catalog-wide lists whose arg 1 is a database
+	// pattern carrying the catalog ("@cat#pattern"): get_databases,
+	// get_table_meta.
+	argCatPattern = Effect{Scope: ScopeCatalog, DB: Path{1}, DBInName: true}
+	// The default catalog (get_all_databases: no args).
+	defaultCatalog = Effect{Scope: ScopeCatalog}
+	// A database object, or a name list over the tables of a database.
+	argDB = Effect{Scope: ScopeDatabase, DB: Path{1}, DBInName: true}
+	// Lists, partial specs and filters over the partitions of a table
+	// (db 1, table 2): every partition of the table.
+	argParts = Effect{Scope: ScopePartition, DB: Path{1}, Table: Path{2}, DBInName: true}
+	// Partitions named in a list<string> arg 3 (get_partitions_by_names).
+	argPartNames = Effect{Scope: ScopePartition, DB: Path{1}, Table: Path{2}, Part: Path{3, Each}, DBInName: true}
+
+	// Request structs with catName 1, dbName 2, tblName 3 (GetFieldsRequest,
+	// GetSchemaRequest, PartitionsRequest, GetPartitionsByFilterRequest,
+	// GetPartitionNamesPsRequest, GetPartitionsPsWithAuthRequest,
+	// GetPartitionsRequest, and the Unique/NotNull/Default/Check
+	// constraint requests).
+	reqTable123 = Effect{Scope: ScopeTable, Cat: Path{1, 1}, DB: Path{1, 2}, Table: Path{1, 3}}
+	reqParts123 = Effect{Scope: ScopePartition, Cat: Path{1, 1}, DB: Path{1, 2}, Table: Path{1, 3}}
+	// PartitionsByExprRequest: dbName 1, tblName 2, catName 6.
+	reqPartsByExpr = Effect{Scope: ScopePartition, Cat: Path{1, 6}, DB: Path{1, 1}, Table: Path{1, 2}}
+	// PartitionsStatsRequest: dbName 1, tblName 2, partNames 4, catName 5.
+	reqPartStats = Effect{Scope: ScopePartition, Cat: Path{1, 5}, DB: Path{1, 1}, Table: Path{1, 2}, Part: Path{1, 4, Each}}
+)
+
 var table = []Method{
 	// ---- §3.1 databases and catalogs -----------------------------------
-	rd("get_database", "2.3", KindDatabase),
-	rd("get_database_req", "4.0", KindDatabase),
-	rd("get_databases", "2.3", KindDatabaseNames),
-	rd("get_all_databases", "2.3", KindDatabaseNames),
-	rd("get_catalog", "3.0", KindOther),
-	rd("get_catalogs", "3.0", KindOther),
-	rd("get_dataconnectors", "4.0", KindOther),
-	rd("get_dataconnector_req", "4.0", KindOther),
+	rd("get_database", "2.3", KindDatabase).at(argDB),
+	rd("get_database_req", "4.0", KindDatabase).at(Effect{Scope: ScopeDatabase, Cat: Path{1, 2}, DB: Path{1, 1}}),
+	rd("get_databases", "2.3", KindDatabaseNames).at(argCatPattern),
+	rd("get_all_databases", "2.3", KindDatabaseNames).at(defaultCatalog),
+	rd("get_catalog", "3.0", KindOther).at(Effect{Scope: ScopeCatalog, Cat: Path{1, 1}}),
+	rd("get_catalogs", "3.0", KindOther).at(all),       // catalog writes name one catalog; the list spans all
+	rd("get_dataconnectors", "4.0", KindOther).at(all), // connector writes flush everything (see §4.1 below)
+	rd("get_dataconnector_req", "4.0", KindOther).at(all),
 
 	// ---- §3.2 tables, schemas, constraints ------------------------------
-	rd("get_table", "2.3", KindTable).gone("4.1"),
-	rd("get_table_req", "2.3", KindTable),
-	rd("get_table_objects_by_name", "2.3", KindTable).gone("4.1"),
-	rd("get_table_objects_by_name_req", "2.3", KindTable),
-	rd("get_tables", "2.3", KindTableNames),
-	rd("get_tables_by_type", "2.3", KindTableNames),
-	rd("get_all_tables", "2.3", KindTableNames),
-	rd("get_table_meta", "2.3", KindTableNames), // db *patterns*: spans databases
-	rd("get_tables_ext", "4.0", KindTableNames),
-	rd("get_table_names_by_filter", "2.3", KindTableNames), // filter over owner/params: any table write in the db changes it
-	rd("get_fields", "2.3", KindTable),
-	rd("get_fields_with_environment_context", "2.3", KindTable),
-	rd("get_fields_req", "4.0", KindTable),
-	rd("get_schema", "2.3", KindTable),
-	rd("get_schema_with_environment_context", "2.3", KindTable),
-	rd("get_schema_req", "4.0", KindTable),
-	rd("get_materialized_views_for_rewriting", "3.0", KindTableNames),
-	rdOwn("get_all_materialized_view_objects_for_rewriting", "4.0", KindOther), // every MV of every database
-	rd("get_primary_keys", "2.3", KindConstraints),
-	rd("get_foreign_keys", "2.3", KindConstraints),
-	rd("get_unique_constraints", "3.0", KindConstraints),
-	rd("get_not_null_constraints", "3.0", KindConstraints),
-	rd("get_default_constraints", "3.0", KindConstraints),
-	rd("get_check_constraints", "3.0", KindConstraints),
-	rd("get_all_table_constraints", "4.0", KindConstraints),
+	rd("get_table", "2.3", KindTable).at(argTable).gone("4.1"),
+	rd("get_table_req", "2.3", KindTable).at(Effect{Scope: ScopeTable, Cat: Path{1, 4}, DB: Path{1, 1}, Table: Path{1, 2}}),
+	rd("get_table_objects_by_name", "2.3", KindTable).at(Effect{Scope: ScopeTable, DB: Path{1}, Table: Path{2, Each}, DBInName: true}).gone("4.1"),
+	rd("get_table_objects_by_name_req", "2.3", KindTable).at(Effect{Scope: ScopeTable, Cat: Path{1, 4}, DB: Path{1, 1}, Table: Path{1, 2, Each}}),
+	rd("get_tables", "2.3", KindTableNames).at(argDB),
+	rd("get_tables_by_type", "2.3", KindTableNames).at(argDB),
+	rd("get_all_tables", "2.3", KindTableNames).at(argDB),
+	rd("get_table_meta", "2.3", KindTableNames).at(argCatPattern), // db *patterns*: spans databases
+	rd("get_tables_ext", "4.0", KindTableNames).at(Effect{Scope: ScopeDatabase, Cat: Path{1, 1}, DB: Path{1, 2}}),
+	rd("get_table_names_by_filter", "2.3", KindTableNames).at(argDB), // filter over owner/params: any table write in the db changes it
+	rd("get_fields", "2.3", KindTable).at(argTable),
+	rd("get_fields_with_environment_context", "2.3", KindTable).at(argTable),
+	rd("get_fields_req", "4.0", KindTable).at(reqTable123),
+	rd("get_schema", "2.3", KindTable).at(argTable),
+	rd("get_schema_with_environment_context", "2.3", KindTable).at(argTable),
+	rd("get_schema_req", "4.0", KindTable).at(reqTable123),
+	rd("get_materialized_views_for_rewriting", "3.0", KindTableNames).at(argDB),
+	rdOwn("get_all_materialized_view_objects_for_rewriting", "4.0", KindOther).at(all), // every MV of every database
+	rd("get_primary_keys", "2.3", KindConstraints).at(Effect{Scope: ScopeTable, Cat: Path{1, 3}, DB: Path{1, 1}, Table: Path{1, 2}}),
+	// Foreign keys also depend on parent tables the request does not name
+	// (dropping a parent deletes them), so they are never cached.
+	rdOwn("get_foreign_keys", "2.3", KindConstraints).at(Effect{Scope: ScopeTable, Cat: Path{1, 5}, DB: Path{1, 3}, Table: Path{1, 4}}), // child table 3/4; parent 1/2 not named (see Method.Target)
+	rd("get_unique_constraints", "3.0", KindConstraints).at(reqTable123),
+	rd("get_not_null_constraints", "3.0", KindConstraints).at(reqTable123),
+	rd("get_default_constraints", "3.0", KindConstraints).at(reqTable123),
+	rd("get_check_constraints", "3.0", KindConstraints).at(reqTable123),
+	rdOwn("get_all_table_constraints", "4.0", KindConstraints).at(Effect{Scope: ScopeTable, Cat: Path{1, 3}, DB: Path{1, 1}, Table: Path{1, 2}}),
 
 	// ---- §3.3 partition objects -----------------------------------------
-	rd("get_partition", "2.3", KindPartition),
-	rd("get_partition_req", "4.0", KindPartition),
-	rd("get_partition_by_name", "2.3", KindPartition),
-	rdOwn("get_partition_with_auth", "2.3", KindPartition),
-	rd("get_partitions", "2.3", KindPartitions),
-	rd("get_partitions_req", "4.0", KindPartitions),
-	rdOwn("get_partitions_with_auth", "2.3", KindPartitions),
-	rd("get_partitions_pspec", "2.3", KindPartitions),
-	rd("get_partitions_by_names", "2.3", KindPartitions),
-	rd("get_partitions_by_names_req", "4.0", KindPartitions),
-	rd("get_partitions_ps", "2.3", KindPartitions),
-	rdOwn("get_partitions_ps_with_auth", "2.3", KindPartitions),
-	rdOwn("get_partitions_ps_with_auth_req", "4.0", KindPartitions), // userName 6, groupNames 7
-	rdOwn("get_partitions_with_specs", "4.0", KindPartitions),       // withAuth 4, user 5, groupNames 6
+	rd("get_partition", "2.3", KindPartition).at(argPartVals),
+	rd("get_partition_req", "4.0", KindPartition).at(Effect{Scope: ScopePartition, Cat: Path{1, 1}, DB: Path{1, 2}, Table: Path{1, 3}, Part: Path{1, 4}}),
+	rd("get_partition_by_name", "2.3", KindPartition).at(argPartVals),
+	rdOwn("get_partition_with_auth", "2.3", KindPartition).at(argPartVals),
+	rd("get_partitions", "2.3", KindPartitions).at(argParts),
+	rd("get_partitions_req", "4.0", KindPartitions).at(reqParts123),
+	rdOwn("get_partitions_with_auth", "2.3", KindPartitions).at(argParts),
+	rd("get_partitions_pspec", "2.3", KindPartitions).at(argParts),
+	rd("get_partitions_by_names", "2.3", KindPartitions).at(argPartNames),
+	rd("get_partitions_by_names_req", "4.0", KindPartitions).at(Effect{Scope: ScopePartition, DB: Path{1, 1}, Table: Path{1, 2}, Part: Path{1, 3, Each}, DBInName: true}),
+	rd("get_partitions_ps", "2.3", KindPartitions).at(argParts),
+	rdOwn("get_partitions_ps_with_auth", "2.3", KindPartitions).at(argParts),
+	rdOwn("get_partitions_ps_with_auth_req", "4.0", KindPartitions).at(reqParts123), // userName 6, groupNames 7
+	rdOwn("get_partitions_with_specs", "4.0", KindPartitions).at(reqParts123),       // withAuth 4, user 5, groupNames 6
 
 	// ---- §3.4 partition names and values --------------------------------
-	rd("get_partition_names", "2.3", KindPartitionNames),
-	rd("get_partition_names_ps", "2.3", KindPartitionNames),
-	rd("get_partition_names_ps_req", "4.0", KindPartitionNames),
-	rd("get_partition_names_req", "4.0", KindPartitionNames), // PartitionsByExprRequest: optional expr/order
-	rd("fetch_partition_names_req", "4.1", KindPartitionNames),
-	rd("get_partition_values", "2.3.6", KindPartitionNames),
-	rd("partition_name_to_vals", "2.3", KindOther),                 // pure function of its arg
-	rd("partition_name_to_spec", "2.3", KindOther),                 // pure function of its arg
-	rdOwn("partition_name_has_valid_characters", "2.3", KindOther), // whitelist pattern is a setMetaConf key
+	rd("get_partition_names", "2.3", KindPartitionNames).at(argParts),
+	rd("get_partition_names_ps", "2.3", KindPartitionNames).at(argParts),
+	rd("get_partition_names_ps_req", "4.0", KindPartitionNames).at(reqParts123),
+	rd("get_partition_names_req", "4.0", KindPartitionNames).at(reqPartsByExpr), // PartitionsByExprRequest: optional expr/order
+	rd("fetch_partition_names_req", "4.1", KindPartitionNames).at(reqParts123),
+	rd("get_partition_values", "2.3.6", KindPartitionNames).at(Effect{Scope: ScopePartition, Cat: Path{1, 9}, DB: Path{1, 1}, Table: Path{1, 2}}),
+	rd("partition_name_to_vals", "2.3", KindOther).at(all),                 // pure function of its arg (no narrower Scope exists)
+	rd("partition_name_to_spec", "2.3", KindOther).at(all),                 // pure function of its arg
+	rdOwn("partition_name_has_valid_characters", "2.3", KindOther).at(all), // whitelist pattern is a setMetaConf key
 
 	// ---- §3.5 partition filters and expressions -------------------------
-	rd("get_partitions_by_filter", "2.3", KindPartitionFilter),
-	rd("get_partitions_by_filter_req", "4.0", KindPartitionFilter),
-	rd("get_part_specs_by_filter", "2.3", KindPartitionFilter),
-	rd("get_partitions_by_expr", "2.3", KindPartitionFilter),
-	rd("get_partitions_spec_by_expr", "4.0", KindPartitionFilter),
-	rd("get_num_partitions_by_filter", "2.3", KindPartitionFilter),
+	rd("get_partitions_by_filter", "2.3", KindPartitionFilter).at(argParts),
+	rd("get_partitions_by_filter_req", "4.0", KindPartitionFilter).at(reqParts123),
+	rd("get_part_specs_by_filter", "2.3", KindPartitionFilter).at(argParts),
+	rd("get_partitions_by_expr", "2.3", KindPartitionFilter).at(reqPartsByExpr),
+	rd("get_partitions_spec_by_expr", "4.0", KindPartitionFilter).at(reqPartsByExpr),
+	rd("get_num_partitions_by_filter", "2.3", KindPartitionFilter).at(argParts),
 
 	// ---- §3.6 column statistics -----------------------------------------
-	rd("get_table_column_statistics", "2.3", KindStatistics),
-	rd("get_partition_column_statistics", "2.3", KindStatistics),
-	rd("get_table_statistics_req", "2.3", KindStatistics),
-	rd("get_partitions_statistics_req", "2.3", KindStatistics),
-	rd("get_aggr_stats_for", "2.3", KindStatistics),
+	rd("get_table_column_statistics", "2.3", KindStatistics).at(argTable),
+	rd("get_partition_column_statistics", "2.3", KindStatistics).at(argPartVals),
+	rd("get_table_statistics_req", "2.3", KindStatistics).at(Effect{Scope: ScopeTable, Cat: Path{1, 4}, DB: Path{1, 1}, Table: Path{1, 2}}),
+	rd("get_partitions_statistics_req", "2.3", KindStatistics).at(reqPartStats),
+	rd("get_aggr_stats_for", "2.3", KindStatistics).at(reqPartStats),
 
 	// ---- §3.7 functions -------------------------------------------------
-	rd("get_function", "2.3", KindFunction),
-	rd("get_functions", "2.3", KindFunction),
-	rd("get_all_functions", "2.3", KindFunction),
-	rd("get_functions_req", "4.1", KindFunction),
+	rd("get_function", "2.3", KindFunction).at(argFunction),
+	rd("get_functions", "2.3", KindFunction).at(Effect{Scope: ScopeFunction, DB: Path{1}, DBInName: true}),
+	rd("get_all_functions", "2.3", KindFunction).at(all),
+	rd("get_functions_req", "4.1", KindFunction).at(Effect{Scope: ScopeFunction, Cat: Path{1, 2}, DB: Path{1, 1}}),
 
 	// ---- §3.8 configuration ---------------------------------------------
-	rd("get_config_value", "2.3", KindConfig),
+	rd("get_config_value", "2.3", KindConfig).at(all),
 	look("getMetaConf", "2.3"), // answers with this connection's setMetaConf overrides
-	rd("get_metastore_db_uuid", "3.0", KindConfig),
+	rd("get_metastore_db_uuid", "3.0", KindConfig).at(all),
 
 	// ---- §3.9 privileges and roles: caller-specific ---------------------
-	rdOwn("get_role_names", "2.3", KindOther),
-	rdOwn("list_roles", "2.3", KindOther),
-	rdOwn("get_principals_in_role", "2.3", KindOther),
-	rdOwn("get_role_grants_for_principal", "2.3", KindOther),
-	rdOwn("get_privilege_set", "2.3", KindOther),
-	rdOwn("list_privileges", "2.3", KindOther),
+	rdOwn("get_role_names", "2.3", KindOther).at(all),
+	rdOwn("list_roles", "2.3", KindOther).at(all),
+	rdOwn("get_principals_in_role", "2.3", KindOther).at(all),
+	rdOwn("get_role_grants_for_principal", "2.3", KindOther).at(all),
+	rdOwn("get_privilege_set", "2.3", KindOther).at(Effect{Scope: ScopeTable, Cat: Path{1, 6}, DB: Path{1, 2}, Table: Path{1, 3}}),
+	rdOwn("list_privileges", "2.3", KindOther).at(Effect{Scope: ScopeTable, Cat: Path{3, 6}, DB: Path{3, 2}, Table: Path{3, 3}}),
 
 	// ---- §3.10 / §5 notifications: never cached -------------------------
 	look("get_current_notificationEventId", "2.3"),
@@ -472,8 +508,8 @@ var table = []Method{
 	look("get_properties", "4.0"),
 
 	// ---- §7 fb303 FacebookService ---------------------------------------
-	rd("getName", "2.3", KindConfig),
-	rd("getVersion", "2.3", KindConfig),
+	rd("getName", "2.3", KindConfig).at(all),
+	rd("getVersion", "2.3", KindConfig).at(all),
 	look("getStatus", "2.3"),
 	look("getStatusDetails", "2.3"),
 	look("getCounters", "2.3"),

@@ -1,0 +1,254 @@
+package filter
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// DefaultPartition is the value the metastore stores for a NULL or empty
+// partition value.
+const DefaultPartition = "__HIVE_DEFAULT_PARTITION__"
+
+var (
+	// ErrMissingKey: the filter names a key that has no value in the
+	// partition (or that is not a partition key of the table).
+	ErrMissingKey = errors.New("filter: key is not a partition key")
+	// ErrNotInteger: a value of an integral key is not an integer, so the
+	// metastore's numeric comparison cannot be reproduced.
+	ErrNotInteger = errors.New("filter: value of integral key is not an integer")
+	// ErrLikePattern: a LIKE pattern is not a regular expression Go can
+	// compile.
+	ErrLikePattern = errors.New("filter: unsupported LIKE pattern")
+)
+
+// keyClass groups partition key types by how comparisons on them behave.
+type keyClass uint8
+
+const (
+	classOther    keyClass = iota // date, timestamp, decimal, float, boolean, char, unknown
+	classString                   // string, varchar(n)
+	classIntegral                 // tinyint, smallint, int, integer, bigint
+)
+
+// classify maps a Hive type name such as "INT" or "varchar(10)" to its class.
+// It does not allocate for lower-case names.
+func classify(typ string) keyClass {
+	if i := strings.IndexByte(typ, '('); i >= 0 {
+		typ = typ[:i]
+	}
+	switch typ { // the common spellings, without case folding
+	case "string", "varchar":
+		return classString
+	case "int", "bigint", "smallint", "tinyint", "integer":
+		return classIntegral
+	}
+	typ = strings.TrimSpace(typ)
+	switch {
+	case strings.EqualFold(typ, "string"), strings.EqualFold(typ, "varchar"):
+		return classString
+	case strings.EqualFold(typ, "tinyint"), strings.EqualFold(typ, "smallint"),
+		strings.EqualFold(typ, "int"), strings.EqualFold(typ, "integer"),
+		strings.EqualFold(typ, "bigint"):
+		return classIntegral
+	}
+	return classOther
+}
+
+// Exact reports whether Eval is certain to agree with the metastore for
+// every partition of a table whose partition keys have the given types
+// (key name, lower-cased, to Hive type name). See the package documentation
+// for the rules; a key missing from keyTypes makes the filter inexact.
+func (e *Expr) Exact(keyTypes map[string]string) bool {
+	return exact(e.root, keyTypes)
+}
+
+func exact(n *node, keyTypes map[string]string) bool {
+	if n.odd {
+		return false
+	}
+	switch n.kind {
+	case nAnd, nOr:
+		for _, k := range n.kids {
+			if !exact(k, keyTypes) {
+				return false
+			}
+		}
+		return true
+	case nCmp:
+		if n.op != EQ && n.op != NE {
+			return false
+		}
+	case nIn:
+	default: // nNot is always odd; nBetween is a range
+		return false
+	}
+	typ, ok := keyTypes[n.key]
+	if !ok {
+		return false
+	}
+	want := litString
+	switch classify(typ) {
+	case classString:
+	case classIntegral:
+		want = litInt
+	default:
+		return false
+	}
+	for _, l := range n.lits {
+		if l.kind != want || l.odd {
+			return false
+		}
+	}
+	return true
+}
+
+// tri is a truth value of SQL's three-valued logic.
+type tri int8
+
+const (
+	triFalse   tri = -1
+	triUnknown tri = 0
+	triTrue    tri = 1
+)
+
+func triOf(b bool) tri {
+	if b {
+		return triTrue
+	}
+	return triFalse
+}
+
+// Eval reports whether a partition with the given values (partition key,
+// lower-cased, to its unescaped value) satisfies the filter. keyTypes maps
+// keys to Hive types; a key without a type compares as a string. An integer
+// literal compared with an integral key compares numerically (the default
+// partition compares as SQL NULL and never matches); every other comparison
+// is by bytes. A partition matches only when the filter is true, not unknown.
+//
+// Eval fails with ErrMissingKey when values lacks a key the filter uses,
+// ErrNotInteger when a value of an integral key is neither an integer nor the
+// default partition, and ErrLikePattern for a LIKE pattern RE2 cannot compile.
+func (e *Expr) Eval(values map[string]string, keyTypes map[string]string) (bool, error) {
+	t, err := eval(e.root, values, keyTypes)
+	return t == triTrue, err
+}
+
+func eval(n *node, values, keyTypes map[string]string) (tri, error) {
+	switch n.kind {
+	case nAnd:
+		res := triTrue
+		for _, k := range n.kids {
+			t, err := eval(k, values, keyTypes)
+			if err != nil {
+				return triUnknown, err
+			}
+			res = min(res, t)
+		}
+		return res, nil
+	case nOr:
+		res := triFalse
+		for _, k := range n.kids {
+			t, err := eval(k, values, keyTypes)
+			if err != nil {
+				return triUnknown, err
+			}
+			res = max(res, t)
+		}
+		return res, nil
+	case nNot:
+		t, err := eval(n.kids[0], values, keyTypes)
+		return -t, err
+	}
+
+	v, ok := values[n.key]
+	if !ok {
+		return triUnknown, fmt.Errorf("%w: %q", ErrMissingKey, n.key)
+	}
+	integral := classify(keyTypes[n.key]) == classIntegral
+	switch n.kind {
+	case nCmp:
+		if n.op == Like {
+			if n.reErr != nil {
+				return triUnknown, fmt.Errorf("%w: %v", ErrLikePattern, n.reErr)
+			}
+			return triOf(n.re.MatchString(v)), nil
+		}
+		return compare(n.key, v, n.op, &n.lits[0], integral)
+	case nIn:
+		// IN is an OR of =; NOT IN an AND of !=.
+		res, op := triFalse, EQ
+		if n.neg {
+			res, op = triTrue, NE
+		}
+		for i := range n.lits {
+			t, err := compare(n.key, v, op, &n.lits[i], integral)
+			if err != nil {
+				return triUnknown, err
+			}
+			if n.neg {
+				res = min(res, t)
+			} else {
+				res = max(res, t)
+			}
+		}
+		return res, nil
+	case nBetween:
+		// BETWEEN is lo <= v AND v <= hi; NOT BETWEEN is v < lo OR v > hi.
+		opLo, opHi := GE, LE
+		if n.neg {
+			opLo, opHi = LT, GT
+		}
+		a, err := compare(n.key, v, opLo, &n.lits[0], integral)
+		if err != nil {
+			return triUnknown, err
+		}
+		b, err := compare(n.key, v, opHi, &n.lits[1], integral)
+		if err != nil {
+			return triUnknown, err
+		}
+		if n.neg {
+			return max(a, b), nil
+		}
+		return min(a, b), nil
+	}
+	return triUnknown, fmt.Errorf("filter: internal error: node kind %d", n.kind)
+}
+
+// compare decides "v op lit".
+func compare(key, v string, op Op, lit *literal, integral bool) (tri, error) {
+	var c int
+	if integral && lit.kind == litInt {
+		if v == DefaultPartition {
+			return triUnknown, nil
+		}
+		x, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return triUnknown, fmt.Errorf("%w: %s=%q", ErrNotInteger, key, v)
+		}
+		switch {
+		case x < lit.n:
+			c = -1
+		case x > lit.n:
+			c = 1
+		}
+	} else {
+		c = strings.Compare(v, lit.text)
+	}
+	switch op {
+	case EQ:
+		return triOf(c == 0), nil
+	case NE:
+		return triOf(c != 0), nil
+	case LT:
+		return triOf(c < 0), nil
+	case LE:
+		return triOf(c <= 0), nil
+	case GT:
+		return triOf(c > 0), nil
+	case GE:
+		return triOf(c >= 0), nil
+	}
+	return triUnknown, fmt.Errorf("filter: internal error: operator %v", op)
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
@@ -25,6 +26,12 @@ type clientConn struct {
 	w       *wire.Writer
 	sess    *upstream.Session
 	scratch []byte
+
+	// Buffers reused across calls, so the hit path does not allocate.
+	key  []byte
+	hdr  []byte
+	deps []cache.Dep
+	ents []cache.Entity
 }
 
 func newClientConn(s *Server, nc net.Conn) *clientConn {
@@ -100,6 +107,22 @@ func (c *clientConn) handle(m wire.Message) error {
 		// arrives on; upstream connections are shared, so it stops here.
 		// The client closes its socket next.
 		return nil
+	}
+	if k := c.s.cache; k != nil && meth != nil && !oneway {
+		switch {
+		case meth.Class == hms.Read && meth.Cacheable:
+			return c.cachedRead(meth, m)
+		case meth.Class == hms.Write:
+			c.s.stats.count(meth, OutcomeWrite)
+			return c.write(meth, m)
+		case meth.Name == "allocate_table_write_ids":
+			k.txns.Observe(meth.Name, m.Body(), k.DefaultCatalog)
+		}
+	}
+	if meth != nil && meth.Class == hms.Write {
+		c.s.stats.count(meth, OutcomeWrite)
+	} else {
+		c.s.stats.count(meth, OutcomePassthrough)
 	}
 	call := upstream.Call{Session: c.sess, Class: classOf(meth), Msg: m, Oneway: oneway}
 	return c.forward(call, c)

@@ -31,6 +31,7 @@ func startDemo(t testing.TB, tr wire.Transport) (*demohms.Server, string) {
 type proxyOpts struct {
 	clientTransport wire.Transport
 	up              upstream.Config
+	cache           *Caching
 }
 
 // startProxy runs a proxy in front of the given metastore addresses.
@@ -49,7 +50,7 @@ func startProxy(t testing.TB, o proxyOpts, addrs ...string) (*Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Transport: o.clientTransport, Logger: testLogger(t)}, g)
+	s, err := New(Config{Transport: o.clientTransport, Logger: testLogger(t), Cache: o.cache}, g)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,13 +35,17 @@ type Config struct {
 	MaxClients int
 	// Logger receives structured logs. Default: discard.
 	Logger *slog.Logger
+	// Cache, if set, serves cacheable reads and invalidates on writes.
+	Cache *Caching
 }
 
 // Server is a proxy listener's connection handling.
 type Server struct {
-	cfg Config
-	up  Forwarder
-	log *slog.Logger
+	cfg   Config
+	up    Forwarder
+	log   *slog.Logger
+	cache *cacher // nil: no caching
+	stats *Stats
 
 	ctx    context.Context // cancelled when shutdown gives up draining
 	cancel context.CancelFunc
@@ -69,9 +73,16 @@ func New(cfg Config, up Forwarder) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, up: up, log: cfg.Logger,
+	s := &Server{cfg: cfg, up: up, log: cfg.Logger, stats: newStats(),
 		listeners: map[net.Listener]struct{}{}, conns: map[*clientConn]struct{}{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if cfg.Cache != nil {
+		if cfg.Cache.Store == nil {
+			return nil, errors.New("proxy: caching without a store")
+		}
+		s.cache = newCacher(*cfg.Cache, cfg.Logger)
+		s.cache.start(up, s.ctx)
+	}
 	return s, nil
 }
 
@@ -147,6 +158,9 @@ func (s *Server) isClosing() bool {
 	return s.closing
 }
 
+// Stats are the server's call counters.
+func (s *Server) Stats() *Stats { return s.stats }
+
 // Clients is the number of open client connections.
 func (s *Server) Clients() int {
 	s.mu.Lock()
@@ -174,6 +188,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	go func() {
 		s.wg.Wait()
 		close(done)
+	}()
+	defer func() {
+		if s.cache != nil {
+			s.cache.close()
+		}
 	}()
 	select {
 	case <-done:

@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/hms"
 )
 
 // fileConfig is the YAML config file. Every field can also be set by the
@@ -36,6 +39,8 @@ type fileConfig struct {
 		MaxClients      int `yaml:"max_clients"`       // -max-clients
 	} `yaml:"limits"`
 
+	Cache cacheConfig `yaml:"cache"`
+
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"` // -shutdown-timeout
 
 	Log struct {
@@ -44,6 +49,32 @@ type fileConfig struct {
 	} `yaml:"log"`
 
 	Demo bool `yaml:"demo"` // -demo
+}
+
+// cacheConfig uses the names of Trino's metastore cache settings
+// (hive.metastore-cache-ttl, hive.metastore-refresh-interval,
+// hive.metastore-cache.cache-missing) where one exists.
+type cacheConfig struct {
+	Enabled         bool          `yaml:"enabled"`          // -cache
+	MaximumBytes    int64         `yaml:"maximum_bytes"`    // -cache-maximum-bytes
+	TTL             time.Duration `yaml:"ttl"`              // -cache-ttl: every kind's TTL, unless set per kind
+	RefreshInterval time.Duration `yaml:"refresh_interval"` // -cache-refresh-interval: every kind's refresh-ahead age
+	CacheMissing    *bool         `yaml:"cache_missing"`    // -cache-missing: negative caching for every kind that supports it
+	PerUser         bool          `yaml:"per_user"`         // -cache-per-user
+	DefaultCatalog  string        `yaml:"default_catalog"`  // -default-catalog
+	Allow           []string      `yaml:"allow"`            // -cache-allow
+	Deny            []string      `yaml:"deny"`             // -cache-deny
+	RefreshWorkers  int           `yaml:"refresh_workers"`  // -cache-refresh-workers
+	// Kinds overrides per kind: database, database_names, table,
+	// table_names, partition, partitions, partition_names,
+	// partition_filter, statistics, function, config, constraints.
+	Kinds map[string]kindConfig `yaml:"kinds"`
+}
+
+type kindConfig struct {
+	TTL             *time.Duration `yaml:"ttl"`
+	RefreshInterval *time.Duration `yaml:"refresh_interval"`
+	CacheMissing    *bool          `yaml:"cache_missing"`
 }
 
 func defaults() fileConfig {
@@ -59,6 +90,10 @@ func defaults() fileConfig {
 	c.Limits.MaxMessageBytes = 100 << 20
 	c.Limits.MaxDepth = 64
 	c.Limits.MaxClients = 10000
+	c.Cache.Enabled = true
+	c.Cache.MaximumBytes = 512 << 20
+	c.Cache.DefaultCatalog = "hive"
+	c.Cache.RefreshWorkers = 4
 	c.ShutdownTimeout = 30 * time.Second
 	c.Log.Level = "info"
 	c.Log.Format = "text"
@@ -103,6 +138,16 @@ Flags:
 	shutdown := fs.Duration("shutdown-timeout", c.ShutdownTimeout, "on SIGTERM, how long in-flight calls may finish [shutdown_timeout]")
 	level := fs.String("log-level", c.Log.Level, "debug, info, warn or error [log.level]")
 	format := fs.String("log-format", c.Log.Format, "text or json [log.format]")
+	cacheOn := fs.Bool("cache", c.Cache.Enabled, "serve cacheable reads from the cache [cache.enabled]")
+	cacheBytes := fs.Int64("cache-maximum-bytes", c.Cache.MaximumBytes, "byte budget of all caches, entry overhead included [cache.maximum_bytes]")
+	cacheTTL := fs.Duration("cache-ttl", 0, "TTL of every cache kind; 0 keeps the per-kind defaults (objects 10m, lists 5m) [cache.ttl]")
+	cacheRefresh := fs.Duration("cache-refresh-interval", 0, "refresh-ahead age of every kind; 0 keeps the per-kind defaults (objects 5m, lists 2m) [cache.refresh_interval]")
+	cacheMissing := fs.Bool("cache-missing", true, "cache not-found answers of point lookups (database, table, partition) [cache.cache_missing]")
+	perUser := fs.Bool("cache-per-user", c.Cache.PerUser, "key entries by set_ugi identity instead of sharing them [cache.per_user]")
+	defCat := fs.String("default-catalog", c.Cache.DefaultCatalog, "catalog of requests that name none, as metastore.catalog.default [cache.default_catalog]")
+	allow := fs.String("cache-allow", "", "comma-separated db or db.table patterns that may be cached; empty: all [cache.allow]")
+	deny := fs.String("cache-deny", "", "comma-separated db or db.table patterns never cached [cache.deny]")
+	refreshWorkers := fs.Int("cache-refresh-workers", c.Cache.RefreshWorkers, "concurrent refresh-ahead loads [cache.refresh_workers]")
 	demo := fs.Bool("demo", false, "start an embedded demo metastore with sample data and use it as the upstream [demo]")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -157,6 +202,26 @@ Flags:
 			c.Log.Format = *format
 		case "demo":
 			c.Demo = *demo
+		case "cache":
+			c.Cache.Enabled = *cacheOn
+		case "cache-maximum-bytes":
+			c.Cache.MaximumBytes = *cacheBytes
+		case "cache-ttl":
+			c.Cache.TTL = *cacheTTL
+		case "cache-refresh-interval":
+			c.Cache.RefreshInterval = *cacheRefresh
+		case "cache-missing":
+			c.Cache.CacheMissing = cacheMissing
+		case "cache-per-user":
+			c.Cache.PerUser = *perUser
+		case "default-catalog":
+			c.Cache.DefaultCatalog = *defCat
+		case "cache-allow":
+			c.Cache.Allow = splitList(*allow)
+		case "cache-deny":
+			c.Cache.Deny = splitList(*deny)
+		case "cache-refresh-workers":
+			c.Cache.RefreshWorkers = *refreshWorkers
 		}
 	})
 	if len(c.Upstream.URIs) == 0 && !c.Demo {
@@ -173,4 +238,45 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// kinds resolves the per-kind cache policies: defaults, then the global
+// settings, then the per-kind overrides.
+func (c cacheConfig) kinds() ([cache.NumKinds]cache.KindConfig, error) {
+	k := cache.DefaultKinds()
+	for i := range k {
+		if k[i].TTL == 0 {
+			continue
+		}
+		if c.TTL > 0 {
+			k[i].TTL = c.TTL
+		}
+		if c.RefreshInterval > 0 {
+			k[i].RefreshAfter = c.RefreshInterval
+		}
+		if c.CacheMissing != nil && !*c.CacheMissing {
+			k[i].Negative = false
+		}
+	}
+	for name, o := range c.Kinds {
+		kind := hms.KindNone
+		for i := hms.Kind(1); i < cache.NumKinds; i++ {
+			if i.String() == name {
+				kind = i
+			}
+		}
+		if kind == hms.KindNone {
+			return k, fmt.Errorf("cache.kinds: unknown kind %q", name)
+		}
+		if o.TTL != nil {
+			k[kind].TTL = *o.TTL
+		}
+		if o.RefreshInterval != nil {
+			k[kind].RefreshAfter = *o.RefreshInterval
+		}
+		if o.CacheMissing != nil {
+			k[kind].Negative = *o.CacheMissing
+		}
+	}
+	return k, nil
 }

@@ -11,8 +11,11 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/filter"
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/proxy"
@@ -94,11 +97,19 @@ func run(ctx context.Context, cfg fileConfig) error {
 	}
 	defer group.Close()
 
+	caching, err := newCaching(cfg)
+	if err != nil {
+		return err
+	}
+	if caching != nil {
+		defer caching.Store.Close()
+	}
 	srv, err := proxy.New(proxy.Config{
 		Transport:  clientTransport,
 		Limits:     wire.Limits{MaxMessage: cfg.Limits.MaxMessageBytes, MaxDepth: cfg.Limits.MaxDepth},
 		MaxClients: cfg.Limits.MaxClients,
 		Logger:     log.With("component", "proxy"),
+		Cache:      caching,
 	}, group)
 	if err != nil {
 		return err
@@ -138,4 +149,31 @@ func clientAddr(a net.Addr) string {
 		return a.String()
 	}
 	return net.JoinHostPort("127.0.0.1", fmt.Sprint(ta.Port))
+}
+
+func newCaching(cfg fileConfig) (*proxy.Caching, error) {
+	if !cfg.Cache.Enabled {
+		return nil, nil
+	}
+	kinds, err := cfg.Cache.kinds()
+	if err != nil {
+		return nil, err
+	}
+	store, err := cache.New(cache.Config{MaxBytes: cfg.Cache.MaximumBytes, Kinds: kinds})
+	if err != nil {
+		return nil, err
+	}
+	policy, err := filter.Compile(cfg.Cache.Allow, cfg.Cache.Deny)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	return &proxy.Caching{
+		Store:          store,
+		Upstream:       strings.Join(cfg.Upstream.URIs, ","),
+		PerUser:        cfg.Cache.PerUser,
+		DefaultCatalog: cfg.Cache.DefaultCatalog,
+		Policy:         policy,
+		RefreshWorkers: cfg.Cache.RefreshWorkers,
+	}, nil
 }

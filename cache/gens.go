@@ -1,0 +1,87 @@
+package cache
+
+import (
+	"hash/maphash"
+	"sync/atomic"
+)
+
+// Generations are invalidation counters. Every cached entry records, when
+// its load starts, the counters of the entities its reply depends on; an
+// invalidation bumps the counters of the entities a write changed. An entry
+// is served only while all its recorded counters are current, so a load
+// that raced an invalidation can never be served after it (promise 3), and
+// invalidating is O(1) however many entries depend on the entity.
+//
+// Entities hash into a fixed array of counters. Two entities sharing a
+// counter only cause extra misses, never a stale hit, so the array needs no
+// locks, no deletion and no growth.
+type Generations struct {
+	seed  maphash.Seed
+	slots []atomic.Uint64
+	mask  uint64
+}
+
+// Dep is one entity an entry depends on: the counter's index.
+type Dep uint32
+
+// NewGenerations makes 2^bits counters (8 bytes each).
+func NewGenerations(bits uint) *Generations {
+	n := 1 << bits
+	return &Generations{seed: maphash.MakeSeed(), slots: make([]atomic.Uint64, n), mask: uint64(n - 1)}
+}
+
+// Of returns the counter of an entity named by key.
+func (g *Generations) Of(key []byte) Dep {
+	return Dep(maphash.Bytes(g.seed, key) & g.mask)
+}
+
+// Load reads a counter.
+func (g *Generations) Load(d Dep) uint64 { return g.slots[d].Load() }
+
+// Bump invalidates everything that depends on d.
+func (g *Generations) Bump(d Dep) { g.slots[d].Add(1) }
+
+// Snapshot records deps' counters.
+type Snapshot struct {
+	deps [maxDeps]Dep
+	gens [maxDeps]uint64
+	n    uint8
+}
+
+// maxDeps bounds the entities one entry depends on: global, database,
+// list or table, partitions. Entries needing more are not cached.
+const maxDeps = 5
+
+// Take records the current counters of deps.
+func (g *Generations) Take(deps []Dep) (Snapshot, bool) {
+	var s Snapshot
+	if len(deps) > maxDeps {
+		return s, false
+	}
+	for i, d := range deps {
+		s.deps[i] = d
+		s.gens[i] = g.slots[d].Load()
+	}
+	s.n = uint8(len(deps))
+	return s, true
+}
+
+// Current reports whether no dependency was bumped since the snapshot.
+func (g *Generations) Current(s *Snapshot) bool {
+	for i := uint8(0); i < s.n; i++ {
+		if g.slots[s.deps[i]].Load() != s.gens[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// AppendKey appends the snapshot as bytes, to tell apart loads started
+// under different generations.
+func (s *Snapshot) AppendKey(dst []byte) []byte {
+	for i := uint8(0); i < s.n; i++ {
+		g := s.gens[i]
+		dst = append(dst, byte(g), byte(g>>8), byte(g>>16), byte(g>>24), byte(g>>32), byte(g>>40), byte(g>>48), byte(g>>56))
+	}
+	return dst
+}

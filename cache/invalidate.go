@@ -1,0 +1,324 @@
+package cache
+
+import (
+	"sync"
+
+	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+)
+
+// Level is how much of a metastore's catalog an Entity covers.
+type Level uint8
+
+const (
+	// LevelAll is everything cached for the upstream.
+	LevelAll Level = iota + 1
+	// LevelDatabase is a database, its lists and everything in it.
+	LevelDatabase
+	// LevelTable is a table, its partitions and statistics, and the
+	// table lists of its database.
+	LevelTable
+	// LevelPartitions is the partitions (and their names, filters and
+	// statistics) of a table, not the table object.
+	LevelPartitions
+	// LevelFunction is the functions of a database.
+	LevelFunction
+)
+
+func (l Level) String() string {
+	switch l {
+	case LevelAll:
+		return "all"
+	case LevelDatabase:
+		return "database"
+	case LevelTable:
+		return "table"
+	case LevelPartitions:
+		return "partitions"
+	case LevelFunction:
+		return "function"
+	}
+	return "unknown"
+}
+
+// Entity is one thing a write changed, in a form that can be sent to other
+// proxies.
+type Entity struct {
+	Level          Level
+	Cat, DB, Table string
+}
+
+// Counter names. Reads depend on some of them, writes bump some of them.
+const (
+	ctrGlobal byte = iota + 1
+	ctrDBList
+	ctrDB
+	ctrTableList
+	ctrTable
+	ctrParts
+	ctrFuncs
+	ctrFuncsAll
+)
+
+// dep returns the counter of one entity.
+func (s *Store) dep(buf *[]byte, ctr byte, up string, n ...string) Dep {
+	b := append((*buf)[:0], ctr)
+	b = append(b, up...)
+	for _, x := range n {
+		b = append(b, 0)
+		b = append(b, x...)
+	}
+	*buf = b
+	return s.gens.Of(b)
+}
+
+// ReadDeps lists the counters the reply of m for names n depends on. It
+// returns false when the reply depends on more than an entry can track.
+func (s *Store) ReadDeps(dst []Dep, sc Scope, m *hms.Method, n *Names) ([]Dep, bool) {
+	var b []byte
+	up := sc.Upstream
+	dst = append(dst[:0], s.dep(&b, ctrGlobal, up))
+	t := &m.Target
+	switch t.Scope {
+	case hms.ScopeAll:
+		if m.Kind == hms.KindFunction {
+			dst = append(dst, s.dep(&b, ctrFuncsAll, up, n.Cat))
+		}
+	case hms.ScopeCatalog:
+		dst = append(dst, s.dep(&b, ctrDBList, up, n.Cat))
+	case hms.ScopeDatabase:
+		if !n.HasDB {
+			dst = append(dst, s.dep(&b, ctrDBList, up, n.Cat))
+			break
+		}
+		dst = append(dst, s.dep(&b, ctrDB, up, n.Cat, n.DB))
+		if m.Kind != hms.KindDatabase {
+			dst = append(dst, s.dep(&b, ctrTableList, up, n.Cat, n.DB))
+		}
+	case hms.ScopeTable, hms.ScopePartition:
+		if !n.HasDB {
+			return dst, false
+		}
+		dst = append(dst, s.dep(&b, ctrDB, up, n.Cat, n.DB))
+		if len(n.Tables) == 0 {
+			dst = append(dst, s.dep(&b, ctrTableList, up, n.Cat, n.DB))
+		}
+		if len(dst)+len(n.Tables) > maxDeps-1 {
+			return dst, false
+		}
+		for _, tbl := range n.Tables {
+			dst = append(dst, s.dep(&b, ctrTable, up, n.Cat, n.DB, tbl))
+		}
+		if t.Scope == hms.ScopePartition && len(n.Tables) == 1 {
+			dst = append(dst, s.dep(&b, ctrParts, up, n.Cat, n.DB, n.Tables[0]))
+		}
+	case hms.ScopeFunction:
+		dst = append(dst, s.dep(&b, ctrFuncs, up, n.Cat, n.DB), s.dep(&b, ctrFuncsAll, up, n.Cat))
+	default:
+		return dst, false
+	}
+	return dst, true
+}
+
+// Apply bumps the counters of entities for upstream up.
+func (s *Store) Apply(up string, ents []Entity) {
+	var b []byte
+	for _, e := range ents {
+		switch e.Level {
+		case LevelDatabase:
+			s.gens.Bump(s.dep(&b, ctrDB, up, e.Cat, e.DB))
+			s.gens.Bump(s.dep(&b, ctrDBList, up, e.Cat))
+			s.gens.Bump(s.dep(&b, ctrTableList, up, e.Cat, e.DB))
+			s.gens.Bump(s.dep(&b, ctrFuncs, up, e.Cat, e.DB))
+			s.gens.Bump(s.dep(&b, ctrFuncsAll, up, e.Cat))
+		case LevelTable:
+			s.gens.Bump(s.dep(&b, ctrTable, up, e.Cat, e.DB, e.Table))
+			s.gens.Bump(s.dep(&b, ctrTableList, up, e.Cat, e.DB))
+		case LevelPartitions:
+			s.gens.Bump(s.dep(&b, ctrParts, up, e.Cat, e.DB, e.Table))
+		case LevelFunction:
+			s.gens.Bump(s.dep(&b, ctrFuncs, up, e.Cat, e.DB))
+			s.gens.Bump(s.dep(&b, ctrFuncsAll, up, e.Cat))
+		default:
+			s.gens.Bump(s.dep(&b, ctrGlobal, up))
+		}
+	}
+}
+
+// WriteEntities lists what a write changes. A name the request does not
+// carry widens the entity: no table means its whole database, no
+// database means everything.
+func WriteEntities(dst []Entity, m *hms.Method, args []byte, defaultCat string) []Entity {
+	for i := range m.Effects {
+		e := &m.Effects[i]
+		n, err := ExtractNames(e, args, defaultCat)
+		if err != nil {
+			return append(dst, Entity{Level: LevelAll})
+		}
+		switch e.Scope {
+		case hms.ScopeNone, hms.ScopeTxn:
+			// Transactions are resolved by TxnTracker.
+		case hms.ScopeDatabase:
+			dst = append(dst, dbOrAll(n))
+		case hms.ScopeTable, hms.ScopePartition:
+			lvl := LevelTable
+			if e.Scope == hms.ScopePartition {
+				lvl = LevelPartitions
+			}
+			if !n.HasDB || len(n.Tables) == 0 {
+				dst = append(dst, dbOrAll(n))
+				break
+			}
+			for _, t := range n.Tables {
+				dst = append(dst, Entity{Level: lvl, Cat: n.Cat, DB: n.DB, Table: t})
+			}
+			if e.NewTable != nil {
+				nn, err := ExtractNames(&hms.Effect{DB: e.NewDB, Table: e.NewTable}, args, n.Cat)
+				if err != nil {
+					return append(dst, Entity{Level: LevelAll})
+				}
+				db := n.DB
+				if nn.HasDB {
+					db = nn.DB
+				}
+				for _, t := range nn.Tables {
+					dst = append(dst, Entity{Level: LevelTable, Cat: n.Cat, DB: db, Table: t})
+				}
+			}
+		case hms.ScopeFunction:
+			if !n.HasDB {
+				dst = append(dst, Entity{Level: LevelAll})
+				break
+			}
+			dst = append(dst, Entity{Level: LevelFunction, Cat: n.Cat, DB: n.DB})
+		default:
+			dst = append(dst, Entity{Level: LevelAll})
+		}
+	}
+	return dst
+}
+
+func dbOrAll(n Names) Entity {
+	if !n.HasDB {
+		return Entity{Level: LevelAll}
+	}
+	return Entity{Level: LevelDatabase, Cat: n.Cat, DB: n.DB}
+}
+
+// TxnTracker remembers which tables each open transaction allocated write
+// ids for or locked, so that its commit or abort invalidates them.
+type TxnTracker struct {
+	mu    sync.Mutex // guards txns, order
+	txns  map[int64][]Entity
+	order []int64 // insertion order, to bound memory
+	max   int
+}
+
+// NewTxnTracker remembers up to max transactions (oldest forgotten first).
+func NewTxnTracker(max int) *TxnTracker {
+	return &TxnTracker{txns: map[int64][]Entity{}, max: max}
+}
+
+// Observe learns from a call whether it ties tables to transactions, and
+// for commit_txn/abort_txn returns the tables to invalidate.
+func (t *TxnTracker) Observe(method string, args []byte, defaultCat string) []Entity {
+	switch method {
+	case "allocate_table_write_ids":
+		// AllocateTableWriteIdsRequest: 1 dbName, 2 tableName, 3 txnIds.
+		var db, tbl string
+		var ids []int64
+		d := wire.NewDecoder(args)
+		walkReq(d, func(id int16, typ byte) bool {
+			switch {
+			case id == 1 && typ == wire.TString:
+				db = string(d.Bytes())
+			case id == 2 && typ == wire.TString:
+				tbl = string(d.Bytes())
+			case id == 3 && typ == wire.TList:
+				et, n := d.ListBegin()
+				for i := 0; i < n && d.Err() == nil; i++ {
+					if et == wire.TI64 {
+						ids = append(ids, d.I64())
+					} else {
+						d.Skip(et)
+					}
+				}
+			default:
+				return false
+			}
+			return true
+		})
+		cat, dbb, _ := splitCatDB([]byte(db))
+		c := defaultCat
+		if cat != nil {
+			c = lowerASCII(cat)
+		}
+		e := Entity{Level: LevelTable, Cat: c, DB: lowerASCII(dbb), Table: lowerASCII([]byte(tbl))}
+		t.mu.Lock()
+		for _, id := range ids {
+			t.add(id, e)
+		}
+		t.mu.Unlock()
+	case "commit_txn", "abort_txn":
+		// CommitTxnRequest / AbortTxnRequest: 1 txnid.
+		var txn int64
+		found := false
+		d := wire.NewDecoder(args)
+		walkReq(d, func(id int16, typ byte) bool {
+			if id == 1 && typ == wire.TI64 {
+				txn, found = d.I64(), true
+				return true
+			}
+			return false
+		})
+		if !found {
+			return nil
+		}
+		t.mu.Lock()
+		ents := t.txns[txn]
+		delete(t.txns, txn)
+		t.mu.Unlock()
+		return ents
+	}
+	return nil
+}
+
+func (t *TxnTracker) add(txn int64, e Entity) {
+	if _, ok := t.txns[txn]; !ok {
+		t.order = append(t.order, txn)
+		if len(t.order) > t.max {
+			delete(t.txns, t.order[0])
+			t.order = t.order[1:]
+		}
+	}
+	for _, x := range t.txns[txn] {
+		if x == e {
+			return
+		}
+	}
+	t.txns[txn] = append(t.txns[txn], e)
+}
+
+// walkReq visits the fields of the request struct at arg 1; fn consumes
+// the value and returns true, or returns false to have it skipped.
+func walkReq(d *wire.Decoder, fn func(id int16, typ byte) bool) {
+	for {
+		typ, id := d.FieldBegin()
+		if typ == wire.TStop || d.Err() != nil {
+			return
+		}
+		if id != 1 || typ != wire.TStruct {
+			d.Skip(typ)
+			continue
+		}
+		for {
+			ft, fid := d.FieldBegin()
+			if ft == wire.TStop || d.Err() != nil {
+				break
+			}
+			if !fn(fid, ft) {
+				d.Skip(ft)
+			}
+		}
+	}
+}

@@ -1,0 +1,220 @@
+package cache
+
+import (
+	"bytes"
+
+	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+)
+
+// Names are the normalised catalog, database and table names a request
+// or a write refers to. HMS lower-cases identifiers before use, so keys and
+// entities do too; partition values are case-sensitive and stay as sent.
+type Names struct {
+	Cat, DB string
+	Tables  []string
+	// HasDB / HasTable: the request named them (a missing name widens an
+	// invalidation).
+	HasDB bool
+}
+
+// Scope is what, besides the request, decides whose entry a reply is.
+type Scope struct {
+	// Upstream names the metastore group: entries are never shared
+	// across groups (promise 6).
+	Upstream string
+	// User is the identity when per-user scope is on, else "".
+	User string
+}
+
+// lowerASCII lower-cases ASCII letters, as HMS's identifier normalisation
+// does for the names that matter here.
+func lowerASCII(b []byte) string {
+	for _, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			out := make([]byte, len(b))
+			for i, c := range b {
+				if 'A' <= c && c <= 'Z' {
+					c += 'a' - 'A'
+				}
+				out[i] = c
+			}
+			return string(out)
+		}
+	}
+	return string(b)
+}
+
+// splitCatDB splits the "@cat#db" form that 3.x/4.0 clients fold into a
+// db argument of legacy methods. "@cat#" stands for a null db, "@cat#!"
+// for an empty one.
+func splitCatDB(v []byte) (cat []byte, db []byte, null bool) {
+	if len(v) == 0 || v[0] != '@' {
+		return nil, v, false
+	}
+	i := bytes.IndexByte(v, '#')
+	if i < 0 {
+		return nil, v, false
+	}
+	cat, db = v[1:i], v[i+1:]
+	switch {
+	case len(db) == 0:
+		return cat, nil, true
+	case len(db) == 1 && db[0] == '!':
+		return cat, db[:0], false
+	}
+	return cat, db, false
+}
+
+// ExtractNames reads the names at e's paths in args. defaultCat fills in
+// a missing catalog, as the server does.
+func ExtractNames(e *hms.Effect, args []byte, defaultCat string) (Names, error) {
+	n := Names{Cat: defaultCat}
+	if e.Cat != nil {
+		if err := hms.Walk(args, e.Cat, func(typ byte, v []byte) bool {
+			if typ == wire.TString {
+				n.Cat = lowerASCII(v)
+			}
+			return false
+		}); err != nil {
+			return n, err
+		}
+	}
+	if e.DB != nil {
+		if err := hms.Walk(args, e.DB, func(typ byte, v []byte) bool {
+			if typ != wire.TString {
+				return true
+			}
+			if e.DBInName {
+				cat, db, null := splitCatDB(v)
+				if cat != nil {
+					n.Cat = lowerASCII(cat)
+				}
+				if null {
+					return false
+				}
+				v = db
+			}
+			n.DB, n.HasDB = lowerASCII(v), true
+			return false
+		}); err != nil {
+			return n, err
+		}
+	}
+	if e.Table != nil {
+		if err := hms.Walk(args, e.Table, func(typ byte, v []byte) bool {
+			if typ == wire.TString {
+				n.Tables = append(n.Tables, lowerASCII(v))
+			}
+			return true
+		}); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// AppendKey appends the cache key of a read: scope, method, normalised
+// names, then the args with the name fields removed, so that every other
+// field that can change the reply (snapshots, capabilities, engine,
+// filters, partition values, limits) is part of the key as sent.
+func AppendKey(dst []byte, sc Scope, m *hms.Method, n *Names, args []byte) ([]byte, bool) {
+	dst = append(dst, sc.Upstream...)
+	dst = append(dst, 0)
+	dst = append(dst, sc.User...)
+	dst = append(dst, 0)
+	dst = append(dst, m.Name...)
+	dst = append(dst, 0)
+	dst = append(dst, n.Cat...)
+	dst = append(dst, 0)
+	if n.HasDB {
+		dst = append(dst, 1)
+		dst = append(dst, n.DB...)
+	}
+	dst = append(dst, 0)
+	for _, t := range n.Tables {
+		dst = append(dst, t...)
+		dst = append(dst, 0)
+	}
+	dst = append(dst, 0)
+	var drop [3]hms.Path
+	nd := 0
+	for _, p := range []hms.Path{m.Target.Cat, m.Target.DB, m.Target.Table} {
+		if len(p) == 0 {
+			continue
+		}
+		if p[len(p)-1] == hms.Each {
+			p = p[:len(p)-1] // the whole list is in the names above
+		}
+		for _, step := range p {
+			if step == hms.Each {
+				// Names inside a list of structs: keep the args whole.
+				return append(dst, args...), true
+			}
+		}
+		drop[nd] = p
+		nd++
+	}
+	d := wire.NewDecoder(args)
+	dst = appendWithout(dst, args, d, drop[:nd])
+	return dst, d.Err() == nil
+}
+
+// appendWithout copies a struct from d, leaving out the fields at paths.
+func appendWithout(dst, src []byte, d *wire.Decoder, paths []hms.Path) []byte {
+	for {
+		start := d.Pos()
+		typ, id := d.FieldBegin()
+		if d.Err() != nil {
+			return dst
+		}
+		if typ == wire.TStop {
+			return append(dst, wire.TStop)
+		}
+		leaf, inner := false, false
+		var sub [3]hms.Path
+		ns := 0
+		for _, p := range paths {
+			if p[0] != int16(id) {
+				continue
+			}
+			if len(p) == 1 {
+				leaf = true
+			} else {
+				inner = true
+				sub[ns] = p[1:]
+				ns++
+			}
+		}
+		switch {
+		case leaf:
+			d.Skip(typ)
+		case inner && typ == wire.TStruct:
+			dst = append(dst, src[start:d.Pos()]...)
+			dst = appendWithout(dst, src, d, sub[:ns])
+		default:
+			d.Skip(typ)
+			dst = append(dst, src[start:d.Pos()]...)
+		}
+	}
+}
+
+// notFound maps the point lookups whose not-found answer may be cached
+// (negative caching) to the result field id of that declared exception.
+// Other declared exceptions, MetaException above all, are never cached:
+// they report trouble, not state.
+var notFound = map[string]int16{
+	"get_database":          1,
+	"get_database_req":      1,
+	"get_table":             2,
+	"get_table_req":         2,
+	"get_partition":         2,
+	"get_partition_by_name": 2,
+	"get_partition_req":     2,
+	"get_fields":            2,
+	"get_schema":            2,
+}
+
+// NotFoundField is the result field id of m's cacheable not-found
+// exception, or 0 when m has none.
+func NotFoundField(method string) int16 { return notFound[method] }

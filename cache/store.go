@@ -1,0 +1,263 @@
+// Package cache is the proxy's byte-budgeted store of metastore reply
+// bytes: keys built from normalised requests, per-kind TTL, refresh-ahead
+// and negative caching, and invalidation by entity generations.
+package cache
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/dgraph-io/ristretto/v2"
+	"github.com/hmsproxy/hmsproxy/internal/hms"
+)
+
+// KindConfig is the policy of one cache kind.
+type KindConfig struct {
+	// TTL is how long an entry may be served; 0 disables the kind.
+	TTL time.Duration
+	// RefreshAfter: a hit on an entry older than this is served and
+	// reloaded in the background. 0 disables refresh-ahead.
+	RefreshAfter time.Duration
+	// Negative admits declared not-found replies (NoSuchObjectException,
+	// UnknownDBException, ...).
+	Negative bool
+}
+
+// NumKinds bounds hms.Kind values.
+const NumKinds = 16
+
+// Config configures a Store.
+type Config struct {
+	// MaxBytes is the budget of all kinds together, entries' own overhead
+	// included. Default 512 MiB.
+	MaxBytes int64
+	// Kinds is the policy per hms.Kind; a zero KindConfig leaves the kind
+	// uncached. DefaultKinds gives the documented defaults.
+	Kinds [NumKinds]KindConfig
+	// GenerationBits sizes the invalidation counter array (2^bits counters
+	// of 8 bytes). Default 18.
+	GenerationBits uint
+	// Now is the clock; a seam for tests. Default time.Now.
+	Now func() time.Time
+}
+
+// DefaultKinds are the policies used when none are configured, close to
+// Trino's hive.metastore-cache-ttl / refresh-interval practice: objects
+// change rarely and every write through the proxy invalidates at once; the
+// TTL bounds staleness for writes that bypass it.
+func DefaultKinds() [NumKinds]KindConfig {
+	var k [NumKinds]KindConfig
+	obj := KindConfig{TTL: 10 * time.Minute, RefreshAfter: 5 * time.Minute, Negative: true}
+	list := KindConfig{TTL: 5 * time.Minute, RefreshAfter: 2 * time.Minute}
+	k[hms.KindDatabase] = obj
+	k[hms.KindDatabaseNames] = list
+	k[hms.KindTable] = obj
+	k[hms.KindTableNames] = list
+	k[hms.KindPartition] = KindConfig{TTL: 10 * time.Minute, RefreshAfter: 5 * time.Minute}
+	k[hms.KindPartitions] = list
+	k[hms.KindPartitionNames] = list
+	k[hms.KindPartitionFilter] = list
+	k[hms.KindStatistics] = list
+	k[hms.KindFunction] = obj
+	k[hms.KindConfig] = KindConfig{TTL: 10 * time.Minute}
+	k[hms.KindConstraints] = obj
+	return k
+}
+
+// Status is the outcome of a lookup.
+type Status uint8
+
+const (
+	Miss Status = iota
+	Hit
+	// HitRefresh is a hit old enough to be reloaded in the background.
+	HitRefresh
+)
+
+// Entry is one cached reply.
+type Entry struct {
+	buf        []byte // key, then the reply body: one allocation
+	keyLen     int32
+	kind       hms.Kind
+	negative   bool
+	refreshing atomic.Bool
+	loaded     int64 // unix nanoseconds when its load started
+	snap       Snapshot
+}
+
+// Body is the reply struct bytes (after the message header).
+func (e *Entry) Body() []byte { return e.buf[e.keyLen:] }
+
+// Kind is the entry's cache kind.
+func (e *Entry) Kind() hms.Kind { return e.kind }
+
+// StartRefresh reports whether the caller should refresh the entry: true
+// for exactly one caller until EndRefresh.
+func (e *Entry) StartRefresh() bool { return e.refreshing.CompareAndSwap(false, true) }
+
+// EndRefresh allows another refresh.
+func (e *Entry) EndRefresh() { e.refreshing.Store(false) }
+
+// entryOverhead is what an entry costs beyond its bytes: the Entry itself
+// and the pointer kept by the store (ristretto adds its own item size).
+const entryOverhead = int64(unsafe.Sizeof(Entry{})) + 16
+
+// Store holds reply bytes under one byte budget.
+type Store struct {
+	rc    *ristretto.Cache[[]byte, *Entry]
+	gens  *Generations
+	kinds [NumKinds]KindConfig
+	now   func() time.Time
+	stats [NumKinds]KindStats
+}
+
+// KindStats are counters of one kind.
+type KindStats struct {
+	Hits, Misses, Stale, Admitted, Rejected, Evicted, Invalidated atomic.Uint64
+	Bytes, Entries                                                atomic.Int64
+}
+
+// ErrBadConfig is returned for an unusable Config.
+var ErrBadConfig = errors.New("cache: bad config")
+
+// New builds a Store.
+func New(cfg Config) (*Store, error) {
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = 512 << 20
+	}
+	if cfg.MaxBytes < 1<<20 {
+		return nil, fmt.Errorf("%w: max bytes %d is below 1 MiB", ErrBadConfig, cfg.MaxBytes)
+	}
+	if cfg.GenerationBits == 0 {
+		cfg.GenerationBits = 18
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Store{gens: NewGenerations(cfg.GenerationBits), kinds: cfg.Kinds, now: cfg.Now}
+	rc, err := ristretto.NewCache(&ristretto.Config[[]byte, *Entry]{
+		// Ten counters per entry that fits, at an assumed 1 KiB minimum.
+		NumCounters: max(cfg.MaxBytes/100, 10_000),
+		MaxCost:     cfg.MaxBytes,
+		BufferItems: 64,
+		OnEvict: func(it *ristretto.Item[*Entry]) {
+			if e := it.Value; e != nil {
+				s.stats[e.kind].Evicted.Add(1)
+			}
+		},
+		OnReject: func(it *ristretto.Item[*Entry]) {
+			if e := it.Value; e != nil {
+				s.stats[e.kind].Rejected.Add(1)
+			}
+		},
+		// Every way out of the store (eviction, expiry, rejection, delete,
+		// replacement) passes here, so the byte gauge follows the store.
+		OnExit: func(e *Entry) {
+			if e != nil {
+				st := &s.stats[e.kind]
+				st.Bytes.Add(-int64(len(e.buf)))
+				st.Entries.Add(-1)
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cache: %w", err)
+	}
+	s.rc = rc
+	return s, nil
+}
+
+// Close releases the store's goroutines. Safe to call twice.
+func (s *Store) Close() {
+	if s.rc != nil {
+		s.rc.Close()
+	}
+}
+
+// Wait blocks until pending admissions are applied (for tests and the
+// bench; the request path never waits).
+func (s *Store) Wait() { s.rc.Wait() }
+
+// Gens is the store's invalidation counters.
+func (s *Store) Gens() *Generations { return s.gens }
+
+// Policy is the configuration of kind k.
+func (s *Store) Policy(k hms.Kind) KindConfig {
+	if int(k) >= NumKinds {
+		return KindConfig{}
+	}
+	return s.kinds[k]
+}
+
+// Stats are the counters of kind k.
+func (s *Store) Stats(k hms.Kind) *KindStats { return &s.stats[k] }
+
+// Get looks up key. A hit is current: no dependency was invalidated since
+// its load began and it is within its kind's TTL.
+func (s *Store) Get(key []byte, kind hms.Kind) (*Entry, Status) {
+	st := &s.stats[kind]
+	e, ok := s.rc.Get(key)
+	if !ok || e == nil || !bytes.Equal(e.buf[:e.keyLen], key) {
+		st.Misses.Add(1)
+		return nil, Miss
+	}
+	pol := s.kinds[e.kind]
+	age := time.Duration(s.now().UnixNano() - e.loaded)
+	if !s.gens.Current(&e.snap) || age >= pol.TTL {
+		st.Stale.Add(1)
+		st.Misses.Add(1)
+		s.rc.Del(key)
+		return nil, Miss
+	}
+	st.Hits.Add(1)
+	if pol.RefreshAfter > 0 && age >= pol.RefreshAfter {
+		return e, HitRefresh
+	}
+	return e, Hit
+}
+
+// Put admits a reply body loaded under snap, unless a dependency was
+// invalidated since the load began: such a reply may already be stale
+// (promise 3). It reports whether the entry was offered to the store.
+func (s *Store) Put(key []byte, kind hms.Kind, body []byte, snap *Snapshot, started time.Time, negative bool) bool {
+	pol := s.Policy(kind)
+	if pol.TTL <= 0 || (negative && !pol.Negative) {
+		return false
+	}
+	if !s.gens.Current(snap) {
+		s.stats[kind].Invalidated.Add(1)
+		return false
+	}
+	buf := make([]byte, 0, len(key)+len(body))
+	buf = append(append(buf, key...), body...)
+	e := &Entry{buf: buf, keyLen: int32(len(key)), kind: kind, negative: negative, loaded: started.UnixNano(), snap: *snap}
+	ttl := pol.TTL - s.now().Sub(started)
+	if ttl <= 0 {
+		return false
+	}
+	st := &s.stats[kind]
+	st.Bytes.Add(int64(len(buf)))
+	st.Entries.Add(1)
+	if !s.rc.SetWithTTL(buf[:len(key)], e, int64(len(buf))+entryOverhead, ttl) {
+		// Dropped under contention, never stored.
+		st.Bytes.Add(-int64(len(buf)))
+		st.Entries.Add(-1)
+		st.Rejected.Add(1)
+		return false
+	}
+	st.Admitted.Add(1)
+	return true
+}
+
+// Clear drops every entry. Generations are left alone: callers bump the
+// counters they mean to invalidate, which also stops loads in flight.
+func (s *Store) Clear() {
+	s.rc.Clear()
+}
+
+// Now is the store's clock.
+func (s *Store) Now() time.Time { return s.now() }

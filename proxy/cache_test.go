@@ -1,0 +1,529 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/filter"
+	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/upstream"
+)
+
+// fakeClock is a settable clock for TTL and refresh-ahead tests.
+type fakeClock struct{ ns atomic.Int64 }
+
+func newClock() *fakeClock {
+	c := &fakeClock{}
+	c.ns.Store(time.Now().UnixNano())
+	return c
+}
+func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+func newCaching(t testing.TB, clock *fakeClock) *Caching {
+	t.Helper()
+	cfg := cache.Config{MaxBytes: 64 << 20, Kinds: cache.DefaultKinds()}
+	if clock != nil {
+		cfg.Now = clock.Now
+	}
+	st, err := cache.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	return &Caching{Store: st, Upstream: "test"}
+}
+
+func listArgs(id int16, vals ...string) func(e *wire.Encoder) {
+	return func(e *wire.Encoder) { e.StringListField(id, vals) }
+}
+
+func i16(id int16, v int16) func(e *wire.Encoder) {
+	return func(e *wire.Encoder) { e.FieldBegin(wire.TI16, id); e.I16(v) }
+}
+
+func str(id int16, v string) func(e *wire.Encoder) {
+	return func(e *wire.Encoder) { e.StringField(id, v) }
+}
+
+// build encodes an args struct from field writers.
+func build(fields ...func(e *wire.Encoder)) []byte {
+	var e wire.Encoder
+	for _, f := range fields {
+		f(&e)
+	}
+	e.Stop()
+	return e.B
+}
+
+// req1 wraps fields in a request struct at arg 1 (the _req methods).
+func req1(fields ...func(e *wire.Encoder)) []byte {
+	var e wire.Encoder
+	e.FieldBegin(wire.TStruct, 1)
+	e.B = append(e.B, build(fields...)...)
+	e.Stop()
+	return e.B
+}
+
+// cachedCorpus is one call of every cacheable read the demo metastore
+// implements, legacy and _req forms.
+func cachedCorpus() []req {
+	const db, tbl, part = "demo_db0", "t0", "ds=2024-01-01/hr=1"
+	return []req{
+		{"getName", build()},
+		{"getVersion", build()},
+		{"get_all_databases", build()},
+		{"get_databases", build(str(1, "demo*"))},
+		{"get_database", build(str(1, db))},
+		{"get_database", build(str(1, "@hive#DEMO_DB1"))},
+		{"get_database_req", req1(str(1, db), str(2, "hive"))},
+		{"get_all_tables", build(str(1, db))},
+		{"get_tables", build(str(1, db), str(2, "t*"))},
+		{"get_tables_by_type", build(str(1, db), str(2, "*"), str(3, "EXTERNAL_TABLE"))},
+		{"get_table_meta", build(str(1, db), str(2, "*"), listArgs(3))},
+		{"get_table", build(str(1, db), str(2, tbl))},
+		{"get_table", build(str(1, "Demo_DB0"), str(2, "T1"))},
+		{"get_table_req", req1(str(1, db), str(2, "t2"))},
+		{"get_table_objects_by_name", build(str(1, db), listArgs(2, "t1", "t0"))},
+		{"get_table_objects_by_name_req", req1(str(1, db), listArgs(2, "t2", "t0"))},
+		{"get_fields", build(str(1, db), str(2, tbl))},
+		{"get_schema", build(str(1, db), str(2, tbl))},
+		{"get_partition", build(str(1, db), str(2, tbl), listArgs(3, "2024-01-01", "1"))},
+		{"get_partition_by_name", build(str(1, db), str(2, tbl), str(3, part))},
+		{"get_partitions", build(str(1, db), str(2, tbl), i16(3, -1))},
+		{"get_partitions_ps", build(str(1, db), str(2, tbl), listArgs(3, "2024-01-01"), i16(4, -1))},
+		{"get_partition_names", build(str(1, db), str(2, tbl), i16(3, -1))},
+		{"get_partition_names_ps", build(str(1, db), str(2, tbl), listArgs(3, "2024-01-01"), i16(4, 10))},
+		{"get_partitions_by_names", build(str(1, db), str(2, tbl), listArgs(3, part, "ds=2024-01-01/hr=2"))},
+		{"get_partitions_by_names_req", req1(str(1, db), str(2, tbl), listArgs(3, "ds=2024-01-01/hr=3", part))},
+		{"get_partitions_by_filter", build(str(1, db), str(2, tbl), str(3, "hr > 5"), i16(4, -1))},
+		{"get_num_partitions_by_filter", build(str(1, db), str(2, tbl), str(3, "hr > 5"))},
+		{"get_table", build(str(1, db), str(2, "no_such_table"))},
+		{"get_database", build(str(1, "no_such_db"))},
+	}
+}
+
+// TestCacheHits: every cacheable read the demo implements is served from
+// the cache the second time, with the bytes the metastore returns.
+func TestCacheHits(t *testing.T) {
+	demo, addr := startDemo(t, wire.Buffered)
+	caching := newCaching(t, nil)
+	_, paddr := startProxy(t, proxyOpts{cache: caching}, addr)
+	direct := dial(t, addr, wire.Buffered)
+	c := dial(t, paddr, wire.Buffered)
+	for _, r := range cachedCorpus() {
+		t.Run(r.method, func(t *testing.T) {
+			m := hms.Lookup([]byte(r.method))
+			if m == nil || m.Class != hms.Read || !m.Cacheable {
+				t.Fatalf("%s is not a cacheable read in the method table", r.method)
+			}
+			want := call(t, direct, r.method, r.args)
+			before := demo.CallCount(r.method)
+			first := call(t, c, r.method, r.args)
+			caching.Store.Wait()
+			second := call(t, c, r.method, r.args)
+			if n := demo.CallCount(r.method) - before; n != 1 {
+				t.Fatalf("metastore saw %d calls for two identical reads; want 1", n)
+			}
+			if !sameButSeqID(first, want) || !sameButSeqID(second, want) {
+				t.Fatalf("cached reply differs from the metastore's\nfirst  %x\nsecond %x\nwant   %x", first, second, want)
+			}
+		})
+	}
+}
+
+func tableWithParams(db, name string, params map[string]string) []byte {
+	var e wire.Encoder
+	e.FieldBegin(wire.TStruct, 3)
+	e.StringField(1, name)
+	e.StringField(2, db)
+	e.StringField(3, "tester")
+	e.I32Field(4, 1700000000)
+	sd(&e, 7, "file:/tmp/wh/"+db+".db/"+name)
+	fieldSchemas(&e, 8, [2]string{"ds", "string"})
+	keys := make([]string, 0, len(params))
+	for k := range params {
+		keys = append(keys, k)
+	}
+	e.StringMapField(9, keys, params)
+	e.StringField(12, "MANAGED_TABLE")
+	e.Stop()
+	return e.B
+}
+
+// tableParam reads one parameter of the Table in a get_table reply.
+func tableParam(t testing.TB, reply []byte, key string) string {
+	t.Helper()
+	m, err := wire.Parse(reply, wire.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := wire.NewDecoder(m.Body())
+	for {
+		typ, id := d.FieldBegin()
+		if typ == wire.TStop || d.Err() != nil {
+			t.Fatalf("no table in reply %x", reply)
+		}
+		if id != 0 {
+			d.Skip(typ)
+			continue
+		}
+		for {
+			ft, fid := d.FieldBegin()
+			if ft == wire.TStop || d.Err() != nil {
+				return ""
+			}
+			if fid != 9 || ft != wire.TMap {
+				d.Skip(ft)
+				continue
+			}
+			_, _, n := d.MapBegin()
+			for i := 0; i < n; i++ {
+				k, v := d.String(), d.String()
+				if k == key {
+					return v
+				}
+			}
+			return ""
+		}
+	}
+}
+
+// TestReadYourWrites: a write through the proxy invalidates what it
+// changed before its reply, including not-found entries (promise 2).
+func TestReadYourWrites(t *testing.T) {
+	_, addr := startDemo(t, wire.Buffered)
+	caching := newCaching(t, nil)
+	_, paddr := startProxy(t, proxyOpts{cache: caching}, addr)
+	c := dial(t, paddr, wire.Buffered)
+	get := build(str(1, "demo_db0"), str(2, "fresh"))
+
+	miss := call(t, c, "get_table", get)
+	caching.Store.Wait()
+	if m, _ := wire.Parse(miss, wire.Limits{}); upstream.Succeeded(m) {
+		t.Fatal("table exists before it was created")
+	}
+	call(t, c, "create_table", tableArgs("demo_db0", "fresh"))
+	call(t, c, "get_table", get)
+	caching.Store.Wait()
+	for v := 1; v <= 3; v++ {
+		call(t, c, "alter_table", alterTableArgs("demo_db0", "fresh", tableWithParams("demo_db0", "fresh", map[string]string{"v": strconv.Itoa(v)})))
+		if got := tableParam(t, call(t, c, "get_table", get), "v"); got != strconv.Itoa(v) {
+			t.Fatalf("after write %d read v=%q", v, got)
+		}
+		caching.Store.Wait()
+	}
+	// Names: a new partition shows in the cached name list at once.
+	names := build(str(1, "demo_db0"), str(2, "fresh"), i16(3, -1))
+	call(t, c, "get_partition_names", names)
+	caching.Store.Wait()
+	call(t, c, "add_partition", partitionArgs("demo_db0", "fresh", "2025-01-01"))
+	if got := call(t, c, "get_partition_names", names); !bytes.Contains(got, []byte("ds=2025-01-01")) {
+		t.Fatalf("new partition missing from names after add_partition: %q", got)
+	}
+	// A rename invalidates the old name.
+	call(t, c, "alter_table", alterTableArgs("demo_db0", "fresh", tableWithParams("demo_db0", "renamed", nil)))
+	if m, _ := wire.Parse(call(t, c, "get_table", get), wire.Limits{}); upstream.Succeeded(m) {
+		t.Fatal("old name still served after rename")
+	}
+}
+
+// gatedForwarder holds back the reply of one method until released: a
+// load that read old state and is slow to come back.
+type gatedForwarder struct {
+	up      Forwarder
+	method  string
+	arrived chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedForwarder) Do(ctx context.Context, c upstream.Call, sink upstream.ReplySink) error {
+	if string(c.Msg.Name()) != g.method {
+		return g.up.Do(ctx, c, sink)
+	}
+	var cs captureSink
+	if err := g.up.Do(ctx, c, &cs); err != nil {
+		return err
+	}
+	select {
+	case g.arrived <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	msg := wire.AppendHeader(nil, cs.res.typ, c.Msg.Name(), c.Msg.SeqID)
+	m, err := wire.Parse(append(msg, cs.res.body...), wire.Limits{})
+	if err != nil {
+		return err
+	}
+	return sink.Reply(m)
+}
+
+// TestLoadInvalidateRace: a load that began before a write's invalidation
+// never lands in the cache after it (promise 3; Trino #10512).
+func TestLoadInvalidateRace(t *testing.T) {
+	_, addr := startDemo(t, wire.Buffered)
+	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + addr}, HealthInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	gate := &gatedForwarder{up: g, method: "get_table", arrived: make(chan struct{}), release: make(chan struct{})}
+	caching := newCaching(t, nil)
+	s, err := New(Config{Cache: caching, Logger: testLogger(t)}, gate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	go s.Serve(ln)
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	}()
+	paddr := ln.Addr().String()
+
+	setup := dial(t, paddr, wire.Buffered)
+	call(t, setup, "create_table", tableArgs("demo_db0", "race"))
+	get := build(str(1, "demo_db0"), str(2, "race"))
+
+	// Reader A misses and its load reads v=old, then stalls.
+	done := make(chan []byte)
+	go func() {
+		c := dial(t, paddr, wire.Buffered)
+		done <- call(t, c, "get_table", get)
+	}()
+	<-gate.arrived
+	// The write happens and returns while A's load is in flight.
+	call(t, setup, "alter_table", alterTableArgs("demo_db0", "race", tableWithParams("demo_db0", "race", map[string]string{"v": "new"})))
+	// Reader B starts after the write returned, while A's load is still
+	// out: it must not join that load.
+	doneB := make(chan []byte)
+	go func() {
+		c := dial(t, paddr, wire.Buffered)
+		doneB <- call(t, c, "get_table", get)
+	}()
+	select {
+	case <-gate.arrived: // B's own load
+	case got := <-doneB:
+		t.Fatalf("reader B answered from reader A's load (v=%q) without a load of its own", tableParam(t, got, "v"))
+	case <-time.After(5 * time.Second):
+		t.Fatal("reader B joined reader A's load, which began before the write")
+	}
+	gate.release <- struct{}{} // A's load returns old state
+	if got := tableParam(t, <-done, "v"); got != "" {
+		t.Fatalf("reader A got v=%q; it read before the write", got)
+	}
+	gate.release <- struct{}{}
+	if got := tableParam(t, <-doneB, "v"); got != "new" {
+		t.Fatalf("reader B got v=%q; want new", got)
+	}
+	caching.Store.Wait()
+	// A's load must not have landed in the cache: the next read is a hit
+	// of B's load or a fresh load, never v=old.
+	go func() {
+		select {
+		case <-gate.arrived:
+			gate.release <- struct{}{}
+		case <-time.After(5 * time.Second):
+		}
+	}()
+	if got := tableParam(t, call(t, setup, "get_table", get), "v"); got != "new" {
+		t.Fatalf("read after the write returned got v=%q; want new (stale fill)", got)
+	}
+}
+
+// TestRefreshAhead: an entry past its refresh age is served at once and
+// reloaded once in the background.
+func TestRefreshAhead(t *testing.T) {
+	demo, addr := startDemo(t, wire.Buffered)
+	clock := newClock()
+	caching := newCaching(t, clock)
+	_, paddr := startProxy(t, proxyOpts{cache: caching}, addr)
+	c := dial(t, paddr, wire.Buffered)
+	args := build(str(1, "demo_db0"), str(2, "t0"), i16(3, -1))
+	call(t, c, "get_partition_names", args)
+	caching.Store.Wait()
+	pol := caching.Store.Policy(hms.KindPartitionNames)
+	clock.Advance(pol.RefreshAfter + time.Second)
+	before := demo.CallCount("get_partition_names")
+	for i := 0; i < 20; i++ {
+		call(t, c, "get_partition_names", args) // all hits
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for demo.CallCount("get_partition_names") == before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := demo.CallCount("get_partition_names") - before; n != 1 {
+		t.Fatalf("refresh-ahead made %d upstream calls for 20 hits; want 1", n)
+	}
+	caching.Store.Wait()
+	// The refreshed entry is young again: no more refreshes.
+	call(t, c, "get_partition_names", args)
+	time.Sleep(100 * time.Millisecond)
+	if n := demo.CallCount("get_partition_names") - before; n != 1 {
+		t.Fatalf("refreshed entry refreshed again (%d calls)", n)
+	}
+	// Past the TTL an entry is never served.
+	clock.Advance(pol.TTL + time.Second)
+	call(t, c, "get_partition_names", args)
+	if n := demo.CallCount("get_partition_names") - before; n != 2 {
+		t.Fatalf("entry past its TTL served from cache (%d calls); want a load", n)
+	}
+}
+
+// TestScopes: per-user scope keeps users apart; shared scope shares; a
+// denied database is never cached.
+func TestScopes(t *testing.T) {
+	for _, perUser := range []bool{false, true} {
+		t.Run(fmt.Sprintf("perUser=%v", perUser), func(t *testing.T) {
+			demo, addr := startDemo(t, wire.Buffered)
+			caching := newCaching(t, nil)
+			caching.PerUser = perUser
+			_, paddr := startProxy(t, proxyOpts{cache: caching}, addr)
+			alice, bob := dial(t, paddr, wire.Buffered), dial(t, paddr, wire.Buffered)
+			call(t, alice, "set_ugi", ugiArgs("alice"))
+			call(t, bob, "set_ugi", ugiArgs("bob"))
+			get := build(str(1, "demo_db0"), str(2, "t0"))
+			call(t, alice, "get_table", get)
+			caching.Store.Wait()
+			call(t, bob, "get_table", get)
+			want := 1
+			if perUser {
+				want = 2
+			}
+			if n := demo.CallCount("get_table"); n != want {
+				t.Fatalf("metastore saw %d loads; want %d", n, want)
+			}
+		})
+	}
+	t.Run("deny", func(t *testing.T) {
+		demo, addr := startDemo(t, wire.Buffered)
+		caching := newCaching(t, nil)
+		p, err := filter.Compile(nil, []string{"demo_db1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		caching.Policy = p
+		_, paddr := startProxy(t, proxyOpts{cache: caching}, addr)
+		c := dial(t, paddr, wire.Buffered)
+		for i := 0; i < 3; i++ {
+			call(t, c, "get_table", build(str(1, "demo_db1"), str(2, "t0")))
+			caching.Store.Wait()
+		}
+		if n := demo.CallCount("get_table"); n != 3 {
+			t.Fatalf("denied table loaded %d times for 3 reads; want 3 (never cached)", n)
+		}
+	})
+}
+
+// TestRandomizedReadYourWrites runs a writer and readers through one
+// proxy and checks that no read returns a value older than a write that
+// had already returned when the read began (promise 2).
+func TestRandomizedReadYourWrites(t *testing.T) {
+	_, addr := startDemo(t, wire.Buffered)
+	caching := newCaching(t, nil)
+	_, paddr := startProxy(t, proxyOpts{cache: caching}, addr)
+	setup := dial(t, paddr, wire.Buffered)
+	call(t, setup, "create_table", tableArgs("demo_db0", "rw"))
+
+	const writes, readers, readsEach = 1500, 4, 2200
+	var lastV, lastParts atomic.Int64
+	var stale, ops, hits atomic.Int64
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the writer
+		defer wg.Done()
+		w, _ := hmsclient.Dial(ctx, paddr, wire.Buffered)
+		defer w.Close()
+		parts := int64(0)
+		for v := int64(1); v <= writes; v++ {
+			if v%5 == 0 {
+				if _, err := w.Call(ctx, "add_partition", partitionArgs("demo_db0", "rw", fmt.Sprintf("p%05d", v))); err != nil {
+					t.Error(err)
+					return
+				}
+				parts++
+				lastParts.Store(parts)
+			} else {
+				args := alterTableArgs("demo_db0", "rw", tableWithParams("demo_db0", "rw", map[string]string{"v": strconv.FormatInt(v, 10)}))
+				if _, err := w.Call(ctx, "alter_table", args); err != nil {
+					t.Error(err)
+					return
+				}
+				lastV.Store(v)
+			}
+			ops.Add(1)
+		}
+	}()
+	get := build(str(1, "demo_db0"), str(2, "rw"))
+	names := build(str(1, "demo_db0"), str(2, "rw"), i16(3, -1))
+	for r := 0; r < readers; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			c, _ := hmsclient.Dial(ctx, paddr, wire.Buffered)
+			defer c.Close()
+			for i := 0; i < readsEach; i++ {
+				if (i+r)%2 == 0 {
+					floor := lastV.Load()
+					m, err := c.Call(ctx, "get_table", get)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					got, _ := strconv.ParseInt(tableParam(t, m.Buf, "v"), 10, 64)
+					if got < floor {
+						stale.Add(1)
+					}
+				} else {
+					floor := lastParts.Load()
+					m, err := c.Call(ctx, "get_partition_names", names)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if got := int64(bytes.Count(m.Body(), []byte("ds=p"))); got < floor {
+						stale.Add(1)
+					}
+				}
+				ops.Add(1)
+			}
+		}(r)
+	}
+	wg.Wait()
+	hits.Store(int64(caching.Store.Stats(hms.KindTable).Hits.Load() + caching.Store.Stats(hms.KindPartitionNames).Hits.Load()))
+	t.Logf("%d operations, %d cache hits, %d stale reads", ops.Load(), hits.Load(), stale.Load())
+	if ops.Load() < 10_000 {
+		t.Fatalf("only %d operations ran", ops.Load())
+	}
+	if stale.Load() != 0 {
+		t.Fatalf("%d reads returned a value older than a write that had returned", stale.Load())
+	}
+	if hits.Load() == 0 {
+		t.Fatal("no cache hits: the test did not exercise the cache")
+	}
+	// And the proxy agrees with the metastore's own state at the end.
+	direct := dial(t, addr, wire.Buffered)
+	if !sameButSeqID(call(t, setup, "get_table", get), call(t, direct, "get_table", get)) {
+		t.Fatal("final table through the proxy differs from the metastore's")
+	}
+}

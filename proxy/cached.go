@@ -1,0 +1,320 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/upstream"
+)
+
+// Caching turns on the cache for a Server. The zero value of each field
+// selects the default in its comment; Store is required.
+type Caching struct {
+	Store *cache.Store
+	// Upstream names the metastore group in keys and invalidations, so
+	// entries never cross groups. Default "default".
+	Upstream string
+	// PerUser puts the set_ugi identity in every key. Default false: one
+	// shared cache, as Trino's metastore cache.
+	PerUser bool
+	// DefaultCatalog fills in requests that name no catalog, as the
+	// server's metastore.catalog.default. Default "hive".
+	DefaultCatalog string
+	// Policy decides which databases and tables may be cached. Nil: all.
+	Policy Allower
+	// RefreshWorkers bounds concurrent refresh-ahead loads. Default 4.
+	RefreshWorkers int
+	// BatchChunk bounds the names per upstream call when batch calls are
+	// split into cached entries. Default 500.
+	BatchChunk int
+	// Invalidated, if set, is called with what a write changed, after the
+	// local invalidation and before the writing client gets its reply.
+	Invalidated func(ctx context.Context, ents []cache.Entity)
+}
+
+// Allower is the never-cache policy (filter.Patterns implements it).
+type Allower interface {
+	Allowed(db, table string) bool
+}
+
+// cacher is a Server's cache machinery.
+type cacher struct {
+	Caching
+	flights singleflight.Group
+	txns    *cache.TxnTracker
+	log     *slog.Logger
+
+	jobs chan refreshJob
+	wg   sync.WaitGroup // refresh workers
+	stop chan struct{}
+	once sync.Once
+}
+
+func newCacher(c Caching, log *slog.Logger) *cacher {
+	if c.Upstream == "" {
+		c.Upstream = "default"
+	}
+	if c.DefaultCatalog == "" {
+		c.DefaultCatalog = "hive"
+	}
+	if c.RefreshWorkers <= 0 {
+		c.RefreshWorkers = 4
+	}
+	if c.BatchChunk <= 0 {
+		c.BatchChunk = 500
+	}
+	k := &cacher{Caching: c, txns: cache.NewTxnTracker(100_000), log: log,
+		jobs: make(chan refreshJob, 1024), stop: make(chan struct{})}
+	return k
+}
+
+func (k *cacher) start(up Forwarder, ctx context.Context) {
+	for i := 0; i < k.RefreshWorkers; i++ {
+		k.wg.Add(1)
+		go k.refreshLoop(up, ctx)
+	}
+}
+
+func (k *cacher) close() {
+	k.once.Do(func() { close(k.stop) })
+	k.wg.Wait()
+}
+
+func (k *cacher) scope(sess *upstream.Session) cache.Scope {
+	sc := cache.Scope{Upstream: k.Upstream}
+	if k.PerUser {
+		sc.User = sess.User()
+	}
+	return sc
+}
+
+// loaded is the outcome of one upstream load, shared by every caller that
+// joined the flight.
+type loaded struct {
+	typ  byte
+	body []byte
+}
+
+// captureSink copies a reply out of the upstream connection's buffer.
+type captureSink struct{ res loaded }
+
+func (s *captureSink) Reply(m wire.Message) error {
+	s.res = loaded{typ: m.Type, body: append([]byte(nil), m.Body()...)}
+	return nil
+}
+
+// cachedRead serves a cacheable read: from the store when current, else
+// from one upstream load shared by identical concurrent misses.
+func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
+	k := c.s.cache
+	if k.Store.Policy(meth.Kind).TTL <= 0 {
+		return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
+	}
+	names, err := cache.ExtractNames(&meth.Target, m.Body(), k.DefaultCatalog)
+	if err != nil || !k.allowed(&names) {
+		return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
+	}
+	sc := k.scope(c.sess)
+	key, ok := cache.AppendKey(c.key[:0], sc, meth, &names, m.Body())
+	c.key = key
+	if !ok {
+		return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
+	}
+	if e, st := k.Store.Get(key, meth.Kind); e != nil {
+		if st == cache.HitRefresh && e.StartRefresh() {
+			k.enqueueRefresh(c.sess, meth, m, key, &names, e)
+		}
+		c.s.stats.count(meth, OutcomeHit)
+		return c.replyWith(m, wire.Reply, e.Body())
+	}
+	deps, ok := k.Store.ReadDeps(c.deps[:0], sc, meth, &names)
+	c.deps = deps
+	if !ok {
+		return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
+	}
+	snap, ok := k.Store.Gens().Take(deps)
+	if !ok {
+		return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
+	}
+	// Loads that began under other generations are other flights: a miss
+	// after an invalidation never joins a load from before it.
+	flight := string(snap.AppendKey(key))
+	res, err, shared := k.flights.Do(flight, func() (any, error) {
+		return k.load(c.s.ctx, c.s.up, c.sess, meth, m, key, &snap)
+	})
+	if err != nil {
+		return err
+	}
+	if shared {
+		c.s.stats.count(meth, OutcomeCoalesced)
+	} else {
+		c.s.stats.count(meth, OutcomeMiss)
+	}
+	r := res.(loaded)
+	return c.replyWith(m, r.typ, r.body)
+}
+
+func (k *cacher) allowed(n *cache.Names) bool {
+	if k.Policy == nil {
+		return true
+	}
+	tbl := ""
+	if len(n.Tables) > 0 {
+		tbl = n.Tables[0]
+	}
+	if !k.Policy.Allowed(n.DB, tbl) {
+		return false
+	}
+	for _, t := range n.Tables[min(1, len(n.Tables)):] {
+		if !k.Policy.Allowed(n.DB, t) {
+			return false
+		}
+	}
+	return true
+}
+
+// load forwards m upstream and admits the reply if it may be cached.
+func (k *cacher) load(ctx context.Context, up Forwarder, sess *upstream.Session, meth *hms.Method, m wire.Message, key []byte, snap *cache.Snapshot) (loaded, error) {
+	started := k.Store.Now()
+	var sink captureSink
+	if err := up.Do(ctx, upstream.Call{Session: sess, Class: upstream.Read, Msg: m}, &sink); err != nil {
+		return loaded{}, err
+	}
+	k.admit(meth, key, sink.res, snap, started)
+	return sink.res, nil
+}
+
+// admit stores a successful reply, or a declared not-found where negative
+// caching is on.
+func (k *cacher) admit(meth *hms.Method, key []byte, r loaded, snap *cache.Snapshot, started time.Time) {
+	if r.typ != wire.Reply {
+		return
+	}
+	field, err := wire.ResultField(r.body)
+	if err != nil {
+		return
+	}
+	switch {
+	case field <= 0:
+		k.Store.Put(key, meth.Kind, r.body, snap, started, false)
+	case field == cache.NotFoundField(meth.Name):
+		k.Store.Put(key, meth.Kind, r.body, snap, started, true)
+	}
+}
+
+// replyWith answers m with a reply body under the client's own name and
+// seqid: the bytes the metastore would have sent.
+func (c *clientConn) replyWith(m wire.Message, typ byte, body []byte) error {
+	c.hdr = wire.AppendHeader(c.hdr[:0], typ, m.Name(), m.SeqID)
+	if err := c.w.Write(c.hdr, body); err != nil {
+		return errors.Join(errClientWrite, err)
+	}
+	return nil
+}
+
+var errClientWrite = errors.New("proxy: write reply to client")
+
+// write forwards a write and invalidates what it changes once the
+// metastore answered, success or not, before the client sees the answer.
+// When the outcome is unknown (the connection broke), it invalidates too.
+func (c *clientConn) write(meth *hms.Method, m wire.Message) error {
+	k := c.s.cache
+	ents := cache.WriteEntities(c.ents[:0], meth, m.Body(), k.DefaultCatalog)
+	for i := range meth.Effects {
+		if meth.Effects[i].Scope == hms.ScopeTxn {
+			ents = append(ents, k.txns.Observe(meth.Name, m.Body(), k.DefaultCatalog)...)
+			break
+		}
+	}
+	c.ents = ents
+	sink := invalidatingSink{c: c, ents: ents}
+	err := c.forward(upstream.Call{Session: c.sess, Class: upstream.Write, Msg: m}, &sink)
+	if err != nil && !sink.done {
+		k.invalidate(c.s.ctx, ents)
+	}
+	return err
+}
+
+type invalidatingSink struct {
+	c    *clientConn
+	ents []cache.Entity
+	done bool
+}
+
+func (s *invalidatingSink) Reply(m wire.Message) error {
+	s.c.s.cache.invalidate(s.c.s.ctx, s.ents)
+	s.done = true
+	return s.c.Reply(m)
+}
+
+func (k *cacher) invalidate(ctx context.Context, ents []cache.Entity) {
+	if len(ents) == 0 {
+		return
+	}
+	k.Store.Apply(k.Upstream, ents)
+	if k.Invalidated != nil {
+		k.Invalidated(ctx, ents)
+	}
+}
+
+// Refresh-ahead: a hit past its kind's refresh age is served at once and
+// reloaded here, by a bounded set of workers, one upstream call per entry.
+type refreshJob struct {
+	sess  *upstream.Session
+	meth  *hms.Method
+	msg   []byte // the request, header and args, owned by the job
+	key   []byte
+	names cache.Names
+	entry *cache.Entry
+}
+
+func (k *cacher) enqueueRefresh(sess *upstream.Session, meth *hms.Method, m wire.Message, key []byte, n *cache.Names, e *cache.Entry) {
+	job := refreshJob{sess: sess, meth: meth, msg: append([]byte(nil), m.Buf...), key: append([]byte(nil), key...), names: *n, entry: e}
+	select {
+	case k.jobs <- job:
+	default:
+		e.EndRefresh() // saturated: the entry stays until its TTL
+		k.log.Debug("refresh queue full; skipped", "method", meth.Name)
+	}
+}
+
+func (k *cacher) refreshLoop(up Forwarder, ctx context.Context) {
+	defer k.wg.Done()
+	var deps []cache.Dep
+	for {
+		select {
+		case <-k.stop:
+			return
+		case j := <-k.jobs:
+			deps = k.refresh(ctx, up, j, deps)
+		}
+	}
+}
+
+func (k *cacher) refresh(ctx context.Context, up Forwarder, j refreshJob, deps []cache.Dep) []cache.Dep {
+	defer j.entry.EndRefresh()
+	deps, ok := k.Store.ReadDeps(deps[:0], k.scope(j.sess), j.meth, &j.names)
+	if !ok {
+		return deps
+	}
+	snap, ok := k.Store.Gens().Take(deps)
+	if !ok {
+		return deps
+	}
+	m, err := wire.Parse(j.msg, wire.Limits{MaxMessage: len(j.msg)})
+	if err != nil {
+		return deps
+	}
+	if _, err := k.load(ctx, up, j.sess, j.meth, m, j.key, &snap); err != nil {
+		k.log.Debug("refresh failed", "method", j.meth.Name, "err", err)
+	}
+	return deps
+}

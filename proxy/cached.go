@@ -123,6 +123,11 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 		return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
 	}
 	sc := k.scope(c.sess)
+	if shape, ok := batchShapes[meth.Name]; ok {
+		if handled, err := c.batchRead(meth, m, shape, &names, sc); handled {
+			return err
+		}
+	}
 	key, ok := cache.AppendKey(c.key[:0], sc, meth, &names, m.Body())
 	c.key = key
 	if !ok {
@@ -268,21 +273,31 @@ func (k *cacher) invalidate(ctx context.Context, ents []cache.Entity) {
 // Refresh-ahead: a hit past its kind's refresh age is served at once and
 // reloaded here, by a bounded set of workers, one upstream call per entry.
 type refreshJob struct {
-	sess  *upstream.Session
-	meth  *hms.Method
-	msg   []byte // the request, header and args, owned by the job
-	key   []byte
-	names cache.Names
-	entry *cache.Entry
+	sess    *upstream.Session
+	meth    *hms.Method
+	msg     []byte // the request, header and args, owned by the job
+	key     []byte // the entry's key; for a batch, the key prefix of its entries
+	names   cache.Names
+	entries []*cache.Entry // refreshing until the job ends
+
+	batch *batchShape // set for per-partition entries of a by-names call
+	due   []string    // their names
 }
 
 func (k *cacher) enqueueRefresh(sess *upstream.Session, meth *hms.Method, m wire.Message, key []byte, n *cache.Names, e *cache.Entry) {
-	job := refreshJob{sess: sess, meth: meth, msg: append([]byte(nil), m.Buf...), key: append([]byte(nil), key...), names: *n, entry: e}
+	k.enqueue(refreshJob{sess: sess, meth: meth, msg: append([]byte(nil), m.Buf...),
+		key: append([]byte(nil), key...), names: *n, entries: []*cache.Entry{e}})
+}
+
+func (k *cacher) enqueue(j refreshJob) {
 	select {
-	case k.jobs <- job:
+	case k.jobs <- j:
 	default:
-		e.EndRefresh() // saturated: the entry stays until its TTL
-		k.log.Debug("refresh queue full; skipped", "method", meth.Name)
+		// Saturated: the entries stay until their TTL.
+		for _, e := range j.entries {
+			e.EndRefresh()
+		}
+		k.log.Debug("refresh queue full; skipped", "method", j.meth.Name)
 	}
 }
 
@@ -300,13 +315,21 @@ func (k *cacher) refreshLoop(up Forwarder, ctx context.Context) {
 }
 
 func (k *cacher) refresh(ctx context.Context, up Forwarder, j refreshJob, deps []cache.Dep) []cache.Dep {
-	defer j.entry.EndRefresh()
+	defer func() {
+		for _, e := range j.entries {
+			e.EndRefresh()
+		}
+	}()
 	deps, ok := k.Store.ReadDeps(deps[:0], k.scope(j.sess), j.meth, &j.names)
 	if !ok {
 		return deps
 	}
 	snap, ok := k.Store.Gens().Take(deps)
 	if !ok {
+		return deps
+	}
+	if j.batch != nil {
+		k.refreshBatch(ctx, up, j, &snap)
 		return deps
 	}
 	m, err := wire.Parse(j.msg, wire.Limits{MaxMessage: len(j.msg)})
@@ -317,4 +340,33 @@ func (k *cacher) refresh(ctx context.Context, up Forwarder, j refreshJob, deps [
 		k.log.Debug("refresh failed", "method", j.meth.Name, "err", err)
 	}
 	return deps
+}
+
+// ErrNoCache is returned by Flush on a server without a cache.
+var ErrNoCache = errors.New("proxy: caching is off")
+
+// Flush invalidates entities as a write would (admin flushes, and
+// invalidations learnt from other proxies or the event log).
+func (s *Server) Flush(ctx context.Context, ents []cache.Entity) error {
+	if s.cache == nil {
+		return ErrNoCache
+	}
+	s.cache.invalidate(ctx, ents)
+	return nil
+}
+
+// CacheStore is the server's store, nil without caching.
+func (s *Server) CacheStore() *cache.Store {
+	if s.cache == nil {
+		return nil
+	}
+	return s.cache.Store
+}
+
+// UpstreamName is the metastore group's name in keys and invalidations.
+func (s *Server) UpstreamName() string {
+	if s.cache == nil {
+		return ""
+	}
+	return s.cache.Upstream
 }

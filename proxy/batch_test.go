@@ -1,0 +1,176 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/upstream"
+)
+
+// recordingForwarder notes the partition names of every by-names call
+// that reaches the metastore.
+type recordingForwarder struct {
+	up    Forwarder
+	mu    sync.Mutex
+	calls [][]string
+}
+
+func (r *recordingForwarder) Do(ctx context.Context, c upstream.Call, sink upstream.ReplySink) error {
+	if shape, ok := batchShapes[string(c.Msg.Name())]; ok {
+		var names []string
+		hms.Walk(c.Msg.Body(), append(slices.Clone(shape.names), hms.Each), func(typ byte, v []byte) bool {
+			names = append(names, string(v))
+			return true
+		})
+		r.mu.Lock()
+		r.calls = append(r.calls, names)
+		r.mu.Unlock()
+	}
+	return r.up.Do(ctx, c, sink)
+}
+
+func (r *recordingForwarder) take() [][]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.calls
+	r.calls = nil
+	return out
+}
+
+func startRecordingProxy(t *testing.T, caching *Caching, addr string) (string, *recordingForwarder) {
+	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + addr}, HealthInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	rec := &recordingForwarder{up: g}
+	s, err := New(Config{Cache: caching, Logger: testLogger(t)}, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+	return ln.Addr().String(), rec
+}
+
+func partName(i int) string {
+	return fmt.Sprintf("ds=2024-01-%02d/hr=%d", 1+i/24, i%24)
+}
+
+func byNamesReq(method string, names ...string) []byte {
+	if method == "get_partitions_by_names_req" {
+		return req1(str(1, "demo_db0"), str(2, "t0"), listArgs(3, names...))
+	}
+	return build(str(1, "demo_db0"), str(2, "t0"), listArgs(3, names...))
+}
+
+// TestBatchPerEntry: by-names calls take hits per partition, fetch only
+// the misses in chunks, and answer exactly as the metastore does.
+func TestBatchPerEntry(t *testing.T) {
+	for _, method := range []string{"get_partitions_by_names", "get_partitions_by_names_req"} {
+		t.Run(method, func(t *testing.T) {
+			_, addr := startDemo(t, wire.Buffered)
+			caching := newCaching(t, nil)
+			caching.BatchChunk = 3
+			paddr, rec := startRecordingProxy(t, caching, addr)
+			direct := dial(t, addr, wire.Buffered)
+			c := dial(t, paddr, wire.Buffered)
+			check := func(step string, names ...string) {
+				t.Helper()
+				args := byNamesReq(method, names...)
+				if got, want := call(t, c, method, args), call(t, direct, method, args); !sameButSeqID(got, want) {
+					t.Fatalf("%s: reply differs from the metastore's\n got %x\nwant %x", step, got, want)
+				}
+				caching.Store.Wait()
+			}
+			check("warm two", partName(5), partName(2))
+			if got := rec.take(); len(got) != 1 || len(got[0]) != 2 {
+				t.Fatalf("first call: upstream calls %v; want one with both names", got)
+			}
+			// Two cached, five new, one missing, one duplicate, out of order.
+			check("mixed", partName(9), partName(2), partName(7), "ds=1999-01-01/hr=0", partName(5), partName(8), partName(6), partName(9), partName(10))
+			got := rec.take()
+			var asked []string
+			for _, call := range got {
+				if len(call) > 3 {
+					t.Fatalf("chunk of %d names; want at most 3", len(call))
+				}
+				asked = append(asked, call...)
+			}
+			slices.Sort(asked)
+			want := []string{"ds=1999-01-01/hr=0", partName(10), partName(6), partName(7), partName(8), partName(9)}
+			slices.Sort(want)
+			if !slices.Equal(asked, want) {
+				t.Fatalf("upstream asked for %v; want only the misses %v", asked, want)
+			}
+			if len(got) != 2 {
+				t.Fatalf("%d upstream calls for 6 misses in chunks of 3; want 2", len(got))
+			}
+			check("all cached", partName(10), partName(2), partName(9))
+			if got := rec.take(); len(got) != 0 {
+				t.Fatalf("all-cached call went upstream: %v", got)
+			}
+			// A partition write invalidates the table's entries.
+			call(t, c, "drop_partition_by_name", build(str(1, "demo_db0"), str(2, "t0"), str(3, partName(2)), func(e *wire.Encoder) { e.BoolField(4, true) }))
+			check("after drop", partName(10), partName(2), partName(9))
+			if got := rec.take(); len(got) != 1 || len(got[0]) != 3 {
+				t.Fatalf("after a partition write: upstream calls %v; want one with all three names", got)
+			}
+		})
+	}
+}
+
+// TestBatchRefreshIsBulk: refreshing per-partition entries takes one
+// upstream call per request, never one per partition.
+func TestBatchRefreshIsBulk(t *testing.T) {
+	_, addr := startDemo(t, wire.Buffered)
+	clock := newClock()
+	caching := newCaching(t, clock)
+	paddr, rec := startRecordingProxy(t, caching, addr)
+	c := dial(t, paddr, wire.Buffered)
+	var names []string
+	for i := 0; i < 20; i++ { // every partition of the seeded table
+		names = append(names, partName(i))
+	}
+	args := byNamesReq("get_partitions_by_names", names...)
+	call(t, c, "get_partitions_by_names", args)
+	caching.Store.Wait()
+	rec.take()
+	clock.Advance(caching.Store.Policy(hms.KindPartitions).RefreshAfter + time.Second)
+	for i := 0; i < 5; i++ {
+		call(t, c, "get_partitions_by_names", args)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	var got [][]string
+	for time.Now().Before(deadline) {
+		got = append(got, rec.take()...)
+		if len(got) > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	got = append(got, rec.take()...)
+	if len(got) != 1 || len(got[0]) != 20 {
+		lens := []int{}
+		for _, g := range got {
+			lens = append(lens, len(g))
+		}
+		t.Fatalf("refresh made calls of sizes %v; want one call of 20", lens)
+	}
+}

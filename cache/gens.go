@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"sync/atomic"
 )
@@ -17,17 +18,18 @@ import (
 // locks, no deletion and no growth.
 type Generations struct {
 	seed  maphash.Seed
-	slots []atomic.Uint64
+	slots []atomic.Uint32
 	mask  uint64
 }
 
 // Dep is one entity an entry depends on: the counter's index.
 type Dep uint32
 
-// NewGenerations makes 2^bits counters (8 bytes each).
+// NewGenerations makes 2^bits counters (4 bytes each). A counter would
+// have to be bumped 2^32 times while one entry lives to be mistaken.
 func NewGenerations(bits uint) *Generations {
 	n := 1 << bits
-	return &Generations{seed: maphash.MakeSeed(), slots: make([]atomic.Uint64, n), mask: uint64(n - 1)}
+	return &Generations{seed: maphash.MakeSeed(), slots: make([]atomic.Uint32, n), mask: uint64(n - 1)}
 }
 
 // Of returns the counter of an entity named by key.
@@ -36,7 +38,7 @@ func (g *Generations) Of(key []byte) Dep {
 }
 
 // Load reads a counter.
-func (g *Generations) Load(d Dep) uint64 { return g.slots[d].Load() }
+func (g *Generations) Load(d Dep) uint32 { return g.slots[d].Load() }
 
 // Bump invalidates everything that depends on d.
 func (g *Generations) Bump(d Dep) { g.slots[d].Add(1) }
@@ -44,7 +46,7 @@ func (g *Generations) Bump(d Dep) { g.slots[d].Add(1) }
 // Snapshot records deps' counters.
 type Snapshot struct {
 	deps [maxDeps]Dep
-	gens [maxDeps]uint64
+	gens [maxDeps]uint32
 	n    uint8
 }
 
@@ -80,8 +82,34 @@ func (g *Generations) Current(s *Snapshot) bool {
 // under different generations.
 func (s *Snapshot) AppendKey(dst []byte) []byte {
 	for i := uint8(0); i < s.n; i++ {
-		g := s.gens[i]
-		dst = append(dst, byte(g), byte(g>>8), byte(g>>16), byte(g>>24), byte(g>>32), byte(g>>40), byte(g>>48), byte(g>>56))
+		dst = binary.LittleEndian.AppendUint32(dst, s.gens[i])
 	}
 	return dst
+}
+
+// snapshotSize is the encoded size of a snapshot of n deps.
+func snapshotSize(n int) int { return 1 + 8*n }
+
+// appendSnapshot encodes s compactly, for storage in an entry.
+func appendSnapshot(dst []byte, s *Snapshot) []byte {
+	dst = append(dst, s.n)
+	for i := uint8(0); i < s.n; i++ {
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(s.deps[i]))
+		dst = binary.LittleEndian.AppendUint32(dst, s.gens[i])
+	}
+	return dst
+}
+
+// currentEncoded is Current for a snapshot stored by appendSnapshot; it
+// returns the snapshot's size too.
+func (g *Generations) currentEncoded(b []byte) (ok bool, size int) {
+	n := int(b[0])
+	for i := 0; i < n; i++ {
+		off := 1 + 8*i
+		d := binary.LittleEndian.Uint32(b[off:])
+		if g.slots[d].Load() != binary.LittleEndian.Uint32(b[off+4:]) {
+			return false, snapshotSize(n)
+		}
+	}
+	return true, snapshotSize(n)
 }

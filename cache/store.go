@@ -4,12 +4,13 @@
 package cache
 
 import (
-	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/dgraph-io/ristretto/v2"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
@@ -78,41 +79,38 @@ const (
 	HitRefresh
 )
 
-// Entry is one cached reply.
+// Entry is one cached reply, viewed in place in a single allocation: a
+// small header (load time, kind, flags, the generation snapshot) and then
+// the reply body. The key is not kept: the store tells keys apart by two
+// independent 64-bit hashes.
 type Entry struct {
-	buf        []byte // key, then the reply body: one allocation
-	keyLen     int32
-	kind       hms.Kind
-	negative   bool
-	refreshing atomic.Bool
-	loaded     int64 // unix nanoseconds when its load started
-	snap       Snapshot
+	b    []byte
+	body int
 }
 
+const (
+	hdrLoaded = 0 // int64, unix nanoseconds when its load began
+	hdrKind   = 8
+	hdrFlags  = 9
+	hdrSnap   = 10
+	flagNeg   = 1
+)
+
 // Body is the reply struct bytes (after the message header).
-func (e *Entry) Body() []byte { return e.buf[e.keyLen:] }
+func (e Entry) Body() []byte { return e.b[e.body:] }
 
-// Kind is the entry's cache kind.
-func (e *Entry) Kind() hms.Kind { return e.kind }
-
-// StartRefresh reports whether the caller should refresh the entry: true
-// for exactly one caller until EndRefresh.
-func (e *Entry) StartRefresh() bool { return e.refreshing.CompareAndSwap(false, true) }
-
-// EndRefresh allows another refresh.
-func (e *Entry) EndRefresh() { e.refreshing.Store(false) }
-
-// entryOverhead is what an entry costs beyond its bytes: the Entry itself
-// and the pointer kept by the store (ristretto adds its own item size).
-const entryOverhead = int64(unsafe.Sizeof(Entry{})) + 16
+func (e Entry) kind() hms.Kind { return hms.Kind(e.b[hdrKind]) }
 
 // Store holds reply bytes under one byte budget.
 type Store struct {
-	rc    *ristretto.Cache[[]byte, *Entry]
+	rc    *ristretto.Cache[[]byte, []byte]
 	gens  *Generations
 	kinds [NumKinds]KindConfig
 	now   func() time.Time
 	stats [NumKinds]KindStats
+
+	refreshMu  sync.Mutex          // guards refreshing
+	refreshing map[uint64]struct{} // key hashes with a refresh in flight
 }
 
 // KindStats are counters of one kind.
@@ -138,28 +136,28 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Store{gens: NewGenerations(cfg.GenerationBits), kinds: cfg.Kinds, now: cfg.Now}
-	rc, err := ristretto.NewCache(&ristretto.Config[[]byte, *Entry]{
+	s := &Store{gens: NewGenerations(cfg.GenerationBits), kinds: cfg.Kinds, now: cfg.Now, refreshing: map[uint64]struct{}{}}
+	rc, err := ristretto.NewCache(&ristretto.Config[[]byte, []byte]{
 		// Ten counters per entry that fits, at an assumed 1 KiB minimum.
 		NumCounters: max(cfg.MaxBytes/100, 10_000),
 		MaxCost:     cfg.MaxBytes,
 		BufferItems: 64,
-		OnEvict: func(it *ristretto.Item[*Entry]) {
-			if e := it.Value; e != nil {
-				s.stats[e.kind].Evicted.Add(1)
+		OnEvict: func(it *ristretto.Item[[]byte]) {
+			if len(it.Value) > hdrKind {
+				s.stats[it.Value[hdrKind]].Evicted.Add(1)
 			}
 		},
-		OnReject: func(it *ristretto.Item[*Entry]) {
-			if e := it.Value; e != nil {
-				s.stats[e.kind].Rejected.Add(1)
+		OnReject: func(it *ristretto.Item[[]byte]) {
+			if len(it.Value) > hdrKind {
+				s.stats[it.Value[hdrKind]].Rejected.Add(1)
 			}
 		},
-		// Every way out of the store (eviction, expiry, rejection, delete,
+		// Every way out of the store (eviction, rejection, delete,
 		// replacement) passes here, so the byte gauge follows the store.
-		OnExit: func(e *Entry) {
-			if e != nil {
-				st := &s.stats[e.kind]
-				st.Bytes.Add(-int64(len(e.buf)))
+		OnExit: func(v []byte) {
+			if len(v) > hdrKind {
+				st := &s.stats[v[hdrKind]]
+				st.Bytes.Add(-int64(len(v)))
 				st.Entries.Add(-1)
 			}
 		},
@@ -198,22 +196,24 @@ func (s *Store) Stats(k hms.Kind) *KindStats { return &s.stats[k] }
 
 // Get looks up key. A hit is current: no dependency was invalidated since
 // its load began and it is within its kind's TTL.
-func (s *Store) Get(key []byte, kind hms.Kind) (*Entry, Status) {
+func (s *Store) Get(key []byte, kind hms.Kind) (Entry, Status) {
 	st := &s.stats[kind]
-	e, ok := s.rc.Get(key)
-	if !ok || e == nil || !bytes.Equal(e.buf[:e.keyLen], key) {
+	v, ok := s.rc.Get(key)
+	if !ok || len(v) < hdrSnap+1 || hms.Kind(v[hdrKind]) != kind {
 		st.Misses.Add(1)
-		return nil, Miss
+		return Entry{}, Miss
 	}
-	pol := s.kinds[e.kind]
-	age := time.Duration(s.now().UnixNano() - e.loaded)
-	if !s.gens.Current(&e.snap) || age >= pol.TTL {
+	pol := s.kinds[kind]
+	age := time.Duration(s.now().UnixNano() - int64(binary.LittleEndian.Uint64(v[hdrLoaded:])))
+	current, size := s.gens.currentEncoded(v[hdrSnap:])
+	if !current || age >= pol.TTL {
 		st.Stale.Add(1)
 		st.Misses.Add(1)
 		s.rc.Del(key)
-		return nil, Miss
+		return Entry{}, Miss
 	}
 	st.Hits.Add(1)
+	e := Entry{b: v, body: hdrSnap + size}
 	if pol.RefreshAfter > 0 && age >= pol.RefreshAfter {
 		return e, HitRefresh
 	}
@@ -232,25 +232,51 @@ func (s *Store) Put(key []byte, kind hms.Kind, body []byte, snap *Snapshot, star
 		s.stats[kind].Invalidated.Add(1)
 		return false
 	}
-	buf := make([]byte, 0, len(key)+len(body))
-	buf = append(append(buf, key...), body...)
-	e := &Entry{buf: buf, keyLen: int32(len(key)), kind: kind, negative: negative, loaded: started.UnixNano(), snap: *snap}
-	ttl := pol.TTL - s.now().Sub(started)
-	if ttl <= 0 {
+	if s.now().Sub(started) >= pol.TTL {
 		return false
 	}
+	v := make([]byte, 0, hdrSnap+snapshotSize(int(snap.n))+len(body))
+	v = binary.LittleEndian.AppendUint64(v, uint64(started.UnixNano()))
+	flags := byte(0)
+	if negative {
+		flags |= flagNeg
+	}
+	v = append(v, byte(kind), flags)
+	v = appendSnapshot(v, snap)
+	v = append(v, body...)
 	st := &s.stats[kind]
-	st.Bytes.Add(int64(len(buf)))
+	st.Bytes.Add(int64(len(v)))
 	st.Entries.Add(1)
-	if !s.rc.SetWithTTL(buf[:len(key)], e, int64(len(buf))+entryOverhead, ttl) {
+	if !s.rc.Set(key, v, int64(len(v))+entryOverhead) {
 		// Dropped under contention, never stored.
-		st.Bytes.Add(-int64(len(buf)))
+		st.Bytes.Add(-int64(len(v)))
 		st.Entries.Add(-1)
 		st.Rejected.Add(1)
 		return false
 	}
 	st.Admitted.Add(1)
 	return true
+}
+
+// StartRefresh reports whether the caller should refresh the entry under
+// key: true for one caller at a time until EndRefresh.
+func (s *Store) StartRefresh(key []byte) bool {
+	h := maphash.Bytes(s.gens.seed, key)
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	if _, busy := s.refreshing[h]; busy {
+		return false
+	}
+	s.refreshing[h] = struct{}{}
+	return true
+}
+
+// EndRefresh allows another refresh of key.
+func (s *Store) EndRefresh(key []byte) {
+	h := maphash.Bytes(s.gens.seed, key)
+	s.refreshMu.Lock()
+	delete(s.refreshing, h)
+	s.refreshMu.Unlock()
 }
 
 // Clear drops every entry. Generations are left alone: callers bump the
@@ -261,3 +287,7 @@ func (s *Store) Clear() {
 
 // Now is the store's clock.
 func (s *Store) Now() time.Time { return s.now() }
+
+// entryOverhead is what an entry costs beyond its bytes in the store's own
+// maps; ristretto adds the size of its item record on top.
+const entryOverhead = 48

@@ -72,17 +72,16 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, shape batchShap
 	want = slices.Compact(want)
 	parts := make([]namedPart, 0, len(want))
 	var missing, due []string
-	var dueEntries []*cache.Entry
 	for _, name := range want {
-		e, st := k.Store.Get(append(base, name...), meth.Kind)
-		if e == nil {
+		key := append(base, name...)
+		e, st := k.Store.Get(key, meth.Kind)
+		if st == cache.Miss {
 			missing = append(missing, name)
 			continue
 		}
 		parts = append(parts, namedPart{name: name, body: e.Body()})
-		if st == cache.HitRefresh && e.StartRefresh() {
+		if st == cache.HitRefresh && k.Store.StartRefresh(key) {
 			due = append(due, name)
-			dueEntries = append(dueEntries, e)
 		}
 	}
 	outcome := OutcomeHit
@@ -106,7 +105,7 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, shape batchShap
 	if len(due) > 0 {
 		// One bulk call for all of this request's due partitions.
 		k.enqueue(refreshJob{sess: c.sess, meth: meth, msg: buildByNames(m, shape, due), key: base,
-			names: *names, batch: &shape, due: due, entries: dueEntries})
+			names: *names, batch: &shape, due: due})
 	}
 	c.s.stats.count(meth, outcome)
 	slices.SortFunc(parts, func(a, b namedPart) int { return strings.Compare(a.name, b.name) })

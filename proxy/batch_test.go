@@ -68,8 +68,10 @@ func startRecordingProxy(t *testing.T, caching *Caching, addr string) (string, *
 	return ln.Addr().String(), rec
 }
 
+// partName is the name of the demo's seeded partition i.
 func partName(i int) string {
-	return fmt.Sprintf("ds=2024-01-%02d/hr=%d", 1+i/24, i%24)
+	day := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, i/24)
+	return fmt.Sprintf("ds=%s/hr=%d", day.Format("2006-01-02"), i%24)
 }
 
 func byNamesReq(method string, names ...string) []byte {

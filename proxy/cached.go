@@ -133,9 +133,9 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 	if !ok {
 		return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
 	}
-	if e, st := k.Store.Get(key, meth.Kind); e != nil {
-		if st == cache.HitRefresh && e.StartRefresh() {
-			k.enqueueRefresh(c.sess, meth, m, key, &names, e)
+	if e, st := k.Store.Get(key, meth.Kind); st != cache.Miss {
+		if st == cache.HitRefresh && k.Store.StartRefresh(key) {
+			k.enqueueRefresh(c.sess, meth, m, key, &names)
 		}
 		c.s.stats.count(meth, OutcomeHit)
 		return c.replyWith(m, wire.Reply, e.Body())
@@ -278,15 +278,25 @@ type refreshJob struct {
 	msg     []byte // the request, header and args, owned by the job
 	key     []byte // the entry's key; for a batch, the key prefix of its entries
 	names   cache.Names
-	entries []*cache.Entry // refreshing until the job ends
 
 	batch *batchShape // set for per-partition entries of a by-names call
 	due   []string    // their names
 }
 
-func (k *cacher) enqueueRefresh(sess *upstream.Session, meth *hms.Method, m wire.Message, key []byte, n *cache.Names, e *cache.Entry) {
+func (k *cacher) enqueueRefresh(sess *upstream.Session, meth *hms.Method, m wire.Message, key []byte, n *cache.Names) {
 	k.enqueue(refreshJob{sess: sess, meth: meth, msg: append([]byte(nil), m.Buf...),
-		key: append([]byte(nil), key...), names: *n, entries: []*cache.Entry{e}})
+		key: append([]byte(nil), key...), names: *n})
+}
+
+// endRefresh lets the job's entries be refreshed again.
+func (k *cacher) endRefresh(j *refreshJob) {
+	if j.batch == nil {
+		k.Store.EndRefresh(j.key)
+		return
+	}
+	for _, name := range j.due {
+		k.Store.EndRefresh(append(j.key[:len(j.key):len(j.key)], name...))
+	}
 }
 
 func (k *cacher) enqueue(j refreshJob) {
@@ -294,9 +304,7 @@ func (k *cacher) enqueue(j refreshJob) {
 	case k.jobs <- j:
 	default:
 		// Saturated: the entries stay until their TTL.
-		for _, e := range j.entries {
-			e.EndRefresh()
-		}
+		k.endRefresh(&j)
 		k.log.Debug("refresh queue full; skipped", "method", j.meth.Name)
 	}
 }
@@ -315,11 +323,7 @@ func (k *cacher) refreshLoop(up Forwarder, ctx context.Context) {
 }
 
 func (k *cacher) refresh(ctx context.Context, up Forwarder, j refreshJob, deps []cache.Dep) []cache.Dep {
-	defer func() {
-		for _, e := range j.entries {
-			e.EndRefresh()
-		}
-	}()
+	defer k.endRefresh(&j)
 	deps, ok := k.Store.ReadDeps(deps[:0], k.scope(j.sess), j.meth, &j.names)
 	if !ok {
 		return deps

@@ -1,0 +1,226 @@
+package proxy
+
+import (
+	"context"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/demohms"
+	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+)
+
+// echoServer answers every call with one fixed reply body under the
+// caller's name and seqid: the floor any proxy hit is measured against.
+func echoServer(b testing.TB, body []byte) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer nc.Close()
+				r, w := wire.NewReader(nc, wire.Buffered, wire.Limits{}), wire.NewWriter(nc, wire.Buffered)
+				var hdr []byte
+				for {
+					m, err := r.Read()
+					if err != nil {
+						return
+					}
+					hdr = wire.AppendHeader(hdr[:0], wire.Reply, m.Name(), m.SeqID)
+					if w.Write(hdr, body) != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// timePair alternates calls on two clients and returns their latencies.
+func timePair(b *testing.B, n int, a, c *hmsclient.Client, method string, args []byte) (la, lc []time.Duration) {
+	ctx := context.Background()
+	la, lc = make([]time.Duration, 0, n), make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		for k := 0; k < 2; k++ {
+			cl, out := a, &la
+			if (i+k)%2 == 1 {
+				cl, out = c, &lc
+			}
+			start := time.Now()
+			if _, err := cl.Call(ctx, method, args); err != nil {
+				b.Fatal(err)
+			}
+			*out = append(*out, time.Since(start))
+		}
+	}
+	return la, lc
+}
+
+func reportPair(b *testing.B, nameA, nameC string, la, lc []time.Duration) {
+	a50, c50 := pct(la, 50), pct(lc, 50)
+	b.ReportMetric(us(a50), nameA+"-p50-µs")
+	b.ReportMetric(us(pct(la, 99)), nameA+"-p99-µs")
+	b.ReportMetric(us(c50), nameC+"-p50-µs")
+	b.ReportMetric(us(pct(lc, 99)), nameC+"-p99-µs")
+	b.ReportMetric(float64(a50)/float64(c50), nameA+"/"+nameC+"-p50")
+}
+
+// BenchmarkCachedGetTable: a cached get_table through the proxy, side by
+// side with a loopback echo server returning the same bytes (goal: at
+// most 1.5x at p50) and with the demo metastore directly.
+func BenchmarkCachedGetTable(b *testing.B) {
+	_, addr := startDemo(b, wire.Buffered)
+	caching := newCaching(b, nil)
+	_, paddr := startProxy(b, proxyOpts{cache: caching}, addr)
+	args := hmsclient.Args("demo_db0", "t0")
+	direct := dial(b, addr, wire.Buffered)
+	reply := call(b, direct, "get_table", args)
+	m, _ := wire.Parse(reply, wire.Limits{})
+	echo := dial(b, echoServer(b, m.Body()), wire.Buffered)
+	proxied := dial(b, paddr, wire.Buffered)
+	call(b, proxied, "get_table", args)
+	caching.Store.Wait()
+
+	b.Run("vs-echo", func(b *testing.B) {
+		lp, le := timePair(b, b.N, proxied, echo, "get_table", args)
+		reportPair(b, "proxy-hit", "echo", lp, le)
+	})
+	b.Run("vs-direct", func(b *testing.B) {
+		ld, lp := timePair(b, b.N, direct, proxied, "get_table", args)
+		reportPair(b, "direct", "proxy-hit", ld, lp)
+	})
+}
+
+// BenchmarkCachedByNames1000: get_partitions_by_names of 1,000
+// partitions, all cached, side by side with the demo metastore (goal
+// >= 20x at p50 against a real metastore).
+func BenchmarkCachedByNames1000(b *testing.B) {
+	d := demohms.New(demohms.Config{})
+	d.Seed(1, 1, 1000)
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	go d.Serve(ln)
+	b.Cleanup(func() { d.Close() })
+	addr := ln.Addr().String()
+	caching := newCaching(b, nil)
+	_, paddr := startProxy(b, proxyOpts{cache: caching}, addr)
+	var names []string
+	for i := 0; i < 1000; i++ {
+		names = append(names, partName(i))
+	}
+	args := byNamesReq("get_partitions_by_names", names...)
+	direct, proxied := dial(b, addr, wire.Buffered), dial(b, paddr, wire.Buffered)
+	call(b, proxied, "get_partitions_by_names", args)
+	caching.Store.Wait()
+	if !sameButSeqID(call(b, proxied, "get_partitions_by_names", args), call(b, direct, "get_partitions_by_names", args)) {
+		b.Fatal("cached batch differs from the metastore's reply")
+	}
+	b.ResetTimer()
+	ld, lp := timePair(b, b.N, direct, proxied, "get_partitions_by_names", args)
+	reportPair(b, "direct", "proxy-hit", ld, lp)
+}
+
+// BenchmarkThroughput64: calls per second over 64 connections, cached
+// get_table through the proxy versus direct to the demo metastore, one
+// after the other in the same run.
+func BenchmarkThroughput64(b *testing.B) {
+	_, addr := startDemo(b, wire.Buffered)
+	caching := newCaching(b, nil)
+	_, paddr := startProxy(b, proxyOpts{cache: caching}, addr)
+	args := hmsclient.Args("demo_db0", "t0")
+	run := func(target string) float64 {
+		clients := make([]*hmsclient.Client, 64)
+		for i := range clients {
+			clients[i] = dial(b, target, wire.Buffered)
+			call(b, clients[i], "get_table", args)
+		}
+		caching.Store.Wait()
+		var done atomic.Int64
+		per := max(b.N/64, 50)
+		start := time.Now()
+		var wg sync.WaitGroup
+		for _, c := range clients {
+			wg.Add(1)
+			go func(c *hmsclient.Client) {
+				defer wg.Done()
+				for i := 0; i < per; i++ {
+					if _, err := c.Call(context.Background(), "get_table", args); err != nil {
+						b.Error(err)
+						return
+					}
+					done.Add(1)
+				}
+			}(c)
+		}
+		wg.Wait()
+		return float64(done.Load()) / time.Since(start).Seconds()
+	}
+	direct := run(addr)
+	proxied := run(paddr)
+	b.ReportMetric(direct, "direct-calls/s")
+	b.ReportMetric(proxied, "proxy-hit-calls/s")
+	b.ReportMetric(proxied/direct, "proxy/direct")
+}
+
+// BenchmarkMemoryPerPartition: heap held per cached partition against the
+// partition's own reply bytes (goal <= 1.15 x bytes + 100).
+func BenchmarkMemoryPerPartition(b *testing.B) {
+	const n = 5000
+	d := demohms.New(demohms.Config{})
+	d.Seed(1, 1, n)
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	go d.Serve(ln)
+	b.Cleanup(func() { d.Close() })
+	caching := newCaching(b, nil)
+	_, paddr := startProxy(b, proxyOpts{cache: caching}, ln.Addr().String())
+	c := dial(b, paddr, wire.Buffered)
+	direct := dial(b, ln.Addr().String(), wire.Buffered)
+	var names []string
+	for i := 0; i < n; i++ {
+		names = append(names, partName(i))
+	}
+	for i := 0; i < b.N; i++ {
+		caching.Store.Clear()
+		caching.Store.Wait()
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for lo := 0; lo < n; lo += 500 {
+			call(b, c, "get_partitions_by_names", byNamesReq("get_partitions_by_names", names[lo:lo+500]...))
+			caching.Store.Wait()
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		st := caching.Store.Stats(hms.KindPartitions)
+		entries := st.Entries.Load()
+		if entries < n*9/10 {
+			b.Fatalf("only %d of %d partitions admitted (admitted %d rejected %d evicted %d stale %d)", entries, n, st.Admitted.Load(), st.Rejected.Load(), st.Evicted.Load(), st.Stale.Load())
+		}
+		// What the metastore sends per partition: a reply of 500, less
+		// its few bytes of framing, divided by 500.
+		m, err := direct.Call(context.Background(), "get_partitions_by_names", byNamesReq("get_partitions_by_names", names[:500]...))
+		if err != nil {
+			b.Fatal(err)
+		}
+		partBytes := float64(len(m.Body())-8) / 500
+		// HeapAlloc after a GC is the live bytes: what the entries hold.
+		perPart := float64(after.HeapAlloc-before.HeapAlloc) / float64(entries)
+		b.ReportMetric(float64(after.HeapInuse-before.HeapInuse)/float64(entries), "inuse-B/partition")
+		b.ReportMetric(partBytes, "reply-B/partition")
+		b.ReportMetric(perPart, "heap-B/partition")
+		b.ReportMetric(float64(st.Bytes.Load())/float64(entries), "entry-B/partition")
+		b.ReportMetric((perPart-100)/partBytes, "(heap-100)/reply")
+	}
+}

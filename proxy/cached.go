@@ -273,11 +273,11 @@ func (k *cacher) invalidate(ctx context.Context, ents []cache.Entity) {
 // Refresh-ahead: a hit past its kind's refresh age is served at once and
 // reloaded here, by a bounded set of workers, one upstream call per entry.
 type refreshJob struct {
-	sess    *upstream.Session
-	meth    *hms.Method
-	msg     []byte // the request, header and args, owned by the job
-	key     []byte // the entry's key; for a batch, the key prefix of its entries
-	names   cache.Names
+	sess  *upstream.Session
+	meth  *hms.Method
+	msg   []byte // the request, header and args, owned by the job
+	key   []byte // the entry's key; for a batch, the key prefix of its entries
+	names cache.Names
 
 	batch *batchShape // set for per-partition entries of a by-names call
 	due   []string    // their names

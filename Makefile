@@ -5,7 +5,7 @@ SHELL := bash
 
 GO ?= go
 # Packages with goroutines of their own: always tested under the race detector.
-RACE_PKGS := ./proxy/... ./upstream/... ./internal/demohms/... ./internal/wire/...
+RACE_PKGS := ./proxy/... ./upstream/... ./cache/... ./internal/demohms/... ./internal/wire/... ./internal/admin/...
 LISTEN ?= 127.0.0.1:9083
 
 .PHONY: run test unit lint tidy-check bench fuzz e2e build

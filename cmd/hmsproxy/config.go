@@ -41,6 +41,14 @@ type fileConfig struct {
 
 	Cache cacheConfig `yaml:"cache"`
 
+	Admin struct {
+		Listen string `yaml:"listen"` // -admin; empty disables the admin port
+		// Token guards the /cache/ flush API. A secret: from this file or
+		// HMSPROXY_ADMIN_TOKEN (which wins), never a flag, which any user
+		// could read from the process list.
+		Token string `yaml:"token"`
+	} `yaml:"admin"`
+
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"` // -shutdown-timeout
 
 	Log struct {
@@ -94,6 +102,7 @@ func defaults() fileConfig {
 	c.Cache.MaximumBytes = 512 << 20
 	c.Cache.DefaultCatalog = "hive"
 	c.Cache.RefreshWorkers = 4
+	c.Admin.Listen = "127.0.0.1:9084"
 	c.ShutdownTimeout = 30 * time.Second
 	c.Log.Level = "info"
 	c.Log.Format = "text"
@@ -115,7 +124,8 @@ Usage:
 
 Clients point hive.metastore.uris at the proxy's listen address.
 Flags override the YAML file; the file's keys are given in brackets.
-Environment: HMSPROXY_CONFIG names the config file when -config is not given.
+Environment: HMSPROXY_CONFIG names the config file when -config is not given;
+HMSPROXY_ADMIN_TOKEN is the bearer token of the admin flush API [admin.token].
 
 Flags:
 `)
@@ -148,6 +158,7 @@ Flags:
 	allow := fs.String("cache-allow", "", "comma-separated db or db.table patterns that may be cached; empty: all [cache.allow]")
 	deny := fs.String("cache-deny", "", "comma-separated db or db.table patterns never cached [cache.deny]")
 	refreshWorkers := fs.Int("cache-refresh-workers", c.Cache.RefreshWorkers, "concurrent refresh-ahead loads [cache.refresh_workers]")
+	adminListen := fs.String("admin", c.Admin.Listen, "admin HTTP address (/metrics, /healthz, /cache/flush); empty disables it [admin.listen]")
 	demo := fs.Bool("demo", false, "start an embedded demo metastore with sample data and use it as the upstream [demo]")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -202,6 +213,8 @@ Flags:
 			c.Log.Format = *format
 		case "demo":
 			c.Demo = *demo
+		case "admin":
+			c.Admin.Listen = *adminListen
 		case "cache":
 			c.Cache.Enabled = *cacheOn
 		case "cache-maximum-bytes":
@@ -224,6 +237,9 @@ Flags:
 			c.Cache.RefreshWorkers = *refreshWorkers
 		}
 	})
+	if tok := os.Getenv("HMSPROXY_ADMIN_TOKEN"); tok != "" {
+		c.Admin.Token = tok
+	}
 	if len(c.Upstream.URIs) == 0 && !c.Demo {
 		return c, errors.New("no upstream: give --upstream thrift://host:port (or --demo)")
 	}

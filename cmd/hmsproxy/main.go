@@ -14,8 +14,11 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/filter"
+	"github.com/hmsproxy/hmsproxy/internal/admin"
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/proxy"
@@ -121,24 +124,99 @@ func run(ctx context.Context, cfg fileConfig) error {
 	uri := "thrift://" + clientAddr(ln.Addr())
 	log.Info("hmsproxy listening", "addr", ln.Addr().String(), "transport", clientTransport.String(),
 		"upstreams", group.Addrs())
-	fmt.Fprintf(os.Stderr, "\nhmsproxy is ready. Point clients at it:\n  hive.metastore.uris=%s\n  e.g. go run ./cmd/hmscli -uri %s databases\n\n", uri, uri)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
+
+	// The admin port starts after the proxy: a scrape or a flush always
+	// finds a proxy to report on.
+	adm, aln, err := newAdmin(cfg, log, srv, group, caching)
+	if err != nil {
+		srv.Shutdown(context.Background())
+		<-errc
 		return err
+	}
+	admc := make(chan error, 1)
+	adminMsg := ""
+	if adm != nil {
+		base := "http://" + clientAddr(aln.Addr())
+		log.Info("admin listening", "addr", aln.Addr().String(), "token", cfg.Admin.Token != "")
+		auth := ""
+		if cfg.Admin.Token != "" {
+			auth = `-H "Authorization: Bearer $HMSPROXY_ADMIN_TOKEN" `
+		}
+		adminMsg = fmt.Sprintf("Admin API:\n  %s/metrics  %s/healthz\n  curl -X POST %s%s/cache/flush/demo_db0/t0\n\n", base, base, auth, base)
+		go func() { admc <- adm.Serve(aln) }()
+	}
+	fmt.Fprintf(os.Stderr, "\nhmsproxy is ready. Point clients at it:\n  hive.metastore.uris=%s\n  e.g. go run ./cmd/hmscli -uri %s databases\n\n%s", uri, uri, adminMsg)
+
+	var serveErr error
+	select {
+	case serveErr = <-errc:
+		errc <- serveErr // for the drain below
+	case err := <-admc:
+		log.Error("admin server stopped; shutting down", "err", err)
+		serveErr = fmt.Errorf("admin: %w", err)
+		adm = nil
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: draining in-flight calls", "timeout", cfg.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
+	if adm != nil {
+		if err := adm.Shutdown(sctx); err != nil {
+			log.Warn("admin shutdown", "err", err)
+		}
+	}
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("shutdown", "err", err)
 	}
-	<-errc
+	if err := <-errc; serveErr == nil && !errors.Is(err, proxy.ErrServerClosed) {
+		serveErr = err
+	}
+	if serveErr != nil {
+		return serveErr
+	}
 	log.Info("stopped")
 	return nil
+}
+
+// newAdmin builds the admin server and binds its port; nil when
+// cfg.Admin.Listen is empty.
+func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstream.Group, caching *proxy.Caching) (*admin.Server, net.Listener, error) {
+	if cfg.Admin.Listen == "" {
+		return nil, nil, nil
+	}
+	acfg := admin.Config{
+		Logger:         log.With("component", "admin"),
+		Registerer:     prometheus.NewRegistry(),
+		Token:          cfg.Admin.Token,
+		DefaultCatalog: cfg.Cache.DefaultCatalog,
+		Flusher:        srv,
+		Calls:          srv.Stats(),
+		Upstreams:      group,
+		Clients:        srv,
+	}
+	if caching != nil {
+		acfg.Store = caching.Store
+	}
+	adm, err := admin.New(acfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	aln, err := net.Listen("tcp", cfg.Admin.Listen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("admin listen: %w", err)
+	}
+	if cfg.Admin.Token == "" && !isLoopback(aln.Addr()) {
+		log.Warn("the admin flush API is open to the network: set admin.token or HMSPROXY_ADMIN_TOKEN", "addr", aln.Addr().String())
+	}
+	return adm, aln, nil
+}
+
+func isLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
 }
 
 // clientAddr turns a wildcard listen address into one a local client can

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestAdminConfig(t *testing.T) {
+	dir := t.TempDir()
+	file := func(body string) string {
+		p := filepath.Join(dir, "c.yaml")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct {
+		name       string
+		yaml       string // written and passed with -config when set
+		args       []string
+		env        string // HMSPROXY_ADMIN_TOKEN
+		wantListen string
+		wantToken  string
+	}{
+		{"defaults", "", nil, "", "127.0.0.1:9084", ""},
+		{"flag", "", []string{"-admin", ":9999"}, "", ":9999", ""},
+		{"flag disables", "", []string{"-admin", ""}, "", "", ""},
+		{"file", "admin:\n  listen: 0.0.0.0:9100\n  token: fromfile\n", nil, "", "0.0.0.0:9100", "fromfile"},
+		{"file disables", "admin:\n  listen: \"\"\n", nil, "", "", ""},
+		{"flag wins over file", "admin:\n  listen: 0.0.0.0:9100\n", []string{"-admin", "127.0.0.1:1"}, "", "127.0.0.1:1", ""},
+		{"env token", "", nil, "fromenv", "127.0.0.1:9084", "fromenv"},
+		{"env wins over file", "admin:\n  token: fromfile\n", nil, "fromenv", "127.0.0.1:9084", "fromenv"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("HMSPROXY_CONFIG", "")
+			t.Setenv("HMSPROXY_ADMIN_TOKEN", tc.env)
+			args := append([]string{"-demo"}, tc.args...)
+			if tc.yaml != "" {
+				args = append(args, "-config", file(tc.yaml))
+			}
+			c, err := load(args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Admin.Listen != tc.wantListen || c.Admin.Token != tc.wantToken {
+				t.Errorf("got listen %q token %q; want %q %q", c.Admin.Listen, c.Admin.Token, tc.wantListen, tc.wantToken)
+			}
+		})
+	}
+}
+
+func TestNoTokenFlag(t *testing.T) {
+	if _, err := load([]string{"-demo", "-admin-token", "x"}); err == nil {
+		t.Fatal("a token flag was accepted; secrets come from the environment or the file")
+	}
+}

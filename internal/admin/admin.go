@@ -1,0 +1,338 @@
+package admin
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/proxy"
+)
+
+// Flusher invalidates cached entities as a write would; *proxy.Server
+// implements it.
+type Flusher interface {
+	Flush(ctx context.Context, ents []cache.Entity) error
+}
+
+// Store is the cache store: its counters, and Clear, which flush-all
+// calls to release memory. *cache.Store implements it.
+type Store interface {
+	Stats(k hms.Kind) *cache.KindStats
+	Clear()
+}
+
+// CallStats is the proxy's call counters; *proxy.Stats implements it.
+type CallStats interface {
+	EachMethod(fn func(name string, o proxy.Outcome, n uint64))
+	Kind(k hms.Kind, o proxy.Outcome) uint64
+}
+
+// Upstreams is the metastore group's health; *upstream.Group implements it.
+type Upstreams interface {
+	Addrs() []string
+	Healthy() []bool
+}
+
+// ClientCounter counts open client connections; *proxy.Server implements it.
+type ClientCounter interface {
+	Clients() int
+}
+
+// Config configures a Server. The zero value of each field selects the
+// default in its comment. Pass an interface field only with a non-nil
+// value behind it (a nil *cache.Store in Store is not "no store").
+type Config struct {
+	// Logger receives structured logs. Default: discard.
+	Logger *slog.Logger
+	// Registerer receives the admin collectors, the Go and the process
+	// collectors. Default: a new registry of the server's own, never the
+	// global one.
+	Registerer prometheus.Registerer
+	// Gatherer is what /metrics exposes. Default: Registerer when it is a
+	// Gatherer too (a *prometheus.Registry); required otherwise.
+	Gatherer prometheus.Gatherer
+	// Token, if set, is required as "Authorization: Bearer <token>" on
+	// every /cache/ request. Default "": the flush API is open (bind the
+	// admin port to loopback).
+	Token string
+	// DefaultCatalog is the catalog of flushes that name none. Default
+	// "hive", as metastore.catalog.default.
+	DefaultCatalog string
+
+	// Flusher serves the flush endpoints. Nil: they answer 501.
+	Flusher Flusher
+	// Store feeds the hmsproxy_cache_* gauges and counters and is
+	// cleared on flush-all. Nil: those families are left out.
+	Store Store
+	// Calls feeds hmsproxy_requests_total and
+	// hmsproxy_cache_requests_total. Nil: left out.
+	Calls CallStats
+	// Upstreams feeds hmsproxy_upstream_up and /healthz. Nil: left out,
+	// and /healthz always answers 200.
+	Upstreams Upstreams
+	// Clients feeds hmsproxy_client_connections. Nil: left out.
+	Clients ClientCounter
+
+	// ReadHeaderTimeout bounds reading a request's header. Default 10s.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request. Default 30s.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing a response (a scrape). Default 1m.
+	WriteTimeout time.Duration
+	// IdleTimeout closes idle keep-alive connections. Default 2m.
+	IdleTimeout time.Duration
+}
+
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = errors.New("admin: server closed")
+
+// Server is the admin HTTP server.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	http    *http.Server
+	reg     prometheus.Registerer
+	owned   []prometheus.Collector // registered by New, unregistered by Shutdown
+	flushes *prometheus.CounterVec
+	token   [sha256.Size]byte // hash of Config.Token, compared in constant time
+
+	once sync.Once // guards unregistering at Shutdown
+}
+
+// New validates cfg and registers the collectors.
+func New(cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Registerer == nil && cfg.Gatherer == nil {
+		r := prometheus.NewRegistry()
+		cfg.Registerer, cfg.Gatherer = r, r
+	}
+	if cfg.Registerer == nil {
+		return nil, errors.New("admin: Gatherer without Registerer")
+	}
+	if cfg.Gatherer == nil {
+		g, ok := cfg.Registerer.(prometheus.Gatherer)
+		if !ok {
+			return nil, errors.New("admin: Registerer is not a Gatherer; set Config.Gatherer")
+		}
+		cfg.Gatherer = g
+	}
+	if cfg.DefaultCatalog == "" {
+		cfg.DefaultCatalog = "hive"
+	}
+	cfg.DefaultCatalog = strings.ToLower(cfg.DefaultCatalog)
+	if cfg.ReadHeaderTimeout <= 0 {
+		cfg.ReadHeaderTimeout = 10 * time.Second
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = 30 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = time.Minute
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 2 * time.Minute
+	}
+
+	s := &Server{cfg: cfg, log: cfg.Logger, reg: cfg.Registerer, token: sha256.Sum256([]byte(cfg.Token))}
+	s.flushes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hmsproxy_cache_flushes_total",
+		Help: "Cache flushes served by the admin API, by level (all, database, table, partitions).",
+	}, []string{"level"})
+	for _, l := range []cache.Level{cache.LevelAll, cache.LevelDatabase, cache.LevelTable, cache.LevelPartitions} {
+		s.flushes.WithLabelValues(l.String())
+	}
+	if err := s.register(s.flushes, newCollector(&cfg)); err != nil {
+		s.unregister()
+		return nil, err
+	}
+	// The Go and process collectors may already be registered by the
+	// caller; that is not an error.
+	for _, c := range []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := s.register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+			s.unregister()
+			return nil, err
+		}
+	}
+
+	s.http = &http.Server{
+		Handler:           s.handler(),
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	return s, nil
+}
+
+func (s *Server) register(cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := s.reg.Register(c); err != nil {
+			return fmt.Errorf("admin: register metrics: %w", err)
+		}
+		s.owned = append(s.owned, c)
+	}
+	return nil
+}
+
+func (s *Server) unregister() {
+	for _, c := range s.owned {
+		s.reg.Unregister(c)
+	}
+	s.owned = nil
+}
+
+// Handler is the admin routes, for tests and for callers that run their
+// own http.Server.
+func (s *Server) Handler() http.Handler { return s.http.Handler }
+
+func (s *Server) handler() http.Handler {
+	flush := http.NewServeMux()
+	flush.HandleFunc("POST /cache/flush", s.flushAll)
+	flush.HandleFunc("POST /cache/flush/{db}", s.flushEntity(cache.LevelDatabase))
+	flush.HandleFunc("POST /cache/flush/{db}/{table}", s.flushEntity(cache.LevelTable))
+	flush.HandleFunc("POST /cache/flush/{db}/{table}/partitions", s.flushEntity(cache.LevelPartitions))
+
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ErrorHandling: promhttp.ContinueOnError,
+	}))
+	mux.HandleFunc("GET /healthz", s.healthz)
+	// Authorisation comes before routing, so without the token nothing
+	// under /cache/ is revealed, not even which methods a path allows.
+	mux.Handle("/cache/", s.authorised(flush))
+	return mux
+}
+
+// Serve answers admin requests on ln until Shutdown, then returns
+// ErrServerClosed.
+func (s *Server) Serve(ln net.Listener) error {
+	err := s.http.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return ErrServerClosed
+	}
+	return err
+}
+
+// Shutdown stops accepting, waits for requests in flight (until ctx ends),
+// and unregisters the collectors New registered. Safe to call twice.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.http.Shutdown(ctx)
+	s.once.Do(s.unregister)
+	return err
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if s.cfg.Upstreams != nil {
+		healthy := false
+		for _, ok := range s.cfg.Upstreams.Healthy() {
+			healthy = healthy || ok
+		}
+		if !healthy {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "no healthy metastore")
+			return
+		}
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+func (s *Server) authorised(next http.Handler) http.Handler {
+	if s.cfg.Token == "" {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		// Hashing first makes the comparison constant-time in the length
+		// of the token as well.
+		sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
+		if !ok || subtle.ConstantTimeCompare(sum[:], s.token[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="hmsproxy admin"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "a valid bearer token is required"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) flushAll(w http.ResponseWriter, r *http.Request) {
+	s.flush(w, r, cache.Entity{Level: cache.LevelAll}, "all", func() {
+		if s.cfg.Store != nil {
+			s.cfg.Store.Clear() // invalidated already; this releases the memory
+		}
+	})
+}
+
+func (s *Server) flushEntity(level cache.Level) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		cat := s.cfg.DefaultCatalog
+		if c := r.URL.Query().Get("catalog"); c != "" {
+			cat = strings.ToLower(c)
+		}
+		e := cache.Entity{Level: level, Cat: cat, DB: strings.ToLower(r.PathValue("db"))}
+		name := cat + "." + e.DB
+		if level != cache.LevelDatabase {
+			e.Table = strings.ToLower(r.PathValue("table"))
+			name += "." + e.Table
+		}
+		if e.DB == "" || (level != cache.LevelDatabase && e.Table == "") {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "empty database or table name"})
+			return
+		}
+		s.flush(w, r, e, name, nil)
+	}
+}
+
+// flush invalidates e, runs then (if set) once that succeeded, and answers.
+func (s *Server) flush(w http.ResponseWriter, r *http.Request, e cache.Entity, name string, then func()) {
+	if s.cfg.Flusher == nil {
+		writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "no cache to flush"})
+		return
+	}
+	if err := s.cfg.Flusher.Flush(r.Context(), []cache.Entity{e}); err != nil {
+		code := http.StatusInternalServerError
+		if errors.Is(err, proxy.ErrNoCache) {
+			code = http.StatusConflict
+		}
+		s.log.Warn("cache flush failed", "level", e.Level.String(), "name", name, "err", err)
+		writeJSON(w, code, map[string]string{"error": err.Error()})
+		return
+	}
+	if then != nil {
+		then()
+	}
+	s.flushes.WithLabelValues(e.Level.String()).Inc()
+	s.log.Info("cache flushed", "level", e.Level.String(), "name", name, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, map[string]string{"flushed": name, "level": e.Level.String()})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}

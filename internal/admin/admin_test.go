@@ -1,0 +1,546 @@
+package admin
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/demohms"
+	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/proxy"
+	"github.com/hmsproxy/hmsproxy/upstream"
+)
+
+// env is a demo metastore, a caching proxy in front of it and the admin
+// server, all on loopback.
+type env struct {
+	demo   *demohms.Server // nil when the upstream is down
+	up     *upstream.Group
+	store  *cache.Store
+	proxy  *proxy.Server
+	paddr  string
+	admin  *Server
+	url    string
+	upAddr string
+}
+
+type envOpts struct {
+	token    string
+	deadUp   bool // the upstream address refuses connections
+	registry *prometheus.Registry
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+func listen(t testing.TB) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+func startEnv(t testing.TB, o envOpts) *env {
+	t.Helper()
+	e := &env{}
+	if o.deadUp {
+		ln := listen(t)
+		e.upAddr = ln.Addr().String()
+		ln.Close()
+	} else {
+		e.demo = demohms.New(demohms.Config{})
+		e.demo.Seed(2, 3, 20)
+		ln := listen(t)
+		e.upAddr = ln.Addr().String()
+		go e.demo.Serve(ln)
+		t.Cleanup(func() { e.demo.Close() })
+	}
+
+	var err error
+	e.up, err = upstream.New(upstream.Config{
+		URIs:           []string{"thrift://" + e.upAddr},
+		HealthInterval: 50 * time.Millisecond,
+		Logger:         testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.up.Close() })
+
+	e.store, err = cache.New(cache.Config{MaxBytes: 64 << 20, Kinds: cache.DefaultKinds()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.store.Close)
+	e.proxy, err = proxy.New(proxy.Config{Logger: testLogger(t),
+		Cache: &proxy.Caching{Store: e.store, Upstream: "test"}}, e.up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pln := listen(t)
+	e.paddr = pln.Addr().String()
+	go e.proxy.Serve(pln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		e.proxy.Shutdown(ctx)
+	})
+
+	cfg := Config{
+		Logger:    testLogger(t),
+		Token:     o.token,
+		Flusher:   e.proxy,
+		Store:     e.store,
+		Calls:     e.proxy.Stats(),
+		Upstreams: e.up,
+		Clients:   e.proxy,
+	}
+	if o.registry != nil {
+		cfg.Registerer = o.registry
+	}
+	e.admin, err = New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aln := listen(t)
+	e.url = "http://" + aln.Addr().String()
+	served := make(chan error, 1)
+	go func() { served <- e.admin.Serve(aln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := e.admin.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		if err := <-served; !errors.Is(err, ErrServerClosed) {
+			t.Errorf("Serve returned %v; want ErrServerClosed", err)
+		}
+	})
+	return e
+}
+
+func (e *env) client(t testing.TB) *hmsclient.Client {
+	t.Helper()
+	c, err := hmsclient.Dial(context.Background(), e.paddr, wire.Buffered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// call makes one HMS call through the proxy and lets the store apply the
+// admission, so that the next identical call can hit.
+func (e *env) call(t testing.TB, c *hmsclient.Client, method string, args []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Call(ctx, method, args); err != nil {
+		t.Fatalf("%s: %v", method, err)
+	}
+	e.store.Wait()
+}
+
+type httpResult struct {
+	code int
+	body string
+	hdr  http.Header
+}
+
+func do(t testing.TB, method, url, token string) httpResult {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", token)
+	}
+	cl := http.Client{Timeout: 10 * time.Second}
+	resp, err := cl.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return httpResult{code: resp.StatusCode, body: string(b), hdr: resp.Header}
+}
+
+// scrape reads /metrics: the value of every series, keyed as printed
+// (name{labels}), and the set of families with a TYPE line.
+func scrape(t testing.TB, url string) (series map[string]float64, families map[string]bool) {
+	t.Helper()
+	r := do(t, "GET", url+"/metrics", "")
+	if r.code != http.StatusOK {
+		t.Fatalf("GET /metrics: got %d; want 200", r.code)
+	}
+	series, families = map[string]float64{}, map[string]bool{}
+	sc := bufio.NewScanner(strings.NewReader(r.body))
+	for sc.Scan() {
+		line := sc.Text()
+		if f, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			families[strings.Fields(f)[0]] = true
+			continue
+		}
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("bad sample line %q: %v", line, err)
+		}
+		series[line[:i]] = v
+	}
+	return series, families
+}
+
+func getTable(db, tbl string) []byte { return hmsclient.Args(db, tbl) }
+
+func partitionNames(db, tbl string) []byte {
+	var e wire.Encoder
+	e.StringField(1, db)
+	e.StringField(2, tbl)
+	e.FieldBegin(wire.TI16, 3)
+	e.I16(-1)
+	e.Stop()
+	return e.B
+}
+
+func TestMetrics(t *testing.T) {
+	e := startEnv(t, envOpts{})
+	c := e.client(t)
+	for range 2 { // a miss, then a hit
+		e.call(t, c, "get_table", getTable("demo_db0", "t0"))
+	}
+	for range 3 { // a miss, then two hits
+		e.call(t, c, "get_all_databases", hmsclient.Args())
+	}
+	e.call(t, c, "no_such_method_anywhere", hmsclient.Args()) // passthrough as "other"
+	if r := do(t, "POST", e.url+"/cache/flush/demo_db1", ""); r.code != http.StatusOK {
+		t.Fatalf("flush: got %d %s; want 200", r.code, r.body)
+	}
+
+	series, families := scrape(t, e.url)
+	for _, f := range []string{
+		"hmsproxy_requests_total",
+		"hmsproxy_cache_requests_total",
+		"hmsproxy_cache_bytes",
+		"hmsproxy_cache_entries",
+		"hmsproxy_cache_evictions_total",
+		"hmsproxy_cache_admissions_total",
+		"hmsproxy_cache_rejections_total",
+		"hmsproxy_cache_stale_total",
+		"hmsproxy_cache_discarded_loads_total",
+		"hmsproxy_cache_flushes_total",
+		"hmsproxy_upstream_up",
+		"hmsproxy_client_connections",
+		"go_goroutines",
+		"process_open_fds",
+	} {
+		if !families[f] {
+			t.Errorf("family %s missing from /metrics", f)
+		}
+	}
+	want := []struct {
+		series string
+		value  float64
+	}{
+		{`hmsproxy_requests_total{method="get_table",outcome="miss"}`, 1},
+		{`hmsproxy_requests_total{method="get_table",outcome="hit"}`, 1},
+		{`hmsproxy_requests_total{method="get_all_databases",outcome="miss"}`, 1},
+		{`hmsproxy_requests_total{method="get_all_databases",outcome="hit"}`, 2},
+		{`hmsproxy_requests_total{method="other",outcome="passthrough"}`, 1},
+		{`hmsproxy_cache_requests_total{kind="table",outcome="miss"}`, 1},
+		{`hmsproxy_cache_requests_total{kind="table",outcome="hit"}`, 1},
+		{`hmsproxy_cache_requests_total{kind="database_names",outcome="hit"}`, 2},
+		{`hmsproxy_cache_requests_total{kind="partition",outcome="hit"}`, 0},
+		{`hmsproxy_cache_admissions_total{kind="table"}`, 1},
+		{`hmsproxy_cache_admissions_total{kind="database_names"}`, 1},
+		{`hmsproxy_cache_entries{kind="table"}`, 1},
+		{`hmsproxy_cache_entries{kind="partition"}`, 0},
+		{`hmsproxy_cache_evictions_total{kind="table"}`, 0},
+		{`hmsproxy_cache_stale_total{kind="table"}`, 0},
+		{`hmsproxy_cache_discarded_loads_total{kind="table"}`, 0},
+		{`hmsproxy_cache_rejections_total{kind="table"}`, 0},
+		{`hmsproxy_cache_flushes_total{level="database"}`, 1},
+		{`hmsproxy_cache_flushes_total{level="all"}`, 0},
+		{`hmsproxy_upstream_up{upstream="` + e.upAddr + `"}`, 1},
+		{`hmsproxy_client_connections`, 1},
+	}
+	for _, w := range want {
+		got, ok := series[w.series]
+		if !ok {
+			t.Errorf("%s missing from /metrics", w.series)
+			continue
+		}
+		if got != w.value {
+			t.Errorf("%s = %v; want %v", w.series, got, w.value)
+		}
+	}
+	if v := series[`hmsproxy_cache_bytes{kind="table"}`]; v <= 0 {
+		t.Errorf(`hmsproxy_cache_bytes{kind="table"} = %v; want > 0`, v)
+	}
+	for s := range series {
+		if strings.HasPrefix(s, "hmsproxy_cache_bytes{") && strings.Contains(s, `kind="none"`) {
+			t.Errorf("kind none exported: %s", s)
+		}
+	}
+}
+
+// TestFlush: each flush endpoint invalidates what it names and nothing
+// the level does not cover.
+func TestFlush(t *testing.T) {
+	e := startEnv(t, envOpts{})
+	c := e.client(t)
+	tests := []struct {
+		name, path  string
+		wantFlushed string
+		wantLevel   string
+		method      string // the read checked after the flush
+		args        []byte
+		reload      bool // the read must go to the metastore again
+	}{
+		{"table", "/cache/flush/demo_db0/t0", "hive.demo_db0.t0", "table", "get_table", getTable("demo_db0", "t0"), true},
+		{"table names lower-cased", "/cache/flush/DEMO_DB0/T0", "hive.demo_db0.t0", "table", "get_table", getTable("demo_db0", "t0"), true},
+		{"other table", "/cache/flush/demo_db0/t1", "hive.demo_db0.t1", "table", "get_table", getTable("demo_db0", "t0"), false},
+		{"other catalog", "/cache/flush/demo_db0/t0?catalog=Spark", "spark.demo_db0.t0", "table", "get_table", getTable("demo_db0", "t0"), false},
+		{"explicit catalog", "/cache/flush/demo_db0/t0?catalog=HIVE", "hive.demo_db0.t0", "table", "get_table", getTable("demo_db0", "t0"), true},
+		{"database", "/cache/flush/demo_db0", "hive.demo_db0", "database", "get_table", getTable("demo_db0", "t0"), true},
+		{"other database", "/cache/flush/demo_db1", "hive.demo_db1", "database", "get_table", getTable("demo_db0", "t0"), false},
+		{"partitions", "/cache/flush/demo_db0/t0/partitions", "hive.demo_db0.t0", "partitions", "get_partition_names", partitionNames("demo_db0", "t0"), true},
+		{"partitions keep the table", "/cache/flush/demo_db0/t0/partitions", "hive.demo_db0.t0", "partitions", "get_table", getTable("demo_db0", "t0"), false},
+		{"all", "/cache/flush", "all", "all", "get_table", getTable("demo_db0", "t0"), true},
+		{"all, lists too", "/cache/flush", "all", "all", "get_all_databases", hmsclient.Args(), true},
+	}
+	flushes := map[string]float64{}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// Warm the entry and check that it is served from the cache.
+			e.call(t, c, tc.method, tc.args)
+			before := e.demo.CallCount(tc.method)
+			e.call(t, c, tc.method, tc.args)
+			if n := e.demo.CallCount(tc.method) - before; n != 0 {
+				t.Fatalf("%s not cached before the flush: metastore saw %d calls", tc.method, n)
+			}
+
+			r := do(t, "POST", e.url+tc.path, "")
+			if r.code != http.StatusOK {
+				t.Fatalf("POST %s: got %d %s; want 200", tc.path, r.code, r.body)
+			}
+			var got map[string]string
+			if err := json.Unmarshal([]byte(r.body), &got); err != nil {
+				t.Fatalf("POST %s: body %q: %v", tc.path, r.body, err)
+			}
+			if got["flushed"] != tc.wantFlushed || got["level"] != tc.wantLevel {
+				t.Errorf("POST %s: got %v; want flushed %q level %q", tc.path, got, tc.wantFlushed, tc.wantLevel)
+			}
+			flushes[tc.wantLevel]++
+
+			before = e.demo.CallCount(tc.method)
+			e.call(t, c, tc.method, tc.args)
+			want := 0
+			if tc.reload {
+				want = 1
+			}
+			if n := e.demo.CallCount(tc.method) - before; n != want {
+				t.Errorf("after POST %s the metastore saw %d %s calls; want %d", tc.path, n, tc.method, want)
+			}
+		})
+	}
+	series, _ := scrape(t, e.url)
+	for level, n := range flushes {
+		s := `hmsproxy_cache_flushes_total{level="` + level + `"}`
+		if series[s] != n {
+			t.Errorf("%s = %v; want %v", s, series[s], n)
+		}
+	}
+}
+
+func TestAuthAndMethods(t *testing.T) {
+	const token = "s3cret-token"
+	secured := startEnv(t, envOpts{token: token})
+	open := startEnv(t, envOpts{})
+	tests := []struct {
+		name   string
+		e      *env
+		method string
+		path   string
+		auth   string
+		want   int
+	}{
+		{"flush without token", secured, "POST", "/cache/flush/demo_db0/t0", "", 401},
+		{"flush with wrong token", secured, "POST", "/cache/flush/demo_db0/t0", "Bearer nope", 401},
+		{"flush with token prefix", secured, "POST", "/cache/flush/demo_db0/t0", "Bearer s3cret", 401},
+		{"flush with basic auth", secured, "POST", "/cache/flush/demo_db0/t0", "Basic czNjcmV0LXRva2Vu", 401},
+		{"flush with token", secured, "POST", "/cache/flush/demo_db0/t0", "Bearer " + token, 200},
+		{"flush all with token", secured, "POST", "/cache/flush", "Bearer " + token, 200},
+		{"partitions with token", secured, "POST", "/cache/flush/demo_db0/t0/partitions", "Bearer " + token, 200},
+		{"unknown cache path without token", secured, "GET", "/cache/nothing", "", 401},
+		{"GET flush without token", secured, "GET", "/cache/flush", "", 401},
+		{"GET flush with token", secured, "GET", "/cache/flush", "Bearer " + token, 405},
+		{"DELETE table flush with token", secured, "DELETE", "/cache/flush/demo_db0/t0", "Bearer " + token, 405},
+		{"metrics stay open", secured, "GET", "/metrics", "", 200},
+		{"healthz stays open", secured, "GET", "/healthz", "", 200},
+		{"open flush", open, "POST", "/cache/flush/demo_db0", "", 200},
+		{"open GET flush", open, "GET", "/cache/flush/demo_db0", "", 405},
+		{"open PUT flush", open, "PUT", "/cache/flush", "", 405},
+		{"POST metrics", open, "POST", "/metrics", "", 405},
+		{"unknown path", open, "GET", "/nothing", "", 404},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := do(t, tc.method, tc.e.url+tc.path, tc.auth)
+			if r.code != tc.want {
+				t.Fatalf("%s %s: got %d %q; want %d", tc.method, tc.path, r.code, r.body, tc.want)
+			}
+			if r.code == 401 && !strings.HasPrefix(r.hdr.Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("401 without a Bearer challenge: %q", r.hdr.Get("WWW-Authenticate"))
+			}
+			if r.code == 405 && r.hdr.Get("Allow") == "" && tc.path != "/cache/nothing" {
+				t.Errorf("405 without Allow header")
+			}
+		})
+	}
+	series, _ := scrape(t, secured.url)
+	if n := series[`hmsproxy_cache_flushes_total{level="table"}`]; n != 1 {
+		t.Errorf("secured table flushes = %v; want 1 (refused requests are not flushes)", n)
+	}
+}
+
+func TestHealthz(t *testing.T) {
+	tests := []struct {
+		name     string
+		deadUp   bool
+		wantCode int
+		wantBody string
+		wantUp   float64
+	}{
+		{"upstream healthy", false, 200, "ok\n", 1},
+		{"upstream down", true, 503, "no healthy metastore\n", 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := startEnv(t, envOpts{deadUp: tc.deadUp})
+			// The first health check runs in the background at start.
+			var r httpResult
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				r = do(t, "GET", e.url+"/healthz", "")
+				if r.code == tc.wantCode || time.Now().After(deadline) {
+					break
+				}
+			}
+			if r.code != tc.wantCode || r.body != tc.wantBody {
+				t.Fatalf("GET /healthz: got %d %q; want %d %q", r.code, r.body, tc.wantCode, tc.wantBody)
+			}
+			series, _ := scrape(t, e.url)
+			s := `hmsproxy_upstream_up{upstream="` + e.upAddr + `"}`
+			if series[s] != tc.wantUp {
+				t.Errorf("%s = %v; want %v", s, series[s], tc.wantUp)
+			}
+		})
+	}
+}
+
+// TestUpstreamGoesDown: /healthz follows the health checker when the only
+// metastore stops.
+func TestUpstreamGoesDown(t *testing.T) {
+	e := startEnv(t, envOpts{})
+	if r := do(t, "GET", e.url+"/healthz", ""); r.code != 200 {
+		t.Fatalf("GET /healthz before: got %d; want 200", r.code)
+	}
+	e.demo.Close()
+	var r httpResult
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if r = do(t, "GET", e.url+"/healthz", ""); r.code == 503 {
+			return
+		}
+	}
+	t.Fatalf("GET /healthz after the metastore stopped: got %d; want 503", r.code)
+}
+
+func TestNewConfig(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr bool
+	}{
+		{"zero value", Config{}, false},
+		{"registry", Config{Registerer: reg}, false},
+		{"registerer without gatherer", Config{Registerer: prometheus.WrapRegistererWithPrefix("x_", reg)}, true},
+		{"gatherer without registerer", Config{Gatherer: reg}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := New(tc.cfg)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("New: got err %v; want error %v", err, tc.wantErr)
+			}
+			if s != nil {
+				for range 2 { // safe twice, and without Serve
+					if err := s.Shutdown(context.Background()); err != nil {
+						t.Errorf("Shutdown: %v", err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestSharedRegistry: the caller's registry gets the collectors, a second
+// server on it is refused while the first runs, and Shutdown releases them.
+func TestSharedRegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	e := startEnv(t, envOpts{registry: reg})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mf := range mfs {
+		found = found || mf.GetName() == "hmsproxy_client_connections"
+	}
+	if !found {
+		t.Error("hmsproxy_client_connections not in the caller's registry")
+	}
+	if _, err := New(Config{Registerer: reg, Clients: e.proxy}); err == nil {
+		t.Error("second server on one registry: got nil error; want a registration error")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.admin.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Registerer: reg, Clients: e.proxy})
+	if err != nil {
+		t.Fatalf("New after Shutdown released the registry: %v", err)
+	}
+	s.Shutdown(ctx)
+}

@@ -111,6 +111,8 @@ type Store struct {
 
 	refreshMu  sync.Mutex          // guards refreshing
 	refreshing map[uint64]struct{} // key hashes with a refresh in flight
+
+	clearMu sync.Mutex // serialises Clear and Close: ristretto's stop their worker
 }
 
 // KindStats are counters of one kind.
@@ -171,6 +173,8 @@ func New(cfg Config) (*Store, error) {
 
 // Close releases the store's goroutines. Safe to call twice.
 func (s *Store) Close() {
+	s.clearMu.Lock()
+	defer s.clearMu.Unlock()
 	if s.rc != nil {
 		s.rc.Close()
 	}
@@ -282,6 +286,8 @@ func (s *Store) EndRefresh(key []byte) {
 // Clear drops every entry. Generations are left alone: callers bump the
 // counters they mean to invalidate, which also stops loads in flight.
 func (s *Store) Clear() {
+	s.clearMu.Lock()
+	defer s.clearMu.Unlock()
 	s.rc.Clear()
 }
 

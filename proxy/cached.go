@@ -36,8 +36,13 @@ type Caching struct {
 	// split into cached entries. Default 500.
 	BatchChunk int
 	// Invalidated, if set, is called with what a write changed, after the
-	// local invalidation and before the writing client gets its reply.
+	// local invalidation and before the writing client gets its reply
+	// (the invalidation bus publishes here).
 	Invalidated func(ctx context.Context, ents []cache.Entity)
+	// Synced, if set, tells whether this node can trust its cache: false
+	// while it may be missing other nodes' invalidations, and then reads
+	// go to the metastore. Nil: always.
+	Synced func() bool
 }
 
 // Allower is the never-cache policy (filter.Patterns implements it).
@@ -115,7 +120,7 @@ func (s *captureSink) Reply(m wire.Message) error {
 // from one upstream load shared by identical concurrent misses.
 func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 	k := c.s.cache
-	if k.Store.Policy(meth.Kind).TTL <= 0 {
+	if k.Store.Policy(meth.Kind).TTL <= 0 || (k.Synced != nil && !k.Synced()) {
 		return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
 	}
 	names, err := cache.ExtractNames(&meth.Target, m.Body(), k.DefaultCatalog)
@@ -357,6 +362,25 @@ func (s *Server) Flush(ctx context.Context, ents []cache.Entity) error {
 	}
 	s.cache.invalidate(ctx, ents)
 	return nil
+}
+
+// ApplyRemote applies invalidations that another proxy node published;
+// unlike Flush it does not publish them again.
+func (s *Server) ApplyRemote(ents []cache.Entity) {
+	if s.cache != nil {
+		s.cache.Store.Apply(s.cache.Upstream, ents)
+	}
+}
+
+// DropAll drops everything cached for the upstream: the node may have
+// missed invalidations. Loads in flight are refused admission too.
+func (s *Server) DropAll(reason string) {
+	if s.cache == nil {
+		return
+	}
+	s.cache.Store.Apply(s.cache.Upstream, []cache.Entity{{Level: cache.LevelAll}})
+	s.cache.Store.Clear()
+	s.log.Warn("cache dropped: invalidations may have been missed", "reason", reason)
 }
 
 // CacheStore is the server's store, nil without caching.

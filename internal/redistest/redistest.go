@@ -1,0 +1,86 @@
+// Package redistest runs a real redis-server on loopback for tests.
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Server is a redis-server process owned by a test.
+type Server struct {
+	Addr string
+	port int
+	dir  string
+	cmd  *exec.Cmd
+	t    testing.TB
+}
+
+// Start runs redis-server on a free loopback port; the test fails when
+// the binary is missing (make test installs it).
+func Start(t testing.TB) *Server {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatal("redistest: redis-server not found; run scripts/deps.sh (make test does)")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), port: port, dir: t.TempDir(), t: t}
+	s.start()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func (s *Server) start() {
+	s.t.Helper()
+	s.cmd = exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", "")
+	s.cmd.Stdout, s.cmd.Stderr = nil, nil
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			s.t.Fatal("redistest: redis-server did not answer within 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Stop kills the server (like a crash: no shutdown save). Safe twice.
+func (s *Server) Stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	s.cmd.Process.Signal(os.Kill)
+	s.cmd.Wait()
+	s.cmd = nil
+}
+
+// Restart starts the server again on the same port, empty.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	s.start()
+}
+
+// Client returns a client for the server, closed with the test.
+func (s *Server) Client() *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, DialTimeout: time.Second, ReadTimeout: 2 * time.Second, MaxRetries: -1})
+	s.t.Cleanup(func() { c.Close() })
+	return c
+}

@@ -1,0 +1,226 @@
+package proxy
+
+import (
+	"context"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/upstream"
+)
+
+type clusterNode struct {
+	addr string
+	srv  *Server
+	bus  *cache.Bus
+	st   *cache.Store
+}
+
+// startCluster runs n proxy nodes in front of one metastore, sharing
+// invalidations over a real Redis.
+func startCluster(t *testing.T, r *redistest.Server, n int, metastore string) []*clusterNode {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	nodes := make([]*clusterNode, n)
+	for i := range nodes {
+		g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + metastore}, HealthInterval: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bus, err := cache.NewBus(cache.BusConfig{Client: r.Client(), Upstream: "cluster", Block: 200 * time.Millisecond, Heartbeat: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		caching := newCaching(t, nil)
+		caching.Upstream = "cluster"
+		caching.Synced = bus.Synced
+		caching.Invalidated = func(ctx context.Context, ents []cache.Entity) {
+			bus.Publish(ctx, ents) // a failure shows as a gap on the other nodes
+		}
+		s, err := New(Config{Cache: caching}, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go s.Serve(ln)
+		wg.Add(1)
+		go func() { defer wg.Done(); bus.Run(ctx, s.ApplyRemote, s.DropAll) }()
+		nodes[i] = &clusterNode{addr: ln.Addr().String(), srv: s, bus: bus, st: caching.Store}
+		t.Cleanup(func() {
+			sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+			defer c()
+			s.Shutdown(sctx)
+			g.Close()
+		})
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	deadline := time.Now().Add(10 * time.Second)
+	for _, nd := range nodes {
+		for !nd.bus.Synced() {
+			if time.Now().After(deadline) {
+				t.Fatal("nodes did not sync")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	return nodes
+}
+
+// TestClusterReadYourWrites: a write through node A is seen on B and C
+// once the invalidation arrived; a randomized run over three nodes finds
+// no read older than a write that returned more than the lag bound
+// before it began, also while Redis is killed and restarted (promises 2, 5).
+func TestClusterReadYourWrites(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long cluster run")
+	}
+	r := redistest.Start(t)
+	_, metastore := startDemo(t, wire.Buffered)
+	nodes := startCluster(t, r, 3, metastore)
+	setup := dial(t, nodes[0].addr, wire.Buffered)
+	call(t, setup, "create_table", tableArgs("demo_db0", "cl"))
+	get := build(str(1, "demo_db0"), str(2, "cl"))
+	alter := func(v int64) []byte {
+		return alterTableArgs("demo_db0", "cl", tableWithParams("demo_db0", "cl", map[string]string{"v": strconv.FormatInt(v, 10)}))
+	}
+
+	// Warm every node, write through A, read through B and C.
+	for _, nd := range nodes {
+		call(t, dial(t, nd.addr, wire.Buffered), "get_table", get)
+		nd.st.Wait()
+	}
+	call(t, setup, "alter_table", alter(1))
+	for _, nd := range nodes[1:] {
+		c := dial(t, nd.addr, wire.Buffered)
+		deadline := time.Now().Add(time.Second)
+		for tableParam(t, call(t, c, "get_table", get), "v") != "1" {
+			if time.Now().After(deadline) {
+				t.Fatal("write through node A never seen on another node")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+
+	const (
+		totalOps = 100_000
+		writes   = 8_000
+		readers  = 3
+		bound    = 50 * time.Millisecond // lag bound the check allows
+	)
+	type done struct {
+		v  int64
+		at time.Time
+	}
+	var mu sync.Mutex
+	var history []done // writes in return order
+	floorAt := func(t0 time.Time) int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		i := sort.Search(len(history), func(i int) bool { return !history[i].at.Before(t0) })
+		if i == 0 {
+			return 0
+		}
+		return history[i-1].v
+	}
+	var ops, stale, staleStrict atomic.Int64
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	killAt := int64(writes / 2)
+	wg.Add(1)
+	go func() { // writer, round robin over nodes
+		defer wg.Done()
+		cs := make([]*hmsclient.Client, len(nodes))
+		for i, nd := range nodes {
+			cs[i], _ = hmsclient.Dial(ctx, nd.addr, wire.Buffered)
+			defer cs[i].Close()
+		}
+		for v := int64(2); v < writes+2; v++ {
+			if v == killAt {
+				r.Stop()
+				go func() { time.Sleep(300 * time.Millisecond); r.Restart() }()
+			}
+			if _, err := cs[v%3].Call(ctx, "alter_table", alter(v)); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			history = append(history, done{v, time.Now()})
+			mu.Unlock()
+			ops.Add(1)
+		}
+	}()
+	for rd := 0; rd < readers; rd++ {
+		wg.Add(1)
+		go func(seed uint64) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, 7))
+			cs := make([]*hmsclient.Client, len(nodes))
+			for i, nd := range nodes {
+				cs[i], _ = hmsclient.Dial(ctx, nd.addr, wire.Buffered)
+				defer cs[i].Close()
+			}
+			for ops.Load() < totalOps && ctx.Err() == nil {
+				start := time.Now()
+				floor, strict := floorAt(start.Add(-bound)), floorAt(start.Add(-20*time.Millisecond))
+				m, err := cs[rng.IntN(len(cs))].Call(ctx, "get_table", get)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				got, _ := strconv.ParseInt(tableParam(t, m.Buf, "v"), 10, 64)
+				if got < floor {
+					stale.Add(1)
+				}
+				if got < strict {
+					staleStrict.Add(1)
+				}
+				ops.Add(1)
+			}
+		}(uint64(rd))
+	}
+	wg.Wait()
+	var lags []time.Duration
+	hits := uint64(0)
+	for _, nd := range nodes {
+		lags = append(lags, nd.bus.Stats().Lags()...)
+		hits += nd.st.Stats(3).Hits.Load() // hms.KindTable
+	}
+	slices.Sort(lags)
+	t.Logf("%d operations, %d cache hits; stale beyond %v: %d, beyond 20ms: %d; bus lag p50 %v p99 %v; flushes on node B: %d",
+		ops.Load(), hits, bound, stale.Load(), staleStrict.Load(), pctD(lags, 50), pctD(lags, 99),
+		nodes[1].bus.Stats().Loss("reconnect")+nodes[1].bus.Stats().Loss("gap"))
+	if ops.Load() < totalOps {
+		t.Fatalf("only %d operations", ops.Load())
+	}
+	if stale.Load() != 0 {
+		t.Fatalf("%d reads older than a write that returned over %v before", stale.Load(), bound)
+	}
+	if hits == 0 {
+		t.Fatal("no cache hits: the run did not exercise the cache")
+	}
+	if nodes[1].bus.Stats().Loss("reconnect") < 2 {
+		t.Fatal("node B did not flush over the Redis outage")
+	}
+}
+
+func pctD(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	return d[(len(d)-1)*p/100]
+}

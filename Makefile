@@ -8,7 +8,7 @@ GO ?= go
 RACE_PKGS := ./proxy/... ./upstream/... ./cache/... ./internal/demohms/... ./internal/wire/... ./internal/admin/...
 LISTEN ?= 127.0.0.1:9083
 
-.PHONY: run test unit lint tidy-check bench fuzz e2e build
+.PHONY: run test unit lint tidy-check bench fuzz e2e build deps
 
 build: ## Build the binaries into bin/
 	$(GO) build -o bin/ ./cmd/...
@@ -23,7 +23,10 @@ lint: tidy-check ## gofmt and go vet
 tidy-check: ## Fails when go.mod/go.sum drift from the code
 	$(GO) mod tidy -diff
 
-unit: ## Unit tests; the concurrent packages under the race detector
+deps: ## Install what the tests need (redis-server), idempotently
+	bash scripts/deps.sh
+
+unit: deps ## Unit tests; the concurrent packages under the race detector
 	$(GO) test -count=1 ./...
 	$(GO) test -count=1 -race $(RACE_PKGS)
 

@@ -225,6 +225,7 @@ func (b *Bus) Run(ctx context.Context, apply func(ents []Entity), lost func(reas
 
 	cursor := ""
 	runID := ""
+	first := true // nothing can be cached before the first sync
 	lastSeq := map[string]uint64{}
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
@@ -233,7 +234,9 @@ func (b *Bus) Run(ctx context.Context, apply func(ents []Entity), lost func(reas
 			// cached may be stale, so flush first, then serve again.
 			id, rid, err := b.position(ctx)
 			if err != nil {
-				b.markLost("reconnect", err)
+				if !first {
+					b.markLost("reconnect", err)
+				}
 				sleepCtx(ctx, backoff)
 				backoff = min(2*backoff, 2*time.Second)
 				continue
@@ -244,7 +247,10 @@ func (b *Bus) Run(ctx context.Context, apply func(ents []Entity), lost func(reas
 			runID = rid
 			clear(lastSeq)
 			cursor = id
-			b.flush("reconnect")
+			if !first {
+				b.flush("reconnect")
+			}
+			first = false
 			b.synced.Store(true)
 			backoff = 50 * time.Millisecond
 		}

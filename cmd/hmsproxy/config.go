@@ -41,6 +41,12 @@ type fileConfig struct {
 
 	Cache cacheConfig `yaml:"cache"`
 
+	Redis struct {
+		URL    string `yaml:"url"`     // -redis: host:port or redis://; empty runs one node alone
+		NodeID string `yaml:"node_id"` // -node-id; default random per process
+		// The password comes from HMSPROXY_REDIS_PASSWORD or the URL.
+	} `yaml:"redis"`
+
 	Admin struct {
 		Listen string `yaml:"listen"` // -admin; empty disables the admin port
 		// Token guards the /cache/ flush API. A secret: from this file or
@@ -158,6 +164,8 @@ Flags:
 	allow := fs.String("cache-allow", "", "comma-separated db or db.table patterns that may be cached; empty: all [cache.allow]")
 	deny := fs.String("cache-deny", "", "comma-separated db or db.table patterns never cached [cache.deny]")
 	refreshWorkers := fs.Int("cache-refresh-workers", c.Cache.RefreshWorkers, "concurrent refresh-ahead loads [cache.refresh_workers]")
+	redisURL := fs.String("redis", "", "Redis for invalidations between proxy nodes, host:port or redis://; empty: this node alone [redis.url]")
+	nodeID := fs.String("node-id", "", "this node's name on the invalidation bus; default random [redis.node_id]")
 	adminListen := fs.String("admin", c.Admin.Listen, "admin HTTP address (/metrics, /healthz, /cache/flush); empty disables it [admin.listen]")
 	demo := fs.Bool("demo", false, "start an embedded demo metastore with sample data and use it as the upstream [demo]")
 	if err := fs.Parse(args); err != nil {
@@ -213,6 +221,10 @@ Flags:
 			c.Log.Format = *format
 		case "demo":
 			c.Demo = *demo
+		case "redis":
+			c.Redis.URL = *redisURL
+		case "node-id":
+			c.Redis.NodeID = *nodeID
 		case "admin":
 			c.Admin.Listen = *adminListen
 		case "cache":

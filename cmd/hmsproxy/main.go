@@ -16,6 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/filter"
 	"github.com/hmsproxy/hmsproxy/internal/admin"
@@ -107,6 +109,10 @@ func run(ctx context.Context, cfg fileConfig) error {
 	if caching != nil {
 		defer caching.Store.Close()
 	}
+	bus, err := newBus(cfg, caching, log)
+	if err != nil {
+		return err
+	}
 	srv, err := proxy.New(proxy.Config{
 		Transport:  clientTransport,
 		Limits:     wire.Limits{MaxMessage: cfg.Limits.MaxMessageBytes, MaxDepth: cfg.Limits.MaxDepth},
@@ -127,6 +133,16 @@ func run(ctx context.Context, cfg fileConfig) error {
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	if bus != nil {
+		busCtx, stopBus := context.WithCancel(context.Background())
+		busDone := make(chan struct{})
+		go func() {
+			defer close(busDone)
+			bus.Run(busCtx, srv.ApplyRemote, srv.DropAll)
+		}()
+		defer func() { stopBus(); <-busDone }()
+		log.Info("invalidation bus on", "redis", cfg.Redis.URL, "node", bus.NodeID())
+	}
 
 	// The admin port starts after the proxy: a scrape or a flush always
 	// finds a proxy to report on.
@@ -254,4 +270,34 @@ func newCaching(cfg fileConfig) (*proxy.Caching, error) {
 		Policy:         policy,
 		RefreshWorkers: cfg.Cache.RefreshWorkers,
 	}, nil
+}
+
+// newBus connects the invalidation bus when Redis is configured: writes
+// publish what they changed before replying, and the cache is not served
+// while the node may have missed another node's invalidation.
+func newBus(cfg fileConfig, caching *proxy.Caching, log *slog.Logger) (*cache.Bus, error) {
+	if cfg.Redis.URL == "" || caching == nil {
+		return nil, nil
+	}
+	opts, err := cache.ParseRedisURL(cfg.Redis.URL)
+	if err != nil {
+		return nil, err
+	}
+	if pw := os.Getenv("HMSPROXY_REDIS_PASSWORD"); pw != "" {
+		opts.Password = pw
+	}
+	opts.MaxRetries = -1 // a lost connection must surface, not be papered over
+	bus, err := cache.NewBus(cache.BusConfig{Client: redis.NewClient(opts), Upstream: caching.Upstream,
+		NodeID: cfg.Redis.NodeID, Logger: log.With("component", "bus")})
+	if err != nil {
+		return nil, err
+	}
+	caching.Synced = bus.Synced
+	caching.Invalidated = func(ctx context.Context, ents []cache.Entity) {
+		if err := bus.Publish(ctx, ents); err != nil {
+			// The others notice the gap in this node's numbers and flush.
+			log.Warn("invalidation not published", "err", err)
+		}
+	}
+	return bus, nil
 }

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what the unit tests need on a fresh Debian machine, idempotently:
+# redis-server (the invalidation-bus tests run a real one on loopback).
+set -euo pipefail
+
+need_apt=()
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "deps: installing ${need_apt[*]} from Debian"
+  export DEBIAN_FRONTEND=noninteractive
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get install -y -q "${need_apt[@]}" >/dev/null 2>&1 || {
+    $sudo_cmd apt-get update -q >/dev/null
+    $sudo_cmd apt-get install -y -q "${need_apt[@]}" >/dev/null
+  }
+  # The Debian package starts a system redis on 6379; the tests start their own.
+  (command -v systemctl >/dev/null && $sudo_cmd systemctl stop redis-server >/dev/null 2>&1) || true
+fi
+echo "deps: redis-server $(redis-server --version | awk '{print $3}')"

@@ -95,3 +95,38 @@ func Args(strs ...string) []byte {
 	e.Stop()
 	return e.B
 }
+
+// Redialer is a Client that connects on first use and again after any
+// failure, for workers that call the metastore now and then. It is not
+// safe for concurrent use.
+type Redialer struct {
+	Addr      string
+	Transport wire.Transport
+	c         *Client
+}
+
+// Call makes one call, dialing first when there is no connection.
+func (r *Redialer) Call(ctx context.Context, method string, args []byte) (wire.Message, error) {
+	if r.c == nil {
+		c, err := Dial(ctx, r.Addr, r.Transport)
+		if err != nil {
+			return wire.Message{}, err
+		}
+		r.c = c
+	}
+	m, err := r.c.Call(ctx, method, args)
+	if err != nil {
+		r.Close()
+	}
+	return m, err
+}
+
+// Close drops the connection; the next Call dials again.
+func (r *Redialer) Close() error {
+	if r.c == nil {
+		return nil
+	}
+	err := r.c.Close()
+	r.c = nil
+	return err
+}

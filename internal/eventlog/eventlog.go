@@ -1,0 +1,443 @@
+// Package eventlog tails the metastore's notification log and turns its
+// events into cache invalidations, so writes that bypass every proxy are
+// seen within one poll interval (promise 4).
+package eventlog
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+)
+
+// Caller makes one metastore call on a connection of the poller's own.
+type Caller interface {
+	Call(ctx context.Context, method string, args []byte) (wire.Message, error)
+}
+
+// Cursor keeps the id of the last event applied, shared by the nodes that
+// may take over polling.
+type Cursor interface {
+	Load(ctx context.Context) (id int64, ok bool, err error)
+	Save(ctx context.Context, id int64) error
+}
+
+// MemCursor is a Cursor for a single node.
+type MemCursor struct {
+	id atomic.Int64
+	ok atomic.Bool
+}
+
+func (m *MemCursor) Load(context.Context) (int64, bool, error) { return m.id.Load(), m.ok.Load(), nil }
+func (m *MemCursor) Save(_ context.Context, id int64) error {
+	m.id.Store(id)
+	m.ok.Store(true)
+	return nil
+}
+
+// Config configures a Poller. Caller, Cursor, Apply and Drop are
+// required.
+type Config struct {
+	Caller Caller
+	Cursor Cursor
+	// Apply invalidates what events changed (locally and on the bus).
+	Apply func(ctx context.Context, ents []cache.Entity)
+	// Drop drops everything cached: events were lost.
+	Drop func(reason string)
+	// Batch is the events asked for per call. Default 500.
+	Batch int32
+	// DefaultCatalog names events without a catalog. Default "hive".
+	DefaultCatalog string
+	// Now is the clock. Default time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Stats are the poller's numbers.
+type Stats struct {
+	Latest, Applied atomic.Int64 // newest event id in the metastore; last applied
+	BehindNanos     atomic.Int64 // age of the oldest unapplied event, 0 when caught up
+	Events, Gaps    atomic.Uint64
+	Polls, Failures atomic.Uint64
+}
+
+// Poller reads the notification log.
+type Poller struct {
+	cfg   Config
+	log   *slog.Logger
+	stats Stats
+}
+
+// New validates cfg.
+func New(cfg Config) (*Poller, error) {
+	if cfg.Caller == nil || cfg.Cursor == nil || cfg.Apply == nil || cfg.Drop == nil {
+		return nil, errors.New("eventlog: caller, cursor, apply and drop are required")
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 500
+	}
+	if cfg.DefaultCatalog == "" {
+		cfg.DefaultCatalog = "hive"
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Poller{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// Stats are the poller's numbers.
+func (p *Poller) Stats() *Stats { return &p.stats }
+
+// Event is the part of a NotificationEvent the poller uses.
+type Event struct {
+	ID      int64
+	Time    int32
+	Type    string
+	Cat     string
+	DB      string
+	Table   string
+	Message string
+	Format  string
+}
+
+// Poll applies every event newer than the cursor: a cheap check of the
+// newest id first, then batches until caught up. A gap (purged events, or
+// a log that went backwards) drops the cache and moves on.
+func (p *Poller) Poll(ctx context.Context) error {
+	p.stats.Polls.Add(1)
+	err := p.poll(ctx)
+	if err != nil {
+		p.stats.Failures.Add(1)
+	}
+	return err
+}
+
+func (p *Poller) poll(ctx context.Context) error {
+	latest, err := p.currentID(ctx)
+	if err != nil {
+		return err
+	}
+	p.stats.Latest.Store(latest)
+	cursor, ok, err := p.cfg.Cursor.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("eventlog: load cursor: %w", err)
+	}
+	switch {
+	case !ok:
+		// First poll ever: start at the newest event. Anything cached
+		// before now may predate events we will never read.
+		p.gap("start", cursor, latest)
+		return p.save(ctx, latest)
+	case latest < cursor:
+		p.gap("log went backwards", cursor, latest)
+		return p.save(ctx, latest)
+	}
+	for cursor < latest {
+		events, err := p.next(ctx, cursor)
+		if err != nil {
+			return err
+		}
+		if len(events) == 0 {
+			// Newer ids exist but none came back: purged.
+			p.gap("purged", cursor, latest)
+			return p.save(ctx, latest)
+		}
+		var ents []cache.Entity
+		for _, ev := range events {
+			if ev.ID != cursor+1 {
+				p.gap("missing events", cursor, ev.ID)
+			}
+			ents = append(ents, Entities(ev, p.cfg.DefaultCatalog)...)
+			cursor = ev.ID
+			p.stats.Events.Add(1)
+		}
+		if len(ents) > 0 {
+			p.cfg.Apply(ctx, ents)
+		}
+		last := events[len(events)-1]
+		if cursor < latest {
+			p.stats.BehindNanos.Store(int64(p.cfg.Now().Sub(time.Unix(int64(last.Time), 0))))
+		}
+		if err := p.save(ctx, cursor); err != nil {
+			return err
+		}
+	}
+	p.stats.BehindNanos.Store(0)
+	return nil
+}
+
+func (p *Poller) save(ctx context.Context, id int64) error {
+	if err := p.cfg.Cursor.Save(ctx, id); err != nil {
+		return fmt.Errorf("eventlog: save cursor: %w", err)
+	}
+	p.stats.Applied.Store(id)
+	return nil
+}
+
+func (p *Poller) gap(why string, from, to int64) {
+	p.stats.Gaps.Add(1)
+	if why != "start" {
+		p.log.Warn("notification log gap: dropping the cache", "why", why, "cursor", from, "next", to)
+	}
+	p.cfg.Drop("eventlog " + why)
+}
+
+func (p *Poller) currentID(ctx context.Context) (int64, error) {
+	m, err := p.cfg.Caller.Call(ctx, "get_current_notificationEventId", []byte{wire.TStop})
+	if err != nil {
+		return 0, fmt.Errorf("eventlog: get_current_notificationEventId: %w", err)
+	}
+	d, err := success(m)
+	if err != nil {
+		return 0, fmt.Errorf("eventlog: get_current_notificationEventId: %w", err)
+	}
+	var id int64
+	forFields(d, func(fid int16, typ byte) bool {
+		if fid == 1 && typ == wire.TI64 {
+			id = d.I64()
+			return true
+		}
+		return false
+	})
+	return id, d.Err()
+}
+
+// next asks for events after cursor, without a server-side skip list: a
+// filtered reply has natural gaps, and gaps must mean lost events.
+func (p *Poller) next(ctx context.Context, cursor int64) ([]Event, error) {
+	var e wire.Encoder
+	e.FieldBegin(wire.TStruct, 1)
+	e.I64Field(1, cursor)
+	e.I32Field(2, p.cfg.Batch)
+	e.Stop()
+	e.Stop()
+	m, err := p.cfg.Caller.Call(ctx, "get_next_notification", e.B)
+	if err != nil {
+		return nil, fmt.Errorf("eventlog: get_next_notification: %w", err)
+	}
+	d, err := success(m)
+	if err != nil {
+		return nil, fmt.Errorf("eventlog: get_next_notification: %w", err)
+	}
+	var events []Event
+	forFields(d, func(fid int16, typ byte) bool {
+		if fid != 1 || typ != wire.TList {
+			return false
+		}
+		_, n := d.ListBegin()
+		for i := 0; i < n && d.Err() == nil; i++ {
+			events = append(events, readEvent(d))
+		}
+		return true
+	})
+	return events, d.Err()
+}
+
+// success positions a decoder on the struct returned in field 0 of a
+// reply, or reports the exception.
+func success(m wire.Message) (*wire.Decoder, error) {
+	if m.Type == wire.Exception {
+		ex, err := wire.DecodeApplicationException(m.Body())
+		if err != nil {
+			return nil, err
+		}
+		return nil, ex
+	}
+	d := wire.NewDecoder(m.Body())
+	typ, id := d.FieldBegin()
+	if d.Err() != nil {
+		return nil, d.Err()
+	}
+	if id != 0 || typ != wire.TStruct {
+		return nil, fmt.Errorf("metastore answered with exception field %d", id)
+	}
+	return d, nil
+}
+
+// forFields visits a struct's fields; fn consumes a value and returns
+// true, or returns false to have it skipped.
+func forFields(d *wire.Decoder, fn func(id int16, typ byte) bool) {
+	for {
+		typ, id := d.FieldBegin()
+		if typ == wire.TStop || d.Err() != nil {
+			return
+		}
+		if !fn(id, typ) {
+			d.Skip(typ)
+		}
+	}
+}
+
+func readEvent(d *wire.Decoder) Event {
+	var ev Event
+	forFields(d, func(id int16, typ byte) bool {
+		switch {
+		case id == 1 && typ == wire.TI64:
+			ev.ID = d.I64()
+		case id == 2 && typ == wire.TI32:
+			ev.Time = d.I32()
+		case typ != wire.TString:
+			return false
+		case id == 3:
+			ev.Type = d.String()
+		case id == 4:
+			ev.DB = d.String()
+		case id == 5:
+			ev.Table = d.String()
+		case id == 6:
+			ev.Message = d.String()
+		case id == 7:
+			ev.Format = d.String()
+		case id == 8:
+			ev.Cat = d.String()
+		default:
+			return false
+		}
+		return true
+	})
+	return ev
+}
+
+// Entities maps one event to what it invalidates. Unknown event types
+// invalidate what they name: the table, else the database, else all.
+func Entities(ev Event, defaultCat string) []cache.Entity {
+	cat := strings.ToLower(ev.Cat)
+	if cat == "" {
+		cat = defaultCat
+	}
+	db, tbl := strings.ToLower(ev.DB), strings.ToLower(ev.Table)
+	table := func(d, t string) cache.Entity {
+		return cache.Entity{Level: cache.LevelTable, Cat: cat, DB: d, Table: t}
+	}
+	switch ev.Type {
+	case "OPEN_TXN", "ABORT_TXN", "ALLOC_WRITE_ID_EVENT",
+		"CREATE_ISCHEMA", "ALTER_ISCHEMA", "DROP_ISCHEMA",
+		"ADD_SCHEMA_VERSION", "ALTER_SCHEMA_VERSION", "DROP_SCHEMA_VERSION":
+		return nil // nothing the cache holds
+	case "CREATE_DATABASE", "DROP_DATABASE", "ALTER_DATABASE":
+		return []cache.Entity{{Level: cache.LevelDatabase, Cat: cat, DB: db}}
+	case "CREATE_FUNCTION", "DROP_FUNCTION":
+		return []cache.Entity{{Level: cache.LevelFunction, Cat: cat, DB: db}}
+	case "ADD_PARTITION", "DROP_PARTITION", "ALTER_PARTITION",
+		"UPDATE_PART_COL_STAT_EVENT", "UPDATE_PART_COL_STAT_EVENT_BATCH", "DELETE_PART_COL_STAT_EVENT":
+		if db != "" && tbl != "" {
+			return []cache.Entity{{Level: cache.LevelPartitions, Cat: cat, DB: db, Table: tbl}}
+		}
+	case "ALTER_TABLE":
+		ents := []cache.Entity{}
+		if db != "" && tbl != "" {
+			ents = append(ents, table(db, tbl))
+		}
+		// A rename: the other name is only in the message.
+		for _, n := range renameNames(ev) {
+			ents = append(ents, table(n[0], n[1]))
+		}
+		if len(ents) > 0 {
+			return ents
+		}
+	case "COMMIT_TXN":
+		// 4.0 lists the tables written; 3.1 lists none, and those tables
+		// had their own ACID_WRITE / ALTER events.
+		return commitTables(ev, cat)
+	case "CREATE_CATALOG", "DROP_CATALOG", "ALTER_CATALOG",
+		"CREATE_DATACONNECTOR", "DROP_DATACONNECTOR", "ALTER_DATACONNECTOR":
+		return []cache.Entity{{Level: cache.LevelAll}}
+	}
+	switch {
+	case db != "" && tbl != "":
+		return []cache.Entity{table(db, tbl)}
+	case db != "":
+		return []cache.Entity{{Level: cache.LevelDatabase, Cat: cat, DB: db}}
+	}
+	return []cache.Entity{{Level: cache.LevelAll}}
+}
+
+// messageJSON decodes the message body: plain JSON, or base64 of gzip in
+// 4.0's gzip(json-2.0) format.
+func messageJSON(ev Event) map[string]json.RawMessage {
+	raw := []byte(ev.Message)
+	if strings.HasPrefix(ev.Format, "gzip") {
+		z, err := base64.StdEncoding.DecodeString(ev.Message)
+		if err != nil {
+			return nil
+		}
+		r, err := gzip.NewReader(bytes.NewReader(z))
+		if err != nil {
+			return nil
+		}
+		if raw, err = io.ReadAll(io.LimitReader(r, 64<<20)); err != nil {
+			return nil
+		}
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return nil
+	}
+	return m
+}
+
+// renameNames finds (db, table) pairs in an ALTER_TABLE message: the
+// before and after Table objects (Thrift JSON: field 1 tableName, 2
+// dbName), and the plain keys some producers use.
+func renameNames(ev Event) [][2]string {
+	m := messageJSON(ev)
+	if m == nil {
+		return nil
+	}
+	var out [][2]string
+	for _, k := range []string{"tableObjBeforeJson", "tableObjAfterJson"} {
+		var s string
+		if json.Unmarshal(m[k], &s) != nil {
+			continue
+		}
+		var obj map[string]map[string]json.RawMessage
+		if json.Unmarshal([]byte(s), &obj) != nil {
+			continue
+		}
+		var name, db string
+		json.Unmarshal(obj["1"]["str"], &name)
+		json.Unmarshal(obj["2"]["str"], &db)
+		if name != "" && db != "" {
+			out = append(out, [2]string{strings.ToLower(db), strings.ToLower(name)})
+		}
+	}
+	for _, p := range [][2]string{{"oldDb", "oldTable"}, {"db", "table"}} {
+		var db, name string
+		json.Unmarshal(m[p[0]], &db)
+		json.Unmarshal(m[p[1]], &name)
+		if name != "" && db != "" {
+			out = append(out, [2]string{strings.ToLower(db), strings.ToLower(name)})
+		}
+	}
+	return out
+}
+
+func commitTables(ev Event, cat string) []cache.Entity {
+	m := messageJSON(ev)
+	var dbs, tbls []string
+	if m != nil {
+		json.Unmarshal(m["databases"], &dbs)
+		json.Unmarshal(m["tables"], &tbls)
+	}
+	var out []cache.Entity
+	if len(dbs) == len(tbls) {
+		for i := range tbls {
+			out = append(out, cache.Entity{Level: cache.LevelTable, Cat: cat, DB: strings.ToLower(dbs[i]), Table: strings.ToLower(tbls[i])})
+		}
+	}
+	return out
+}

@@ -39,6 +39,10 @@ type Caching struct {
 	// local invalidation and before the writing client gets its reply
 	// (the invalidation bus publishes here).
 	Invalidated func(ctx context.Context, ents []cache.Entity)
+	// Wrote, if set, is told of every write after it: the method, what it
+	// changed and whether the metastore accepted it (the change-event
+	// stream). It must not block, nor keep ents after it returns.
+	Wrote func(method string, ents []cache.Entity, ok bool)
 	// Synced, if set, tells whether this node can trust its cache: false
 	// while it may be missing other nodes' invalidations, and then reads
 	// go to the metastore. Nil: always.
@@ -250,6 +254,9 @@ func (c *clientConn) write(meth *hms.Method, m wire.Message) error {
 	if err != nil && !sink.done {
 		k.invalidate(c.s.ctx, ents)
 	}
+	if k.Wrote != nil && len(ents) > 0 {
+		k.Wrote(meth.Name, ents, sink.ok)
+	}
 	return err
 }
 
@@ -257,11 +264,13 @@ type invalidatingSink struct {
 	c    *clientConn
 	ents []cache.Entity
 	done bool
+	ok   bool
 }
 
 func (s *invalidatingSink) Reply(m wire.Message) error {
 	s.c.s.cache.invalidate(s.c.s.ctx, s.ents)
 	s.done = true
+	s.ok = upstream.Succeeded(m)
 	return s.c.Reply(m)
 }
 

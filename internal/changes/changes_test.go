@@ -1,0 +1,63 @@
+package changes
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/redistest"
+)
+
+func TestStreamAppends(t *testing.T) {
+	r := redistest.Start(t)
+	c := r.Client()
+	s, err := New(Config{Client: c, Key: "hmsproxy:changes:test", MaxLen: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	s.Add(FromEntities("alter_table", "proxy", true, 0, at, []cache.Entity{
+		{Level: cache.LevelTable, Cat: "hive", DB: "sales", Table: "orders"},
+		{Level: cache.LevelTable, Cat: "hive", DB: "sales", Table: "orders_v2"},
+	})...)
+	s.Add(FromEntities("DROP_PARTITION", "eventlog", true, 42, at, []cache.Entity{{Level: cache.LevelPartitions, Cat: "hive", DB: "sales", Table: "orders"}})...)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.Close(ctx)
+	msgs, err := c.XRange(ctx, "hmsproxy:changes:test", "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 3 || s.Written() != 3 {
+		t.Fatalf("got %d entries (%d written); want 3", len(msgs), s.Written())
+	}
+	var last Change
+	if err := json.Unmarshal([]byte(msgs[2].Values["c"].(string)), &last); err != nil {
+		t.Fatal(err)
+	}
+	want := Change{Type: "DROP_PARTITION", Cat: "hive", DB: "sales", Table: "orders", Level: "partitions", Source: "eventlog", OK: true, EventID: 42, Time: at}
+	if last != want {
+		t.Fatalf("got %+v; want %+v", last, want)
+	}
+}
+
+func TestStreamNeverBlocks(t *testing.T) {
+	r := redistest.Start(t)
+	s, _ := New(Config{Client: r.Client(), Key: "k", Queue: 1})
+	r.Stop() // appends fail; Add must still return at once
+	start := time.Now()
+	for i := 0; i < 1000; i++ {
+		s.Add(Change{Type: "x"})
+	}
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Fatalf("Add blocked for %v", d)
+	}
+	if s.Dropped() == 0 {
+		t.Fatal("no drops counted with a full queue")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	s.Close(ctx)
+}

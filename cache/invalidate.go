@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/hmsproxy/hmsproxy/internal/hms"
@@ -149,6 +150,12 @@ func (s *Store) Apply(up string, ents []Entity) {
 // carry widens the entity: no table means its whole database, no
 // database means everything.
 func WriteEntities(dst []Entity, m *hms.Method, args []byte, defaultCat string) []Entity {
+	n := len(dst)
+	dst = writeEntities(dst, m, args, defaultCat)
+	return append(dst[:n], dedupe(dst[n:])...)
+}
+
+func writeEntities(dst []Entity, m *hms.Method, args []byte, defaultCat string) []Entity {
 	for i := range m.Effects {
 		e := &m.Effects[i]
 		n, err := ExtractNames(e, args, defaultCat)
@@ -198,6 +205,18 @@ func WriteEntities(dst []Entity, m *hms.Method, args []byte, defaultCat string) 
 	return dst
 }
 
+// dedupe drops repeated entities (add_partitions names its table once
+// per partition), keeping the first of each.
+func dedupe(ents []Entity) []Entity {
+	out := ents[:0]
+	for _, e := range ents {
+		if !slices.Contains(out, e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 func dbOrAll(n Names) Entity {
 	if !n.HasDB {
 		return Entity{Level: LevelAll}
@@ -214,8 +233,14 @@ type TxnTracker struct {
 	max   int
 }
 
-// NewTxnTracker remembers up to max transactions (oldest forgotten first).
+// NewTxnTracker remembers up to max transactions (oldest forgotten first);
+// max below 1 means 1.
 func NewTxnTracker(max int) *TxnTracker {
+	// With max 0, add would forget the transaction before storing it and
+	// the map would grow without bound.
+	if max < 1 {
+		max = 1
+	}
 	return &TxnTracker{txns: map[int64][]Entity{}, max: max}
 }
 

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"bytes"
+	"encoding/binary"
 
 	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
@@ -118,33 +119,39 @@ func ExtractNames(e *hms.Effect, args []byte, defaultCat string) (Names, error) 
 // names, then the args with the name fields removed, so that every other
 // field that can change the reply (snapshots, capabilities, engine,
 // filters, partition values, limits) is part of the key as sent.
+//
+// Scope and names are length-prefixed, not terminated: they come from the
+// network (set_ugi, db and table names) and may hold any byte, and with
+// terminators get_table("a\x00b", <no table>) and get_table("a", "b")
+// would share a key. A name field of an unexpected wire type (a list
+// where a string belongs) is not cached (ok false): the server ignores
+// such a field, so keying it as the name it seems to hold would mix the
+// reply for a missing name into the entry of a real one.
 func AppendKey(dst []byte, sc Scope, m *hms.Method, n *Names, args []byte) ([]byte, bool) {
-	dst = append(dst, sc.Upstream...)
-	dst = append(dst, 0)
-	dst = append(dst, sc.User...)
-	dst = append(dst, 0)
-	dst = append(dst, m.Name...)
-	dst = append(dst, 0)
-	dst = append(dst, n.Cat...)
-	dst = append(dst, 0)
+	dst = appendString(dst, sc.Upstream)
+	dst = appendString(dst, sc.User)
+	dst = appendString(dst, m.Name)
+	dst = appendString(dst, n.Cat)
 	if n.HasDB {
 		dst = append(dst, 1)
-		dst = append(dst, n.DB...)
-	}
-	dst = append(dst, 0)
-	for _, t := range n.Tables {
-		dst = append(dst, t...)
+		dst = appendString(dst, n.DB)
+	} else {
 		dst = append(dst, 0)
 	}
-	dst = append(dst, 0)
-	var drop [3]hms.Path
+	dst = binary.AppendUvarint(dst, uint64(len(n.Tables)))
+	for _, t := range n.Tables {
+		dst = appendString(dst, t)
+	}
+	var drop [3]namePath
 	nd := 0
 	for _, p := range []hms.Path{m.Target.Cat, m.Target.DB, m.Target.Table} {
 		if len(p) == 0 {
 			continue
 		}
+		want := wire.TString
 		if p[len(p)-1] == hms.Each {
 			p = p[:len(p)-1] // the whole list is in the names above
+			want = wire.TList
 		}
 		for _, step := range p {
 			if step == hms.Each {
@@ -152,16 +159,30 @@ func AppendKey(dst []byte, sc Scope, m *hms.Method, n *Names, args []byte) ([]by
 				return append(dst, args...), true
 			}
 		}
-		drop[nd] = p
+		drop[nd] = namePath{p, want}
 		nd++
 	}
 	d := wire.NewDecoder(args)
-	dst = appendWithout(dst, args, d, drop[:nd])
-	return dst, d.Err() == nil
+	bad := false
+	dst = appendWithout(dst, args, d, drop[:nd], &bad)
+	return dst, d.Err() == nil && !bad
+}
+
+// appendString appends s with its length in front.
+func appendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+// namePath is a name field to leave out of a key, and its wire type.
+type namePath struct {
+	p    hms.Path
+	want byte // TString, or TList for a list of names (a set is accepted too)
 }
 
 // appendWithout copies a struct from d, leaving out the fields at paths.
-func appendWithout(dst, src []byte, d *wire.Decoder, paths []hms.Path) []byte {
+// It sets *bad when a field at the end of a path has an unexpected type.
+func appendWithout(dst, src []byte, d *wire.Decoder, paths []namePath, bad *bool) []byte {
 	for {
 		start := d.Pos()
 		typ, id := d.FieldBegin()
@@ -172,17 +193,20 @@ func appendWithout(dst, src []byte, d *wire.Decoder, paths []hms.Path) []byte {
 			return append(dst, wire.TStop)
 		}
 		leaf, inner := false, false
-		var sub [3]hms.Path
+		var sub [3]namePath
 		ns := 0
 		for _, p := range paths {
-			if p[0] != int16(id) {
+			if p.p[0] != int16(id) {
 				continue
 			}
-			if len(p) == 1 {
+			if len(p.p) == 1 {
 				leaf = true
+				if typ != p.want && !(p.want == wire.TList && typ == wire.TSet) {
+					*bad = true
+				}
 			} else {
 				inner = true
-				sub[ns] = p[1:]
+				sub[ns] = namePath{p.p[1:], p.want}
 				ns++
 			}
 		}
@@ -191,7 +215,7 @@ func appendWithout(dst, src []byte, d *wire.Decoder, paths []hms.Path) []byte {
 			d.Skip(typ)
 		case inner && typ == wire.TStruct:
 			dst = append(dst, src[start:d.Pos()]...)
-			dst = appendWithout(dst, src, d, sub[:ns])
+			dst = appendWithout(dst, src, d, sub[:ns], bad)
 		default:
 			d.Skip(typ)
 			dst = append(dst, src[start:d.Pos()]...)

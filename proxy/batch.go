@@ -94,7 +94,7 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, shape batchShap
 			return true, err
 		}
 		if failed != nil { // the metastore refused: the client gets its answer
-			c.s.stats.count(meth, OutcomeMiss)
+			c.outcome = OutcomeMiss
 			return true, c.replyWith(m, failed.typ, failed.body)
 		}
 		for _, p := range got {
@@ -107,7 +107,7 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, shape batchShap
 		k.enqueue(refreshJob{sess: c.sess, meth: meth, msg: buildByNames(m, shape, due), key: base,
 			names: *names, batch: &shape, due: due})
 	}
-	c.s.stats.count(meth, outcome)
+	c.outcome = outcome
 	slices.SortFunc(parts, func(a, b namedPart) int { return strings.Compare(a.name, b.name) })
 	return true, c.replyWith(m, wire.Reply, encodeParts(c.scratch[:0], parts, shape.inStruct))
 }
@@ -241,7 +241,8 @@ func splitParts(r loaded, inStruct bool, asked []string) ([]namedPart, bool) {
 	if et != wire.TStruct && n > 0 {
 		return nil, false
 	}
-	out := make([]namedPart, 0, n)
+	// n is a claimed count: size by what was asked, not by it.
+	out := make([]namedPart, 0, min(n, len(asked)))
 	for i := 0; i < n; i++ {
 		start := d.Pos()
 		vals := partValues(d)
@@ -276,7 +277,7 @@ func partValues(d *wire.Decoder) []string {
 		}
 		if id == 1 && typ == wire.TList {
 			_, n := d.ListBegin()
-			for i := 0; i < n; i++ {
+			for i := 0; i < n && d.Err() == nil; i++ {
 				vals = append(vals, d.String())
 			}
 			continue

@@ -146,7 +146,7 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 		if st == cache.HitRefresh && k.Store.StartRefresh(key) {
 			k.enqueueRefresh(c.sess, meth, m, key, &names)
 		}
-		c.s.stats.count(meth, OutcomeHit)
+		c.outcome = OutcomeHit
 		return c.replyWith(m, wire.Reply, e.Body())
 	}
 	deps, ok := k.Store.ReadDeps(c.deps[:0], sc, meth, &names)
@@ -168,9 +168,9 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 		return err
 	}
 	if shared {
-		c.s.stats.count(meth, OutcomeCoalesced)
+		c.outcome = OutcomeCoalesced
 	} else {
-		c.s.stats.count(meth, OutcomeMiss)
+		c.outcome = OutcomeMiss
 	}
 	r := res.(loaded)
 	return c.replyWith(m, r.typ, r.body)

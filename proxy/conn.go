@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
@@ -32,6 +33,8 @@ type clientConn struct {
 	hdr  []byte
 	deps []cache.Dep
 	ents []cache.Entity
+
+	outcome Outcome // how the call in progress was answered
 }
 
 func newClientConn(s *Server, nc net.Conn) *clientConn {
@@ -72,7 +75,15 @@ func (c *clientConn) serve() {
 			c.readFailed(err, log)
 			return
 		}
-		if err := c.handle(m); err != nil {
+		start := time.Now()
+		meth := hms.Lookup(m.Name())
+		c.outcome = OutcomePassthrough
+		err = c.handle(meth, m)
+		if err != nil {
+			c.outcome = OutcomeError
+		}
+		c.s.stats.observe(meth, c.outcome, time.Since(start))
+		if err != nil {
 			log.Warn("closing client connection", "method", string(m.Name()), "user", c.sess.User(), "err", err)
 			return
 		}
@@ -88,13 +99,12 @@ var (
 // errClose asks the loop to drop the connection, as HMS would.
 var errClose = errors.New("proxy: connection closed as the metastore would")
 
-func (c *clientConn) handle(m wire.Message) error {
+func (c *clientConn) handle(meth *hms.Method, m wire.Message) error {
 	if m.Type != wire.Call && m.Type != wire.Oneway {
 		c.appError(string(m.Name()), m.SeqID, wire.ExInvalidMsgType,
 			fmt.Sprintf("proxy: message type %d is not a call", m.Type))
 		return errClose
 	}
-	meth := hms.Lookup(m.Name())
 	name := m.Name()
 	oneway := m.Type == wire.Oneway || meth != nil && meth.Oneway
 	switch {
@@ -113,16 +123,14 @@ func (c *clientConn) handle(m wire.Message) error {
 		case meth.Class == hms.Read && meth.Cacheable:
 			return c.cachedRead(meth, m)
 		case meth.Class == hms.Write:
-			c.s.stats.count(meth, OutcomeWrite)
+			c.outcome = OutcomeWrite
 			return c.write(meth, m)
 		case meth.Name == "allocate_table_write_ids":
 			k.txns.Observe(meth.Name, m.Body(), k.DefaultCatalog)
 		}
 	}
 	if meth != nil && meth.Class == hms.Write {
-		c.s.stats.count(meth, OutcomeWrite)
-	} else {
-		c.s.stats.count(meth, OutcomePassthrough)
+		c.outcome = OutcomeWrite
 	}
 	call := upstream.Call{Session: c.sess, Class: classOf(meth), Msg: m, Oneway: oneway}
 	return c.forward(call, c)

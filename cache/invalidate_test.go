@@ -1,0 +1,267 @@
+package cache
+
+import (
+	"slices"
+	"testing"
+)
+
+func newTestStore(t testing.TB, cfg Config) *Store {
+	t.Helper()
+	if cfg.Kinds == ([NumKinds]KindConfig{}) {
+		cfg.Kinds = DefaultKinds()
+	}
+	if cfg.GenerationBits == 0 {
+		cfg.GenerationBits = 22 // few enough counter collisions to keep "fresh" checks exact
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// snapOf records the dependencies of a read as the proxy does.
+func snapOf(t *testing.T, s *Store, r req) Snapshot {
+	t.Helper()
+	m := method(t, r.meth)
+	n := readNames(t, m, r.args)
+	deps, ok := s.ReadDeps(nil, r.sc, m, &n)
+	if !ok {
+		t.Fatalf("ReadDeps(%s): not cacheable", r.meth)
+	}
+	snap, ok := s.Gens().Take(deps)
+	if !ok {
+		t.Fatalf("Take(%s): %d deps", r.meth, len(deps))
+	}
+	return snap
+}
+
+func TestApplyInvalidates(t *testing.T) {
+	scB := Scope{Upstream: "b"}
+	reads := map[string]req{
+		"table db0.t1":       getTable("db0", "t1"),
+		"table req db0.t1":   getTableReq("DB0", "T1", "", ""),
+		"table db0.t2":       getTable("db0", "t2"),
+		"table db1.t1":       getTable("db1", "t1"),
+		"partition db0.t1":   getPartition("db0", "t1", "1"),
+		"partition db0.t2":   getPartition("db0", "t2", "1"),
+		"part names db0.t1":  {"get_partition_names", args(sf(1, "db0"), sf(2, "t1")), scA},
+		"by names db0.t1":    byNamesReq("db0", "t1", "p=1"),
+		"database db0":       {"get_database", args(sf(1, "db0")), scA},
+		"database db1":       {"get_database", args(sf(1, "db1")), scA},
+		"tables db0":         {"get_all_tables", args(sf(1, "db0")), scA},
+		"tables db1":         {"get_all_tables", args(sf(1, "db1")), scA},
+		"databases":          {"get_all_databases", args(), scA},
+		"all functions":      {"get_all_functions", args(), scA},
+		"function db0.f":     {"get_function", args(sf(1, "db0"), sf(2, "f")), scA},
+		"function db1.f":     {"get_function", args(sf(1, "db1"), sf(2, "f")), scA},
+		"spark table db0.t1": getTable("@spark#db0", "t1"),
+		"other upstream":     getTable("db0", "t1").in(scB),
+		"other upstream db0": req{"get_database", args(sf(1, "db0")), scB},
+	}
+	tests := []struct {
+		name  string
+		ent   Entity
+		stale []string // every other read stays current
+	}{
+		{"table", Entity{Level: LevelTable, Cat: "hive", DB: "db0", Table: "t1"},
+			[]string{"table db0.t1", "table req db0.t1", "partition db0.t1", "part names db0.t1", "by names db0.t1", "tables db0"}},
+		{"partitions", Entity{Level: LevelPartitions, Cat: "hive", DB: "db0", Table: "t1"},
+			[]string{"partition db0.t1", "part names db0.t1", "by names db0.t1"}},
+		{"database", Entity{Level: LevelDatabase, Cat: "hive", DB: "db0"},
+			[]string{"table db0.t1", "table req db0.t1", "table db0.t2", "partition db0.t1", "partition db0.t2", "part names db0.t1",
+				"by names db0.t1", "database db0", "tables db0", "databases", "all functions", "function db0.f", "function db1.f"}},
+		{"function", Entity{Level: LevelFunction, Cat: "hive", DB: "db0"},
+			// Function reads also depend on the catalog-wide function
+			// counter, so db1.f goes too (extra misses, never stale).
+			[]string{"all functions", "function db0.f", "function db1.f"}},
+		{"spark table", Entity{Level: LevelTable, Cat: "spark", DB: "db0", Table: "t1"},
+			[]string{"spark table db0.t1"}},
+		{"all", Entity{Level: LevelAll},
+			[]string{"table db0.t1", "table req db0.t1", "table db0.t2", "table db1.t1", "partition db0.t1", "partition db0.t2",
+				"part names db0.t1", "by names db0.t1", "database db0", "database db1", "tables db0", "tables db1", "databases",
+				"all functions", "function db0.f", "function db1.f", "spark table db0.t1"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newTestStore(t, Config{})
+			snaps := map[string]Snapshot{}
+			for name, r := range reads {
+				snaps[name] = snapOf(t, s, r)
+			}
+			s.Apply("a", []Entity{tc.ent})
+			for name := range reads {
+				snap := snaps[name]
+				got := s.Gens().Current(&snap)
+				want := !slices.Contains(tc.stale, name)
+				if got != want {
+					t.Errorf("after %s write, %s current: got %v; want %v", tc.name, name, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestReadDepsBounded(t *testing.T) {
+	s := newTestStore(t, Config{})
+	m := method(t, "get_table_objects_by_name")
+	tests := []struct {
+		tables []string
+		ok     bool
+	}{{[]string{"a"}, true}, {[]string{"a", "b"}, true}, {[]string{"a", "b", "c"}, false}}
+	for _, tc := range tests {
+		n := readNames(t, m, objectsByName("db0", tc.tables...).args)
+		deps, ok := s.ReadDeps(nil, scA, m, &n)
+		if ok != tc.ok {
+			t.Errorf("ReadDeps(%d tables) ok = %v; want %v", len(tc.tables), ok, tc.ok)
+		}
+		if _, took := s.Gens().Take(deps); ok && !took {
+			t.Errorf("ReadDeps(%d tables) gave %d deps; Take refused them", len(tc.tables), len(deps))
+		}
+	}
+	// A table read without a database is not cacheable.
+	gt := method(t, "get_table")
+	n := readNames(t, gt, args(sf(2, "t1")))
+	if _, ok := s.ReadDeps(nil, scA, gt, &n); ok {
+		t.Errorf("ReadDeps(get_table without db) ok = true; want false")
+	}
+}
+
+func TestWriteEntities(t *testing.T) {
+	part := func(vals string, db, tbl string) []field { return []field{slf(1, vals), sf(2, db), sf(3, tbl)} }
+	tests := []struct {
+		name string
+		meth string
+		args []byte
+		want []Entity
+	}{
+		{"create_table", "create_table", args(st(1, sf(1, "Orders"), sf(2, "DB0"))),
+			[]Entity{{LevelTable, "hive", "db0", "orders"}}},
+		{"create_table catalog", "create_table", args(st(1, sf(1, "t1"), sf(2, "db0"), sf(17, "Spark"))),
+			[]Entity{{LevelTable, "spark", "db0", "t1"}}},
+		{"create_table no table name", "create_table", args(st(1, sf(2, "db0"))),
+			[]Entity{{LevelDatabase, "hive", "db0", ""}}},
+		{"create_table no names", "create_table", args(st(1)),
+			[]Entity{{Level: LevelAll}}},
+		{"drop_table", "drop_table", args(sf(1, "db0"), sf(2, "T1")),
+			[]Entity{{LevelTable, "hive", "db0", "t1"}}},
+		{"drop_table @cat#db", "drop_table", args(sf(1, "@spark#db0"), sf(2, "t1")),
+			[]Entity{{LevelTable, "spark", "db0", "t1"}}},
+		{"drop_table no table", "drop_table", args(sf(1, "db0")),
+			[]Entity{{LevelDatabase, "hive", "db0", ""}}},
+		{"drop_table garbage", "drop_table", []byte{0x0b, 0, 1, 0xff},
+			[]Entity{{Level: LevelAll}}},
+		{"alter_table rename across databases", "alter_table",
+			args(sf(1, "db0"), sf(2, "Old"), st(3, sf(1, "New"), sf(2, "DB1"))),
+			[]Entity{{LevelTable, "hive", "db0", "old"}, {LevelTable, "hive", "db1", "new"}}},
+		{"alter_table in place", "alter_table",
+			args(sf(1, "@spark#db0"), sf(2, "t1"), st(3, sf(1, "t1"), sf(2, "db0"))),
+			[]Entity{{LevelTable, "spark", "db0", "t1"}, {LevelTable, "spark", "db0", "t1"}}},
+		{"add_partitions", "add_partitions",
+			args(structList(1, part("1", "DB0", "t1"), part("2", "db0", "T1"))),
+			[]Entity{{LevelPartitions, "hive", "db0", "t1"}}},
+		{"add_partitions empty", "add_partitions", args(structList(1)),
+			[]Entity{{Level: LevelAll}}},
+		{"drop_database", "drop_database", args(sf(1, "DB0")),
+			[]Entity{{LevelDatabase, "hive", "db0", ""}}},
+		{"drop_database @cat#db", "drop_database", args(sf(1, "@spark#db0")),
+			[]Entity{{LevelDatabase, "spark", "db0", ""}}},
+		{"drop_database no args", "drop_database", args(),
+			[]Entity{{Level: LevelAll}}},
+		{"create_function", "create_function", args(st(1, sf(1, "f"), sf(2, "DB0"))),
+			[]Entity{{LevelFunction, "hive", "db0", ""}}},
+		{"create_function no db", "create_function", args(st(1, sf(1, "f"))),
+			[]Entity{{Level: LevelAll}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := WriteEntities(nil, method(t, tc.meth), tc.args, "hive")
+			got = dedup(got)
+			if !slices.Equal(got, dedup(tc.want)) {
+				t.Errorf("got %v; want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// dedup drops repeated entities, keeping the first of each.
+func dedup(es []Entity) []Entity {
+	var out []Entity
+	for _, e := range es {
+		if !slices.Contains(out, e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// TestWriteInvalidatesRead ties WriteEntities, Apply and ReadDeps together.
+func TestWriteInvalidatesRead(t *testing.T) {
+	s := newTestStore(t, Config{})
+	read := getTableReq("db1", "new", "", "")
+	other := getTable("db1", "other")
+	snap, snapOther := snapOf(t, s, read), snapOf(t, s, other)
+	ents := WriteEntities(nil, method(t, "alter_table"), args(sf(1, "db0"), sf(2, "old"), st(3, sf(1, "NEW"), sf(2, "db1"))), "hive")
+	s.Apply("a", ents)
+	if s.Gens().Current(&snap) {
+		t.Errorf("get_table_req(db1.new) after rename into it: current; want stale")
+	}
+	if !s.Gens().Current(&snapOther) {
+		t.Errorf("get_table(db1.other) after rename of db0.old: stale; want current")
+	}
+}
+
+func TestTxnTracker(t *testing.T) {
+	alloc := func(db, tbl string, txns ...int64) []byte {
+		return args(st(1, sf(1, db), sf(2, tbl), i64list(3, txns...)))
+	}
+	commit := func(txn int64) []byte { return args(st(1, i64f(1, txn))) }
+	db0t := Entity{LevelTable, "hive", "db0", "t"}
+
+	tr := NewTxnTracker(10)
+	if got := tr.Observe("allocate_table_write_ids", alloc("DB0", "T", 7), "hive"); got != nil {
+		t.Errorf("allocate: got %v; want nil", got)
+	}
+	tr.Observe("allocate_table_write_ids", alloc("db0", "t", 7), "hive") // again: remembered once
+	tr.Observe("allocate_table_write_ids", alloc("@spark#db1", "u", 7, 8), "hive")
+	if got, want := tr.Observe("commit_txn", commit(7), "hive"), []Entity{db0t, {LevelTable, "spark", "db1", "u"}}; !slices.Equal(got, want) {
+		t.Errorf("commit_txn(7): got %v; want %v", got, want)
+	}
+	if got := tr.Observe("commit_txn", commit(7), "hive"); got != nil {
+		t.Errorf("commit_txn(7) twice: got %v; want nil", got)
+	}
+	if got, want := tr.Observe("abort_txn", commit(8), "hive"), []Entity{{LevelTable, "spark", "db1", "u"}}; !slices.Equal(got, want) {
+		t.Errorf("abort_txn(8): got %v; want %v", got, want)
+	}
+	if got := tr.Observe("commit_txn", commit(99), "hive"); got != nil {
+		t.Errorf("commit_txn(unknown): got %v; want nil", got)
+	}
+	for _, garbage := range [][]byte{nil, {0xff}, {0x0c, 0, 1, 0x0a, 0, 1, 0}} {
+		tr.Observe("allocate_table_write_ids", garbage, "hive")
+		if got := tr.Observe("commit_txn", garbage, "hive"); got != nil {
+			t.Errorf("commit_txn(%x): got %v; want nil", garbage, got)
+		}
+	}
+}
+
+func TestTxnTrackerBounded(t *testing.T) {
+	for _, bound := range []int{0, 1, 3, 100} {
+		tr := NewTxnTracker(bound)
+		for i := int64(0); i < 1000; i++ {
+			tr.Observe("allocate_table_write_ids", args(st(1, sf(1, "db0"), sf(2, "t"), i64list(3, i))), "hive")
+			if i%3 == 0 {
+				tr.Observe("commit_txn", args(st(1, i64f(1, i))), "hive")
+			}
+		}
+		limit := max(1, bound)
+		if len(tr.txns) > limit || len(tr.order) > limit {
+			t.Errorf("max %d: %d txns, %d in order; want <= %d", bound, len(tr.txns), len(tr.order), limit)
+		}
+		// The newest transaction is always remembered.
+		tr.Observe("allocate_table_write_ids", args(st(1, sf(1, "db0"), sf(2, "t"), i64list(3, 5000))), "hive")
+		if got := tr.Observe("commit_txn", args(st(1, i64f(1, 5000))), "hive"); len(got) != 1 {
+			t.Errorf("max %d: commit_txn(5000) = %v; want db0.t", bound, got)
+		}
+	}
+}

@@ -1,0 +1,335 @@
+package cache
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/hms"
+)
+
+// clock is a settable fake time.
+type clock struct{ ns atomic.Int64 }
+
+func newClock() *clock {
+	c := &clock{}
+	c.ns.Store(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// load is what a proxy miss does before the upstream call: key, deps,
+// snapshot and start time.
+type load struct {
+	key     []byte
+	kind    hms.Kind
+	snap    Snapshot
+	started time.Time
+}
+
+func startLoad(t *testing.T, s *Store, r req) load {
+	t.Helper()
+	k, ok := r.key(t)
+	if !ok {
+		t.Fatalf("AppendKey(%s): not ok", r.meth)
+	}
+	return load{key: k, kind: method(t, r.meth).Kind, snap: snapOf(t, s, r), started: s.Now()}
+}
+
+func (l *load) put(s *Store, body string, negative bool) bool {
+	return s.Put(l.key, l.kind, []byte(body), &l.snap, l.started, negative)
+}
+
+func TestNewConfig(t *testing.T) {
+	if _, err := New(Config{MaxBytes: 1000}); !errors.Is(err, ErrBadConfig) {
+		t.Errorf("New(MaxBytes 1000): got %v; want ErrBadConfig", err)
+	}
+	s, err := New(Config{})
+	if err != nil {
+		t.Fatalf("New(zero Config): %v", err)
+	}
+	s.Close()
+	s.Close() // twice is fine
+}
+
+func TestPutGet(t *testing.T) {
+	s := newTestStore(t, Config{})
+	l := startLoad(t, s, getTable("db0", "t1"))
+	if !l.put(s, "reply", false) {
+		t.Fatalf("Put: got false; want true")
+	}
+	s.Wait()
+	e, st := s.Get(l.key, hms.KindTable)
+	if st != Hit || string(e.Body()) != "reply" {
+		t.Fatalf("Get: got %v %q; want Hit \"reply\"", st, e.Body())
+	}
+	if _, st := s.Get(l.key, hms.KindPartition); st != Miss {
+		t.Errorf("Get with another kind: got %v; want Miss", st)
+	}
+	other, _ := getTable("db0", "t2").key(t)
+	if _, st := s.Get(other, hms.KindTable); st != Miss {
+		t.Errorf("Get(other key): got %v; want Miss", st)
+	}
+}
+
+// TestPutRefusesStale guards promise 3: a load that began before an
+// invalidation never lands in the cache after it.
+func TestPutRefusesStale(t *testing.T) {
+	tests := []struct {
+		name  string
+		write Entity
+		admit bool
+	}{
+		{"same table", Entity{LevelTable, "hive", "db0", "t1"}, false},
+		{"database", Entity{LevelDatabase, "hive", "db0", ""}, false},
+		{"all", Entity{Level: LevelAll}, false},
+		{"other table", Entity{LevelTable, "hive", "db0", "t2"}, true},
+		{"partitions only", Entity{LevelPartitions, "hive", "db0", "t1"}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newTestStore(t, Config{})
+			l := startLoad(t, s, getTable("db0", "t1"))
+			s.Apply("a", []Entity{tc.write}) // lands while the load is upstream
+			if got := l.put(s, "old", false); got != tc.admit {
+				t.Fatalf("Put after %s write: got %v; want %v", tc.name, got, tc.admit)
+			}
+			s.Wait()
+			_, st := s.Get(l.key, hms.KindTable)
+			if (st != Miss) != tc.admit {
+				t.Errorf("Get: got %v; want hit %v", st, tc.admit)
+			}
+			if got, want := s.Stats(hms.KindTable).Invalidated.Load(), map[bool]uint64{true: 0, false: 1}[tc.admit]; got != want {
+				t.Errorf("Invalidated: got %d; want %d", got, want)
+			}
+		})
+	}
+}
+
+func TestGetMissesAfterBump(t *testing.T) {
+	s := newTestStore(t, Config{})
+	l := startLoad(t, s, getPartition("db0", "t1", "1"))
+	if !l.put(s, "p", false) {
+		t.Fatalf("Put: got false; want true")
+	}
+	s.Wait()
+	if _, st := s.Get(l.key, hms.KindPartition); st != Hit {
+		t.Fatalf("Get before write: got %v; want Hit", st)
+	}
+	s.Apply("a", []Entity{{LevelPartitions, "hive", "db0", "t1"}})
+	if _, st := s.Get(l.key, hms.KindPartition); st != Miss {
+		t.Fatalf("Get after write: got %v; want Miss", st)
+	}
+	if got := s.Stats(hms.KindPartition).Stale.Load(); got != 1 {
+		t.Errorf("Stale: got %d; want 1", got)
+	}
+	// A new load after the write is admitted again.
+	l2 := startLoad(t, s, getPartition("db0", "t1", "1"))
+	if !l2.put(s, "p2", false) {
+		t.Fatalf("Put of a fresh load: got false; want true")
+	}
+	s.Wait()
+	if e, st := s.Get(l.key, hms.KindPartition); st != Hit || string(e.Body()) != "p2" {
+		t.Errorf("Get: got %v %q; want Hit \"p2\"", st, e.Body())
+	}
+}
+
+func TestTTLAndRefresh(t *testing.T) {
+	c := newClock()
+	var kinds [NumKinds]KindConfig
+	kinds[hms.KindTable] = KindConfig{TTL: 10 * time.Minute, RefreshAfter: 5 * time.Minute}
+	kinds[hms.KindDatabase] = KindConfig{TTL: time.Minute}
+	s := newTestStore(t, Config{Kinds: kinds, Now: c.Now})
+	l := startLoad(t, s, getTable("db0", "t1"))
+	c.Advance(time.Second) // the upstream call took a second
+	if !l.put(s, "t", false) {
+		t.Fatalf("Put: got false; want true")
+	}
+	s.Wait()
+	steps := []struct {
+		after time.Duration // since the load began
+		want  Status
+	}{
+		{time.Minute, Hit},
+		{5*time.Minute - time.Nanosecond, Hit},
+		{5 * time.Minute, HitRefresh},
+		{10*time.Minute - time.Nanosecond, HitRefresh},
+		{10 * time.Minute, Miss},
+	}
+	for _, st := range steps {
+		c.ns.Store(l.started.Add(st.after).UnixNano())
+		if _, got := s.Get(l.key, hms.KindTable); got != st.want {
+			t.Errorf("Get %v after load start: got %v; want %v", st.after, got, st.want)
+		}
+	}
+
+	// A load older than its TTL is not admitted; a kind without TTL never is.
+	old := startLoad(t, s, getTable("db0", "t2"))
+	c.Advance(10 * time.Minute)
+	if old.put(s, "t2", false) {
+		t.Errorf("Put of a load older than TTL: got true; want false")
+	}
+	d := startLoad(t, s, req{"get_database", args(sf(1, "db0")), scA})
+	if !d.put(s, "db", false) {
+		t.Errorf("Put(KindDatabase): got false; want true")
+	}
+	s.Wait()
+	if _, st := s.Get(d.key, hms.KindDatabase); st != Hit {
+		t.Errorf("Get(KindDatabase): got %v; want Hit (no RefreshAfter)", st)
+	}
+	c.Advance(time.Minute)
+	if _, st := s.Get(d.key, hms.KindDatabase); st != Miss {
+		t.Errorf("Get(KindDatabase) after TTL: got %v; want Miss", st)
+	}
+	fn := startLoad(t, s, req{"get_all_functions", args(), scA})
+	if fn.put(s, "f", false) {
+		t.Errorf("Put(KindFunction) with zero policy: got true; want false")
+	}
+}
+
+func TestNegative(t *testing.T) {
+	s := newTestStore(t, Config{}) // DefaultKinds: tables negative, partitions not
+	tests := []struct {
+		name string
+		r    req
+		want bool
+	}{
+		{"table allows", getTable("db0", "missing"), true},
+		{"database allows", req{"get_database", args(sf(1, "missing")), scA}, true},
+		{"partition refuses", getPartition("db0", "t1", "missing"), false},
+		{"table names refuse", req{"get_all_tables", args(sf(1, "db0")), scA}, false},
+	}
+	for _, tc := range tests {
+		l := startLoad(t, s, tc.r)
+		if got := l.put(s, "NoSuchObjectException", true); got != tc.want {
+			t.Errorf("%s: Put(negative): got %v; want %v", tc.name, got, tc.want)
+		}
+		if !l.put(s, "found", false) {
+			t.Errorf("%s: Put(positive): got false; want true", tc.name)
+		}
+	}
+}
+
+func TestStartRefreshExclusive(t *testing.T) {
+	s := newTestStore(t, Config{})
+	a, b := []byte("key-a"), []byte("key-b")
+	steps := []struct {
+		name string
+		do   func() bool
+		want bool
+	}{
+		{"start a", func() bool { return s.StartRefresh(a) }, true},
+		{"start a again", func() bool { return s.StartRefresh(a) }, false},
+		{"start b", func() bool { return s.StartRefresh(b) }, true},
+		{"end a, start a", func() bool { s.EndRefresh(a); return s.StartRefresh(a) }, true},
+		{"start b again", func() bool { return s.StartRefresh(b) }, false},
+	}
+	for _, st := range steps {
+		if got := st.do(); got != st.want {
+			t.Errorf("%s: got %v; want %v", st.name, got, st.want)
+		}
+	}
+
+	key := []byte("contended")
+	var wins atomic.Int32
+	var wg sync.WaitGroup
+	for i := 0; i < 32; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if s.StartRefresh(key) {
+				wins.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := wins.Load(); got != 1 {
+		t.Errorf("concurrent StartRefresh winners: got %d; want 1", got)
+	}
+}
+
+func gauges(s *Store) (bytes, entries int64) {
+	for k := range NumKinds {
+		bytes += s.Stats(hms.Kind(k)).Bytes.Load()
+		entries += s.Stats(hms.Kind(k)).Entries.Load()
+	}
+	return bytes, entries
+}
+
+func TestGaugesFollowStore(t *testing.T) {
+	s := newTestStore(t, Config{})
+	body := bytes.Repeat([]byte("x"), 100)
+	snap, _ := s.Gens().Take(nil)
+	kinds := []hms.Kind{hms.KindTable, hms.KindPartition, hms.KindDatabase}
+	for i := 0; i < 300; i++ {
+		s.Put([]byte(fmt.Sprint("k", i)), kinds[i%3], body, &snap, s.Now(), false)
+	}
+	// Replacing a key keeps one entry.
+	s.Wait()
+	s.Put([]byte("k0"), hms.KindTable, body[:10], &snap, s.Now(), false)
+	s.Wait()
+	b, n := gauges(s)
+	if n <= 0 || n > 300 || b < n*int64(len(body)-90) {
+		t.Errorf("after Put: got %d bytes in %d entries; want 1..300 entries", b, n)
+	}
+	for i := 0; i < 300; i += 2 { // delete some through stale Gets
+		s.Get([]byte(fmt.Sprint("k", i)), kinds[i%3])
+	}
+	s.Clear()
+	s.Wait()
+	if b, n := gauges(s); b != 0 || n != 0 {
+		t.Errorf("after Clear: got %d bytes, %d entries; want 0, 0", b, n)
+	}
+}
+
+func TestBudget(t *testing.T) {
+	const maxBytes = 1 << 20
+	s := newTestStore(t, Config{MaxBytes: maxBytes})
+	snap, _ := s.Gens().Take(nil)
+	body := bytes.Repeat([]byte("y"), 1000)
+	for i := 0; i < 10*maxBytes/len(body); i++ {
+		s.Put([]byte(fmt.Sprint("key", i)), hms.KindPartition, body, &snap, s.Now(), false)
+		if i%1000 == 0 {
+			s.Wait()
+		}
+	}
+	s.Wait()
+	b, n := gauges(s)
+	if b > maxBytes || b <= 0 {
+		t.Errorf("after 10x the budget: got %d bytes in %d entries; want 1..%d", b, n, maxBytes)
+	}
+	st := s.Stats(hms.KindPartition)
+	if st.Evicted.Load()+st.Rejected.Load() == 0 {
+		t.Errorf("Evicted+Rejected: got 0; want > 0")
+	}
+}
+
+func TestPutStoresSnapshot(t *testing.T) {
+	// Entries with different dep counts decode their own header size.
+	s := newTestStore(t, Config{})
+	for n := 0; n <= maxDeps; n++ {
+		deps := make([]Dep, n)
+		for i := range deps {
+			deps[i] = s.Gens().Of([]byte{byte(i), byte(n)})
+		}
+		snap, ok := s.Gens().Take(deps)
+		if !ok {
+			t.Fatalf("Take(%d deps): false", n)
+		}
+		key := []byte{byte(n)}
+		body := fmt.Sprintf("body%d", n)
+		s.Put(key, hms.KindTable, []byte(body), &snap, s.Now(), false)
+		s.Wait()
+		if e, st := s.Get(key, hms.KindTable); st != Hit || string(e.Body()) != body {
+			t.Errorf("%d deps: got %v %q; want Hit %q", n, st, e.Body(), body)
+		}
+	}
+	if _, ok := s.Gens().Take(make([]Dep, maxDeps+1)); ok {
+		t.Errorf("Take(%d deps): got true; want false", maxDeps+1)
+	}
+}

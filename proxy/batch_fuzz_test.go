@@ -1,0 +1,99 @@
+package proxy
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+)
+
+// fuzzPart encodes a Partition struct with values vals.
+func fuzzPart(e *wire.Encoder, vals ...string) {
+	e.StringListField(1, vals)
+	e.StringField(2, "db0")
+	e.StringField(3, "t1")
+	e.Stop()
+}
+
+// fuzzReply encodes a by-names result holding partitions of key p.
+func fuzzReply(inStruct bool, vals ...string) []byte {
+	var e wire.Encoder
+	if inStruct {
+		e.FieldBegin(wire.TStruct, 0)
+		e.FieldBegin(wire.TList, 1)
+	} else {
+		e.FieldBegin(wire.TList, 0)
+	}
+	e.ListBegin(wire.TStruct, len(vals))
+	for _, v := range vals {
+		fuzzPart(&e, v)
+	}
+	if inStruct {
+		e.Stop()
+	}
+	e.Stop()
+	return e.B
+}
+
+var fuzzAsked = []string{"p=1", "p=2", "p=x"}
+
+// FuzzBatchParse feeds random bytes to the by-names parsers: splitParts
+// (upstream replies), dropField and buildByNames (client requests).
+func FuzzBatchParse(f *testing.F) {
+	for _, in := range []bool{false, true} {
+		f.Add(in, fuzzReply(in, "1", "2"))
+		f.Add(in, fuzzReply(in))
+		f.Add(in, fuzzReply(in, "zz"))
+	}
+	f.Add(false, byNamesArgs(false))
+	f.Add(true, byNamesArgs(true))
+	f.Add(true, []byte{wire.TStruct, 0, 1, wire.TList, 0, 3, wire.TString, 0x7f, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, inStruct bool, data []byte) {
+		// As an upstream reply.
+		if parts, ok := splitParts(loaded{typ: wire.Reply, body: data}, inStruct, fuzzAsked); ok && len(parts) > 0 {
+			if got := encodeParts(nil, parts, inStruct); !bytes.Equal(got, data) {
+				t.Fatalf("encodeParts(splitParts(%x)) = %x; want the input back", data, got)
+			}
+		}
+		// As client args.
+		meth := "get_partitions_by_names"
+		if inStruct {
+			meth = "get_partitions_by_names_req"
+		}
+		shape := batchShapes[meth]
+		hdr := wire.AppendHeader(nil, wire.Call, []byte(meth), 1)
+		in, inErr := wire.Parse(append(hdr[:len(hdr):len(hdr)], data...), wire.Limits{})
+		for _, p := range []hms.Path{shape.names, {3}, {1, 3}, {1}} {
+			out := dropField(data, p)
+			if inErr != nil || len(in.Buf) != len(hdr)+len(data) {
+				continue
+			}
+			if _, err := wire.Parse(append(hdr[:len(hdr):len(hdr)], out...), wire.Limits{}); err != nil {
+				t.Fatalf("dropField(%x, %v) = %x: %v; want a valid struct", data, p, out, err)
+			}
+		}
+		if inErr != nil {
+			return
+		}
+		req := buildByNames(in, shape, []string{"p=1", "p=2"})
+		if _, err := wire.Parse(req, wire.Limits{}); err != nil {
+			t.Fatalf("buildByNames(%x) = %x: %v; want a valid message", data, req, err)
+		}
+	})
+}
+
+func byNamesArgs(inStruct bool) []byte {
+	var e wire.Encoder
+	if inStruct {
+		e.FieldBegin(wire.TStruct, 1)
+	}
+	e.StringField(1, "@hive#db0")
+	e.StringField(2, "t1")
+	e.StringListField(3, []string{"p=1", "p=2"})
+	e.Stop()
+	if inStruct {
+		e.Stop()
+	}
+	return e.B
+}

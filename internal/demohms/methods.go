@@ -106,6 +106,15 @@ func init() {
 		"get_current_notificationEventId": {h: hCurrentEventID},
 		"get_next_notification":           {h: hNextNotification},
 		"get_notification_events_count":   {h: hEventsCount},
+
+		// transactions and compactions (§6; txn.go)
+		"open_txns":          {h: hOpenTxns},
+		"get_open_txns_info": {h: hGetOpenTxnsInfo},
+		"commit_txn":         {h: hCommitTxn, throws: thCommitTxn},
+		"abort_txn":          {h: hAbortTxn, throws: thAbortTxn},
+		"abort_txns":         {h: hAbortTxns, throws: thAbortTxn},
+		"heartbeat":          {h: hHeartbeat, throws: thHeartbeat},
+		"show_compact":       {h: hShowCompact},
 	}
 }
 

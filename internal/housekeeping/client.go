@@ -1,0 +1,221 @@
+// Package housekeeping is the proxy's built-in metastore housekeeping
+// tasks.
+//
+// Each task is built from a Config and returns a worker.Task; its results
+// are read with a Counts/Stats/Progress method that the caller bridges
+// to metrics. The tasks talk to a metastore through a Caller: a Client
+// with its own connection to the upstream for the monitors and the
+// reaper, and a Client to the proxy's own address for the warm-up, so
+// that the proxy's cache fills.
+package housekeeping
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+)
+
+// Caller makes one HMS call with an args struct (ending in STOP) and
+// returns the reply message, which stays valid after later calls.
+type Caller interface {
+	Call(ctx context.Context, method string, args []byte) (wire.Message, error)
+}
+
+// ClientConfig configures a Client. Addrs is required.
+type ClientConfig struct {
+	// Addrs are host:port of the metastores (or of the proxy), tried in
+	// order when (re)connecting.
+	Addrs []string
+	// Transport of the metastore. Default: buffered.
+	Transport wire.Transport
+	// User, if set, is sent with set_ugi on each new connection.
+	User string
+	// DialTimeout bounds one connection attempt. Default 5s.
+	DialTimeout time.Duration
+	// CallTimeout bounds one call when the ctx has no earlier deadline.
+	// Default 2m.
+	CallTimeout time.Duration
+	// Logger receives structured logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// Client is a Caller with one connection of its own, opened on first use
+// and after any error. Calls are serialised; it is safe for concurrent
+// use.
+type Client struct {
+	cfg ClientConfig
+	log *slog.Logger
+
+	// mu guards c and closed, and serialises calls on c.
+	mu     sync.Mutex
+	c      *hmsclient.Client
+	closed bool
+}
+
+// ErrClosed is returned by Call after Close.
+var ErrClosed = errors.New("housekeeping: client is closed")
+
+// NewClient validates cfg.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if len(cfg.Addrs) == 0 {
+		return nil, errors.New("housekeeping: client needs at least one address")
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 5 * time.Second
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 2 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Client{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// Call implements Caller. A failed call drops the connection; the next
+// call reconnects. The call is never retried (abort_txns is a write).
+func (c *Client) Call(ctx context.Context, method string, args []byte) (wire.Message, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
+	defer cancel()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return wire.Message{}, ErrClosed
+	}
+	if c.c == nil {
+		hc, err := c.connect(ctx)
+		if err != nil {
+			return wire.Message{}, err
+		}
+		c.c = hc
+	}
+	m, err := c.c.Call(ctx, method, args)
+	if err != nil {
+		c.c.Close()
+		c.c = nil
+		return wire.Message{}, err
+	}
+	// The reply aliases the connection's buffer; give the caller its own.
+	return wire.Parse(append([]byte(nil), m.Buf...), wire.Limits{MaxMessage: 1<<31 - 1})
+}
+
+func (c *Client) connect(ctx context.Context) (*hmsclient.Client, error) {
+	var errs []error
+	for _, addr := range c.cfg.Addrs {
+		dctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
+		hc, err := hmsclient.Dial(dctx, addr, c.cfg.Transport)
+		if err == nil && c.cfg.User != "" {
+			var e wire.Encoder
+			e.StringField(1, c.cfg.User)
+			e.StringListField(2, nil)
+			e.Stop()
+			var m wire.Message
+			if m, err = hc.Call(dctx, "set_ugi", e.B); err == nil && m.Type != wire.Reply {
+				err = fmt.Errorf("housekeeping: set_ugi refused by %s", addr)
+			}
+			if err != nil {
+				hc.Close()
+			}
+		}
+		cancel()
+		if err == nil {
+			c.log.Debug("housekeeping: connected", "addr", addr)
+			return hc, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("housekeeping: connect: %w", errors.Join(errs...))
+}
+
+// Close closes the connection; later calls fail with ErrClosed. Safe to
+// call twice.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	if c.c != nil {
+		c.c.Close()
+		c.c = nil
+	}
+	return nil
+}
+
+// CallError is a failed call's reply: a declared exception (Field > 0)
+// or a TApplicationException (Field 0).
+type CallError struct {
+	Method  string
+	Field   int16 // result field of the declared exception; 0: application exception
+	Message string
+}
+
+func (e *CallError) Error() string {
+	if e.Field == 0 {
+		return fmt.Sprintf("housekeeping: %s: application exception: %s", e.Method, e.Message)
+	}
+	return fmt.Sprintf("housekeeping: %s: exception (field %d): %s", e.Method, e.Field, e.Message)
+}
+
+// call makes a call and returns a decoder positioned at the value of the
+// success field (its wire type in typ), or typ TStop for a void success.
+func call(ctx context.Context, c Caller, method string, args []byte) (d *wire.Decoder, typ byte, err error) {
+	m, err := c.Call(ctx, method, args)
+	if err != nil {
+		return nil, 0, err
+	}
+	if m.Type == wire.Exception {
+		ex, err := wire.DecodeApplicationException(m.Body())
+		if err != nil {
+			return nil, 0, fmt.Errorf("housekeeping: %s: bad exception: %w", method, err)
+		}
+		return nil, 0, &CallError{Method: method, Message: ex.Message}
+	}
+	d = wire.NewDecoder(m.Body())
+	typ, id := d.FieldBegin()
+	if err := d.Err(); err != nil {
+		return nil, 0, fmt.Errorf("housekeeping: %s: bad reply: %w", method, err)
+	}
+	if typ == wire.TStop || id == 0 {
+		return d, typ, nil
+	}
+	ce := &CallError{Method: method, Field: id}
+	if typ == wire.TStruct {
+		readStruct(d, func(d *wire.Decoder, typ byte, id int16) bool {
+			if id == 1 && typ == wire.TString {
+				ce.Message = d.String()
+				return true
+			}
+			return false
+		})
+	}
+	return nil, 0, ce
+}
+
+// readStruct reads struct fields until STOP, giving each to f, which
+// returns false to have it skipped. Errors stick in d.
+func readStruct(d *wire.Decoder, f func(d *wire.Decoder, typ byte, id int16) bool) {
+	for d.Err() == nil {
+		typ, id := d.FieldBegin()
+		if typ == wire.TStop {
+			break
+		}
+		if !f(d, typ, id) {
+			d.Skip(typ)
+		}
+	}
+}
+
+// stringList reads a list<string> value.
+func stringList(d *wire.Decoder) []string {
+	_, n := d.ListBegin()
+	out := make([]string, 0, n)
+	for i := 0; i < n && d.Err() == nil; i++ {
+		out = append(out, d.String())
+	}
+	return out
+}

@@ -1,0 +1,407 @@
+package housekeeping_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/demohms"
+	"github.com/hmsproxy/hmsproxy/internal/housekeeping"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/internal/worker"
+	"github.com/hmsproxy/hmsproxy/proxy"
+	"github.com/hmsproxy/hmsproxy/upstream"
+)
+
+func startDemo(t *testing.T) (*demohms.Server, string) {
+	t.Helper()
+	d := demohms.New(demohms.Config{})
+	d.Seed(2, 3, 20)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go d.Serve(ln)
+	t.Cleanup(func() { d.Close() })
+	return d, ln.Addr().String()
+}
+
+func newClient(t *testing.T, addrs ...string) *housekeeping.Client {
+	t.Helper()
+	c, err := housekeeping.NewClient(housekeeping.ClientConfig{Addrs: addrs, User: "hive"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tlogWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tlogWriter struct{ t *testing.T }
+
+func (w tlogWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// mustCall makes a call that must succeed with a REPLY without exception.
+func mustCall(t *testing.T, c housekeeping.Caller, method string, args []byte) wire.Message {
+	t.Helper()
+	m, err := c.Call(ctxT(t), method, args)
+	if err != nil {
+		t.Fatalf("%s: %v", method, err)
+	}
+	if f, _ := wire.ResultField(m.Body()); m.Type != wire.Reply || f > 0 {
+		t.Fatalf("%s: type %d result field %d", method, m.Type, f)
+	}
+	return m
+}
+
+// openTxns opens n transactions (ids are 1.. on a fresh demo).
+func openTxns(t *testing.T, c housekeeping.Caller, n int32) {
+	var e wire.Encoder
+	e.FieldBegin(wire.TStruct, 1)
+	e.I32Field(1, n)
+	e.StringField(2, "etl")
+	e.StringField(3, "worker-7")
+	e.Stop()
+	e.Stop()
+	mustCall(t, c, "open_txns", e.B)
+}
+
+func txnReq(id int64) []byte {
+	var e wire.Encoder
+	e.FieldBegin(wire.TStruct, 1)
+	e.I64Field(1, id)
+	e.Stop()
+	e.Stop()
+	return e.B
+}
+
+func heartbeatReq(id int64) []byte {
+	var e wire.Encoder
+	e.FieldBegin(wire.TStruct, 1)
+	e.I64Field(2, id)
+	e.Stop()
+	e.Stop()
+	return e.B
+}
+
+func TestOpenTxnsGauge(t *testing.T) {
+	_, addr := startDemo(t)
+	c := newClient(t, addr)
+	openTxns(t, c, 4)                       // 1..4
+	mustCall(t, c, "abort_txn", txnReq(2))  // aborted, still listed
+	mustCall(t, c, "commit_txn", txnReq(3)) // gone
+	later := time.Now().Add(301 * time.Second)
+	g, err := housekeeping.NewOpenTxns(housekeeping.OpenTxnsConfig{Caller: c, Now: func() time.Time { return later }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := g.Counts(); ok {
+		t.Fatal("counts reported before the first run")
+	}
+	task := g.Task()
+	if task.Scope != worker.LeaderOnly || task.Name != "open-txns" {
+		t.Fatalf("task: got %q scope %v", task.Name, task.Scope)
+	}
+	if err := task.Run(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := g.Counts()
+	if !ok || got.Open != 2 || got.Aborted != 1 || got.Stale != 2 || got.HighWaterMark != 4 {
+		t.Fatalf("counts: got %+v; want open 2, aborted 1, stale 2, hwm 4", got)
+	}
+	if got.OldestOpenAge < 300*time.Second || got.OldestOpenAge > 310*time.Second {
+		t.Fatalf("oldest open age: got %v; want about 301s", got.OldestOpenAge)
+	}
+}
+
+// TestReaper: the reaper aborts a transaction whose heartbeats stopped,
+// and only when enabled and not in dry-run mode; one that keeps
+// heartbeating is left alone.
+func TestReaper(t *testing.T) {
+	demo, addr := startDemo(t)
+	c := newClient(t, addr)
+	openTxns(t, c, 2) // 1 keeps heartbeating, 2 goes silent
+
+	hb := newClient(t, addr)
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			if _, err := hb.Call(ctx, "heartbeat", heartbeatReq(1)); err != nil && ctx.Err() == nil {
+				t.Errorf("heartbeat: %v", err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	defer func() { stop(); wg.Wait() }()
+	const timeout = 300 * time.Millisecond
+	time.Sleep(timeout + 200*time.Millisecond)
+
+	for _, tc := range []struct {
+		name           string
+		enabled, abort bool
+		wantState2     string
+		wantStats      housekeeping.ReaperStats
+	}{
+		{"disabled", false, true, "open", housekeeping.ReaperStats{}},
+		{"dry run", true, false, "open", housekeeping.ReaperStats{Stale: 1, WouldAbort: 1}},
+		{"enabled", true, true, "aborted", housekeeping.ReaperStats{Stale: 1, Aborted: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := demo.CallCount("get_open_txns_info")
+			r, err := housekeeping.NewReaper(housekeeping.ReaperConfig{Caller: c, Enabled: tc.enabled,
+				Abort: tc.abort, Timeout: timeout, Logger: testLogger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Task().Run(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+			if !tc.enabled && demo.CallCount("get_open_txns_info") != before {
+				t.Fatal("a disabled reaper called the metastore")
+			}
+			if got := demo.TxnState(2); got != tc.wantState2 {
+				t.Fatalf("silent txn: got %q; want %q", got, tc.wantState2)
+			}
+			if got := demo.TxnState(1); got != "open" {
+				t.Fatalf("heartbeating txn: got %q; want open", got)
+			}
+			if got := r.Stats(); got != tc.wantStats {
+				t.Fatalf("stats: got %+v; want %+v", got, tc.wantStats)
+			}
+			if !tc.abort && demo.CallCount("abort_txns") != 0 {
+				t.Fatal("abort_txns called in a dry run")
+			}
+		})
+	}
+}
+
+// TestReaperOneByOne: when abort_txns throws (one id vanished between
+// the read and the abort), the others are still aborted one by one.
+func TestReaperOneByOne(t *testing.T) {
+	demo, addr := startDemo(t)
+	c := newClient(t, addr)
+	openTxns(t, c, 3)
+	// Commit txn 2 between the reaper's read and its abort.
+	racing := &commitBeforeAbort{Caller: c, commit: 2}
+	r, err := housekeeping.NewReaper(housekeeping.ReaperConfig{Caller: racing, Enabled: true, Abort: true,
+		Now: func() time.Time { return time.Now().Add(time.Hour) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Task().Run(ctxT(t))
+	var ce *housekeeping.CallError
+	if !errors.As(err, &ce) || ce.Method != "abort_txn" || ce.Field != 1 {
+		t.Fatalf("got %v; want the NoSuchTxnException of abort_txn for txn 2", err)
+	}
+	if demo.TxnState(1) != "aborted" || demo.TxnState(3) != "aborted" {
+		t.Fatalf("states: got %q, %q; want both aborted", demo.TxnState(1), demo.TxnState(3))
+	}
+	if got := r.Stats(); got.Aborted != 2 || got.Failed != 1 {
+		t.Fatalf("stats: got %+v; want 2 aborted, 1 failed", got)
+	}
+}
+
+type commitBeforeAbort struct {
+	housekeeping.Caller
+	commit int64
+	once   sync.Once
+}
+
+func (c *commitBeforeAbort) Call(ctx context.Context, method string, args []byte) (wire.Message, error) {
+	if method == "abort_txns" {
+		c.once.Do(func() { c.Caller.Call(ctx, "commit_txn", txnReq(c.commit)) })
+	}
+	return c.Caller.Call(ctx, method, args)
+}
+
+func TestCompactions(t *testing.T) {
+	demo, addr := startDemo(t)
+	for _, s := range []string{"failed", "succeeded", "initiated", "failed", "ready for cleaning"} {
+		demo.SeedCompaction(demohms.Compaction{DB: "demo_db0", Table: "t0", Type: 2, State: s})
+	}
+	m, err := housekeeping.NewCompactions(housekeeping.CompactionsConfig{Caller: newClient(t, addr), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Task().Run(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := m.Counts()
+	want := map[string]int{"failed": 2, "succeeded": 1, "initiated": 1, "ready for cleaning": 1}
+	if !ok || got.Total != 5 || got.Failed != 2 || len(got.ByState) != len(want) {
+		t.Fatalf("counts: got %+v; want total 5, failed 2, by state %v", got, want)
+	}
+	for s, n := range want {
+		if got.ByState[s] != n {
+			t.Errorf("state %q: got %d; want %d", s, got.ByState[s], n)
+		}
+	}
+}
+
+// TestWarmUpFillsProxyCache: a warm-up through a caching proxy loads
+// every table and partition, after which the same loads reach the
+// metastore no more.
+func TestWarmUpFillsProxyCache(t *testing.T) {
+	demo, addr := startDemo(t)
+	st, err := cache.New(cache.Config{MaxBytes: 64 << 20, Kinds: cache.DefaultKinds()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + addr}, HealthInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := proxy.New(proxy.Config{Cache: &proxy.Caching{Store: st, Upstream: "test"}}, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		g.Close()
+	})
+
+	targets, err := housekeeping.ParseTargets([]string{"demo_db0", "demo_db1.t2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	warm := func() housekeeping.WarmUpProgress {
+		w, err := housekeeping.NewWarmUp(housekeeping.WarmUpConfig{Caller: newClient(t, ln.Addr().String()),
+			Targets: targets, Batch: 7, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if task := w.Task(); task.Every != 0 || task.Scope != worker.EveryNode {
+			t.Fatalf("warm-up task: got every %v scope %v; want once on every node", task.Every, task.Scope)
+		}
+		if err := w.Task().Run(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		return w.Progress()
+	}
+	p := warm()
+	want := housekeeping.WarmUpProgress{Tables: 4, TablesDone: 4, Partitions: 80, Done: true}
+	if p != want {
+		t.Fatalf("progress: got %+v; want %+v", p, want)
+	}
+	if n := demo.CallCount("get_partitions_by_names"); n != 4*3 { // 20 names in batches of 7
+		t.Fatalf("first pass: metastore saw %d get_partitions_by_names; want 12", n)
+	}
+	st.Wait()
+	demo.ResetCalls()
+	if p := warm(); p != want {
+		t.Fatalf("second pass progress: got %+v; want %+v", p, want)
+	}
+	for _, m := range []string{"get_all_tables", "get_table", "get_partition_names", "get_partitions_by_names"} {
+		if n := demo.CallCount(m); n != 0 {
+			t.Errorf("second pass: metastore saw %d %s calls; want 0 (served from the cache)", n, m)
+		}
+	}
+}
+
+func TestParseTargets(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    housekeeping.Target
+		wantErr bool
+	}{
+		{in: "db", want: housekeeping.Target{DB: "db"}},
+		{in: " db.t ", want: housekeeping.Target{DB: "db", Table: "t"}},
+		{in: ".t", wantErr: true},
+		{in: "a.b.c", wantErr: true},
+	} {
+		got, err := housekeeping.ParseTargets([]string{tc.in})
+		if (err != nil) != tc.wantErr || (err == nil && got[0] != tc.want) {
+			t.Errorf("%q: got %v, %v; want %v (error %v)", tc.in, got, err, tc.want, tc.wantErr)
+		}
+	}
+}
+
+func TestClientFailoverAndReconnect(t *testing.T) {
+	demo, addr := startDemo(t)
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	c := newClient(t, deadAddr, addr)
+	args := []byte{wire.TStop}
+	mustCall(t, c, "get_all_databases", args)
+
+	demo.SetDelay("get_all_databases", 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := c.Call(ctx, "get_all_databases", args); err == nil {
+		t.Fatal("call past its deadline succeeded")
+	}
+	demo.SetDelay("get_all_databases", 0)
+	mustCall(t, c, "get_all_databases", args) // a new connection
+	if n := len(connIDs(demo)); n != 2 {
+		t.Fatalf("metastore saw %d connections; want 2 (one reconnect)", n)
+	}
+	if got := demo.Calls()[0]; got.Method != "set_ugi" || got.User != "hive" {
+		t.Fatalf("first call: got %+v; want set_ugi as hive", got)
+	}
+	c.Close()
+	if _, err := c.Call(ctxT(t), "get_all_databases", args); !errors.Is(err, housekeeping.ErrClosed) {
+		t.Fatalf("after Close: got %v; want ErrClosed", err)
+	}
+}
+
+func connIDs(d *demohms.Server) map[uint64]bool {
+	ids := map[uint64]bool{}
+	for _, c := range d.Calls() {
+		ids[c.Conn] = true
+	}
+	return ids
+}
+
+// TestRunnerDrivesReaper: the reaper as a leader-only task of a Runner.
+func TestRunnerDrivesReaper(t *testing.T) {
+	demo, addr := startDemo(t)
+	c := newClient(t, addr)
+	openTxns(t, c, 1)
+	r, err := housekeeping.NewReaper(housekeeping.ReaperConfig{Caller: c, Enabled: true, Abort: true,
+		Every: 10 * time.Millisecond, Now: func() time.Time { return time.Now().Add(time.Hour) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := worker.New(worker.Config{}, r.Task())
+	if err != nil {
+		t.Fatal(err)
+	}
+	run.Start()
+	defer run.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for demo.TxnState(1) != "aborted" {
+		if time.Now().After(deadline) {
+			t.Fatalf("txn not aborted by the runner; stats %+v", run.Snapshot())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

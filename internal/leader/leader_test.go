@@ -1,0 +1,269 @@
+package leader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/redistest"
+)
+
+const (
+	testTTL   = 600 * time.Millisecond
+	testRenew = 100 * time.Millisecond
+)
+
+// node is one campaigning elector with its own ctx, as one proxy process.
+type node struct {
+	e      *Elector
+	cancel context.CancelFunc
+	done   chan struct{}
+	terms  atomic.Int64 // onElected calls
+	active atomic.Int64 // onElected calls not yet returned
+}
+
+func startNode(t *testing.T, srv *redistest.Server, id string) *node {
+	t.Helper()
+	e, err := New(Config{Client: srv.Client(), Key: "hmsproxy:leader:test", NodeID: id, TTL: testTTL, Renew: testRenew})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &node{e: e, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(n.done)
+		e.Run(ctx, func(ctx context.Context, token int64) {
+			n.terms.Add(1)
+			n.active.Add(1)
+			<-ctx.Done()
+			n.active.Add(-1)
+		})
+	}()
+	t.Cleanup(n.stop)
+	return n
+}
+
+func (n *node) stop() { n.cancel(); <-n.done }
+
+// crash stops the node without releasing its lease, as a killed process.
+func (n *node) crash() {
+	n.e.noRelease = true
+	n.stop()
+}
+
+// leaders returns the nodes that believe they lead.
+func leaders(nodes []*node) []*node {
+	var out []*node
+	for _, n := range nodes {
+		if ok, _ := n.e.IsLeader(); ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// waitLeader waits for exactly one leader among nodes and returns it.
+func waitLeader(t *testing.T, nodes []*node, within time.Duration) *node {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if l := leaders(nodes); len(l) == 1 {
+			return l[0]
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no single leader within %v; leaders now: %d", within, len(leaders(nodes)))
+	return nil
+}
+
+func startNodes(t *testing.T, srv *redistest.Server) []*node {
+	var nodes []*node
+	for i := range 3 {
+		nodes = append(nodes, startNode(t, srv, fmt.Sprintf("node%d", i)))
+	}
+	return nodes
+}
+
+func TestOneOfThreeLeads(t *testing.T) {
+	srv := redistest.Start(t)
+	nodes := startNodes(t, srv)
+	l := waitLeader(t, nodes, 2*time.Second)
+	// Over several lease times, never two leaders and no change of leader.
+	end := time.Now().Add(3 * testTTL)
+	for time.Now().Before(end) {
+		if got := leaders(nodes); len(got) != 1 || got[0] != l {
+			t.Fatalf("got %d leaders (or a new one); want the same single leader", len(got))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := l.terms.Load(); n != 1 {
+		t.Fatalf("got %d terms on the leader; want 1", n)
+	}
+}
+
+func TestCrashedLeaderReplacedWithinTTL(t *testing.T) {
+	srv := redistest.Start(t)
+	nodes := startNodes(t, srv)
+	old := waitLeader(t, nodes, 2*time.Second)
+	_, oldTok := old.e.IsLeader()
+	start := time.Now()
+	old.crash()
+	var rest []*node
+	for _, n := range nodes {
+		if n != old {
+			rest = append(rest, n)
+		}
+	}
+	nl := waitLeader(t, rest, testTTL+2*testRenew+200*time.Millisecond)
+	took := time.Since(start)
+	_, newTok := nl.e.IsLeader()
+	if newTok <= oldTok {
+		t.Fatalf("new token %d; want > old token %d", newTok, oldTok)
+	}
+	if took > testTTL+2*testRenew+200*time.Millisecond {
+		t.Fatalf("takeover took %v; want within the lease time %v plus a renew period", took, testTTL)
+	}
+	t.Logf("takeover after %v (ttl %v)", took, testTTL)
+
+	// Fencing: the deposed leader's writes fail; the new leader's land.
+	ctx := context.Background()
+	if err := old.e.SetIfLeader(ctx, oldTok, "hmsproxy:cursor:test", "41"); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("deposed leader's SetIfLeader: got %v; want ErrNotLeader", err)
+	}
+	if err := nl.e.SetIfLeader(ctx, newTok, "hmsproxy:cursor:test", "42"); err != nil {
+		t.Fatalf("leader's SetIfLeader: %v", err)
+	}
+	// A follower presenting the leader's token is refused too (node id).
+	for _, n := range rest {
+		if n != nl {
+			if err := n.e.SetIfLeader(ctx, newTok, "hmsproxy:cursor:test", "43"); !errors.Is(err, ErrNotLeader) {
+				t.Fatalf("follower's SetIfLeader with the leader's token: got %v; want ErrNotLeader", err)
+			}
+		}
+	}
+	if v, _ := srv.Client().Get(ctx, "hmsproxy:cursor:test").Result(); v != "42" {
+		t.Fatalf("cursor: got %q; want 42", v)
+	}
+}
+
+func TestGracefulStopReleases(t *testing.T) {
+	srv := redistest.Start(t)
+	nodes := startNodes(t, srv)
+	old := waitLeader(t, nodes, 2*time.Second)
+	start := time.Now()
+	old.stop()
+	if n := old.active.Load(); n != 0 {
+		t.Fatalf("onElected still running after Run returned: %d", n)
+	}
+	var rest []*node
+	for _, n := range nodes {
+		if n != old {
+			rest = append(rest, n)
+		}
+	}
+	waitLeader(t, rest, testTTL)
+	// Released, so the next node only waits for its next attempt.
+	if took := time.Since(start); took > 2*testRenew+200*time.Millisecond {
+		t.Fatalf("takeover after release took %v; want about one renew period", took)
+	}
+}
+
+func TestRedisRestartReacquires(t *testing.T) {
+	srv := redistest.Start(t)
+	nodes := startNodes(t, srv)
+	old := waitLeader(t, nodes, 2*time.Second)
+	srv.Restart() // empty: the lease and the token counter are gone
+	// The old leader's renew finds no lease: its term ends, counted ...
+	deadline := time.Now().Add(testTTL + time.Second)
+	for old.e.Stats().Lost == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("old leader's term not ended after a Redis restart")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// ... and some node leads again, alone, in a new term.
+	l := waitLeader(t, nodes, testTTL+2*time.Second)
+	if l == old && old.terms.Load() < 2 {
+		t.Fatalf("old leader kept its term across a Redis restart (terms %d)", old.terms.Load())
+	}
+	ctx := context.Background()
+	_, tok := l.e.IsLeader()
+	if err := l.e.SetIfLeader(ctx, tok, "hmsproxy:cursor:test", "1"); err != nil {
+		t.Fatalf("SetIfLeader after re-election: %v", err)
+	}
+}
+
+func TestRedisDownStepsDownBeforeTTL(t *testing.T) {
+	srv := redistest.Start(t)
+	n := startNode(t, srv, "only")
+	waitLeader(t, []*node{n}, 2*time.Second)
+	srv.Stop()
+	stopped := time.Now()
+	for {
+		if ok, _ := n.e.IsLeader(); !ok {
+			break
+		}
+		if time.Since(stopped) > testTTL {
+			t.Fatalf("still leader %v after Redis went away; want stepped down within the ttl", time.Since(stopped))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	deadline := time.Now().Add(testTTL)
+	for n.active.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("onElected ctx not cancelled after stepping down")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestSolo(t *testing.T) {
+	var s Solo
+	if ok, tok := s.IsLeader(); !ok || tok != 1 {
+		t.Fatalf("Solo.IsLeader: got %v, %d; want true, 1", ok, tok)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	got := make(chan int64, 1)
+	go func() {
+		defer wg.Done()
+		s.Run(ctx, func(ctx context.Context, token int64) { got <- token; <-ctx.Done() })
+	}()
+	if tok := <-got; tok != 1 {
+		t.Fatalf("token: got %d; want 1", tok)
+	}
+	cancel()
+	wg.Wait()
+}
+
+func TestConfig(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"no client", Config{Key: "k"}},
+		{"no key", Config{Client: c}},
+		{"pipe in node id", Config{Client: c, Key: "k", NodeID: "a|b"}},
+		{"renew not below ttl", Config{Client: c, Key: "k", TTL: time.Second, Renew: time.Second}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := New(tc.cfg); !errors.Is(err, ErrConfig) {
+				t.Fatalf("got %v; want ErrConfig", err)
+			}
+		})
+	}
+	e, err := New(Config{Client: c, Key: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.cfg.TTL != 10*time.Second || e.cfg.Renew != 10*time.Second/3 || e.NodeID() == "" {
+		t.Fatalf("defaults: got ttl %v renew %v node %q", e.cfg.TTL, e.cfg.Renew, e.NodeID())
+	}
+}

@@ -1,0 +1,339 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+)
+
+// Spec is the shape of the synthetic catalog. The zero value of each field
+// selects the default in its comment.
+type Spec struct {
+	// Databases bench_db0.. Default 2.
+	Databases int
+	// Tables per database, bench_t0.. Default 20.
+	Tables int
+	// Partitions per table, keys (ds string, hr int): hour k%24 of day
+	// 2024-01-01 + k/24. Default 240 (ten days).
+	Partitions int
+	// Columns per table (and partition storage descriptor). Default 20.
+	Columns int
+	// Params is the number of parameters on every database, table and
+	// partition. Default 5.
+	Params int
+}
+
+func (s Spec) withDefaults() Spec {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&s.Databases, 2)
+	def(&s.Tables, 20)
+	def(&s.Partitions, 240)
+	def(&s.Columns, 20)
+	if s.Params < 0 {
+		s.Params = 0
+	} else if s.Params == 0 {
+		s.Params = 5
+	}
+	return s
+}
+
+// DBName is the name of database i.
+func DBName(i int) string { return "bench_db" + strconv.Itoa(i) }
+
+// TableName is the name of table j (in every database).
+func TableName(j int) string { return "bench_t" + strconv.Itoa(j) }
+
+// PartValues are the values (ds, hr) of partition k.
+func PartValues(k int) []string {
+	return []string{partDay(k / 24), strconv.Itoa(k % 24)}
+}
+
+// PartName is the name of partition k, "ds=2024-01-01/hr=5".
+func PartName(k int) string {
+	v := PartValues(k)
+	return "ds=" + v[0] + "/hr=" + v[1]
+}
+
+func partDay(day int) string {
+	return time.Date(2024, 1, 1+day, 0, 0, 0, 0, time.UTC).Format("2006-01-02")
+}
+
+// tableKey splits a table key into (database, table) indexes.
+func (s Spec) tableKey(k int) (string, string) {
+	return DBName(k / s.Tables), TableName(k % s.Tables)
+}
+
+// days is the number of distinct ds values.
+func (s Spec) days() int { return (s.Partitions + 23) / 24 }
+
+var colTypes = []string{"bigint", "string", "double", "int", "decimal(10,2)", "timestamp", "boolean", "array<string>"}
+
+func (s Spec) columns() [][2]string {
+	cols := make([][2]string, s.Columns)
+	for i := range cols {
+		cols[i] = [2]string{"c" + strconv.Itoa(i), colTypes[i%len(colTypes)]}
+	}
+	return cols
+}
+
+func (s Spec) params(prefix string) ([]string, map[string]string) {
+	keys := make([]string, s.Params)
+	m := make(map[string]string, s.Params)
+	for i := range keys {
+		keys[i] = "bench.param" + strconv.Itoa(i)
+		m[keys[i]] = prefix + "-value-" + strconv.Itoa(i)
+	}
+	return keys, m
+}
+
+func encFieldSchemas(e *wire.Encoder, id int16, cols [][2]string) {
+	e.FieldBegin(wire.TList, id)
+	e.ListBegin(wire.TStruct, len(cols))
+	for _, c := range cols {
+		e.StringField(1, c[0])
+		e.StringField(2, c[1])
+		e.StringField(3, "")
+		e.Stop()
+	}
+}
+
+func (s Spec) encSD(e *wire.Encoder, id int16, location string) {
+	e.FieldBegin(wire.TStruct, id)
+	encFieldSchemas(e, 1, s.columns())
+	e.StringField(2, location)
+	e.StringField(3, "org.apache.hadoop.hive.ql.io.orc.OrcInputFormat")
+	e.StringField(4, "org.apache.hadoop.hive.ql.io.orc.OrcOutputFormat")
+	e.BoolField(5, false)
+	e.I32Field(6, -1)
+	e.FieldBegin(wire.TStruct, 7) // SerDeInfo
+	e.StringField(2, "org.apache.hadoop.hive.ql.io.orc.OrcSerde")
+	e.StringMapField(3, []string{"serialization.format"}, map[string]string{"serialization.format": "1"})
+	e.Stop()
+	e.StringListField(8, nil)
+	e.FieldBegin(wire.TList, 9)
+	e.ListBegin(wire.TStruct, 0)
+	e.StringMapField(10, nil, nil)
+	e.Stop()
+}
+
+const warehouse = "file:/tmp/hmsbench/warehouse"
+
+// createDatabaseArgs: create_database(1: Database).
+func (s Spec) createDatabaseArgs(db string) []byte {
+	var e wire.Encoder
+	e.FieldBegin(wire.TStruct, 1)
+	e.StringField(1, db)
+	e.StringField(2, "hmsbench database")
+	e.StringField(3, warehouse+"/"+db+".db")
+	keys, m := s.params(db)
+	e.StringMapField(4, keys, m)
+	e.StringField(6, "hmsbench")
+	e.I32Field(7, 1) // USER
+	e.Stop()
+	e.Stop()
+	return e.B
+}
+
+// encTable writes a Table struct at field id.
+func (s Spec) encTable(e *wire.Encoder, id int16, db, tbl string) {
+	e.FieldBegin(wire.TStruct, id)
+	e.StringField(1, tbl)
+	e.StringField(2, db)
+	e.StringField(3, "hmsbench")
+	e.I32Field(4, 1700000000)
+	e.I32Field(5, 0)
+	e.I32Field(6, 0)
+	s.encSD(e, 7, warehouse+"/"+db+".db/"+tbl)
+	encFieldSchemas(e, 8, [][2]string{{"ds", "string"}, {"hr", "int"}})
+	keys, m := s.params(tbl)
+	e.StringMapField(9, keys, m)
+	e.StringField(12, "MANAGED_TABLE")
+	e.Stop()
+}
+
+// createTableArgs: create_table(1: Table).
+func (s Spec) createTableArgs(db, tbl string) []byte {
+	var e wire.Encoder
+	s.encTable(&e, 1, db, tbl)
+	e.Stop()
+	return e.B
+}
+
+// addPartitionsArgs: add_partitions(1: list<Partition>) for the given
+// partition values.
+func (s Spec) addPartitionsArgs(db, tbl string, vals [][]string) []byte {
+	var e wire.Encoder
+	e.FieldBegin(wire.TList, 1)
+	e.ListBegin(wire.TStruct, len(vals))
+	for _, v := range vals {
+		e.StringListField(1, v)
+		e.StringField(2, db)
+		e.StringField(3, tbl)
+		e.I32Field(4, 1700000000)
+		e.I32Field(5, 0)
+		name := "ds=" + v[0] + "/hr=" + v[1]
+		s.encSD(&e, 6, warehouse+"/"+db+".db/"+tbl+"/"+name)
+		keys, m := s.params(name)
+		e.StringMapField(7, keys, m)
+		e.Stop()
+	}
+	e.Stop()
+	return e.B
+}
+
+// Result field ids of AlreadyExistsException.
+const (
+	existsCreateDB    = 1
+	existsCreateTable = 1
+	existsAddParts    = 2
+)
+
+// SetupStats counts what Setup created and skipped.
+type SetupStats struct {
+	Databases, Tables, Partitions                      int
+	SkippedDatabases, SkippedTables, SkippedPartitions int
+}
+
+// Setup creates the catalog of spec on the metastore at addr, skipping
+// what exists, with partitions added in batches of 100. It writes
+// progress lines to progress (nil: none).
+func Setup(ctx context.Context, t Target, tr wire.Transport, spec Spec, progress io.Writer) (SetupStats, error) {
+	spec = spec.withDefaults()
+	if progress == nil {
+		progress = io.Discard
+	}
+	c := &conn{addr: t.Addr, tr: tr, timeout: 10 * time.Minute}
+	defer c.close()
+	var st SetupStats
+	do := func(method string, args []byte, exists int16) (outcome, []byte, error) {
+		o, body, err := c.call(ctx, method, args, exists)
+		if o == outOK || o == outExists {
+			return o, body, nil
+		}
+		return o, body, fmt.Errorf("bench: setup on %s: %w", t.Name, err)
+	}
+	_, body, err := do("get_all_databases", []byte{wire.TStop}, 0)
+	if err != nil {
+		return st, err
+	}
+	haveDB := stringList(body)
+	total := spec.Databases * spec.Tables
+	done := 0
+	start := time.Now()
+	for i := 0; i < spec.Databases; i++ {
+		db := DBName(i)
+		if slices.Contains(haveDB, db) {
+			st.SkippedDatabases++
+		} else {
+			o, _, err := do("create_database", spec.createDatabaseArgs(db), existsCreateDB)
+			if err != nil {
+				return st, err
+			}
+			if o == outExists {
+				st.SkippedDatabases++
+			} else {
+				st.Databases++
+			}
+		}
+		_, body, err := do("get_all_tables", argsStrings(db), 0)
+		if err != nil {
+			return st, err
+		}
+		haveTbl := stringList(body)
+		for j := 0; j < spec.Tables; j++ {
+			tbl := TableName(j)
+			if slices.Contains(haveTbl, tbl) {
+				st.SkippedTables++
+			} else {
+				o, _, err := do("create_table", spec.createTableArgs(db, tbl), existsCreateTable)
+				if err != nil {
+					return st, err
+				}
+				if o == outExists {
+					st.SkippedTables++
+				} else {
+					st.Tables++
+				}
+			}
+			if err := spec.setupPartitions(do, db, tbl, &st); err != nil {
+				return st, err
+			}
+			done++
+			if done%10 == 0 || done == total {
+				fmt.Fprintf(progress, "setup: %d/%d tables (%d partitions added, %d existed) %s\n",
+					done, total, st.Partitions, st.SkippedPartitions, time.Since(start).Round(time.Millisecond))
+			}
+		}
+	}
+	return st, nil
+}
+
+func (s Spec) setupPartitions(do func(string, []byte, int16) (outcome, []byte, error), db, tbl string, st *SetupStats) error {
+	_, body, err := do("get_partition_names", partNamesArgs(db, tbl, -1), 0)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for _, n := range stringList(body) {
+		have[n] = true
+	}
+	var batch [][]string
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		o, _, err := do("add_partitions", s.addPartitionsArgs(db, tbl, batch), existsAddParts)
+		if err != nil {
+			return err
+		}
+		if o == outExists { // raced with another writer: count as existing
+			st.SkippedPartitions += len(batch)
+		} else {
+			st.Partitions += len(batch)
+		}
+		batch = batch[:0]
+		return nil
+	}
+	for k := 0; k < s.Partitions; k++ {
+		if have[PartName(k)] {
+			st.SkippedPartitions++
+			continue
+		}
+		batch = append(batch, PartValues(k))
+		if len(batch) == 100 {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
+}
+
+// argsStrings builds an args struct of strings at ids 1, 2, ...
+func argsStrings(strs ...string) []byte {
+	var e wire.Encoder
+	for i, s := range strs {
+		e.StringField(int16(i+1), s)
+	}
+	e.Stop()
+	return e.B
+}
+
+func partNamesArgs(db, tbl string, max int16) []byte {
+	var e wire.Encoder
+	e.StringField(1, db)
+	e.StringField(2, tbl)
+	e.FieldBegin(wire.TI16, 3)
+	e.I16(max)
+	e.Stop()
+	return e.B
+}

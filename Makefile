@@ -4,11 +4,9 @@ SHELL := bash
 .DELETE_ON_ERROR:
 
 GO ?= go
-# Packages with goroutines of their own: always tested under the race detector.
-RACE_PKGS := ./proxy/... ./upstream/... ./cache/... ./internal/demohms/... ./internal/wire/... ./internal/admin/...
 LISTEN ?= 127.0.0.1:9083
 
-.PHONY: run test unit lint tidy-check bench fuzz e2e build deps
+.PHONY: run test unit lint tidy-check bench fuzz e2e build bench-tool deps
 
 build: ## Build the binaries into bin/
 	$(GO) build -o bin/ ./cmd/...
@@ -26,9 +24,8 @@ tidy-check: ## Fails when go.mod/go.sum drift from the code
 deps: ## Install what the tests need (redis-server), idempotently
 	bash scripts/deps.sh
 
-unit: deps ## Unit tests; the concurrent packages under the race detector
-	$(GO) test -count=1 ./...
-	$(GO) test -count=1 -race $(RACE_PKGS)
+unit: deps ## Unit tests, all under the race detector (most packages run goroutines)
+	$(GO) test -count=1 -race ./...
 
 test: lint unit ## Everything CI runs
 
@@ -38,3 +35,6 @@ bench: ## Benchmarks, each a ratio measured side by side in one run
 FUZZTIME ?= 10m
 fuzz: ## Fuzz the message reader (FUZZTIME=10m)
 	$(GO) test -run='^$$' -fuzz=FuzzReader -fuzztime=$(FUZZTIME) ./internal/wire
+
+bench-tool: ## Latency of the demo metastore, direct vs through the proxy, cold and warm (under 3 minutes)
+	$(GO) run ./cmd/hmsbench --demo --phases cold,warm --duration 10s

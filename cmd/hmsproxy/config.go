@@ -41,6 +41,23 @@ type fileConfig struct {
 
 	Cache cacheConfig `yaml:"cache"`
 
+	EventLog struct {
+		Interval time.Duration `yaml:"interval"` // -eventlog-interval; 0 turns the poller off
+		Batch    int32         `yaml:"batch"`    // -eventlog-batch
+	} `yaml:"eventlog"`
+
+	Housekeeping struct {
+		User                string        `yaml:"user"`                 // set_ugi identity of the workers' metastore connections
+		OpenTxnsInterval    time.Duration `yaml:"open_txns_interval"`   // -open-txns-interval; 0 off
+		CompactionsInterval time.Duration `yaml:"compactions_interval"` // -compactions-interval; 0 off
+		Reaper              struct {
+			Enabled bool          `yaml:"enabled"` // -txn-reaper
+			Abort   bool          `yaml:"abort"`   // -txn-reaper-abort; false is a dry run that only logs
+			Timeout time.Duration `yaml:"timeout"` // -txn-timeout, as hive.txn.timeout
+		} `yaml:"reaper"`
+		WarmUp []string `yaml:"warm_up"` // -warm-up: "db" or "db.table" loaded into the cache at start
+	} `yaml:"housekeeping"`
+
 	Redis struct {
 		URL    string `yaml:"url"`     // -redis: host:port or redis://; empty runs one node alone
 		NodeID string `yaml:"node_id"` // -node-id; default random per process
@@ -104,6 +121,11 @@ func defaults() fileConfig {
 	c.Limits.MaxMessageBytes = 100 << 20
 	c.Limits.MaxDepth = 64
 	c.Limits.MaxClients = 10000
+	c.EventLog.Interval = 2 * time.Second
+	c.EventLog.Batch = 500
+	c.Housekeeping.OpenTxnsInterval = time.Minute
+	c.Housekeeping.CompactionsInterval = 5 * time.Minute
+	c.Housekeeping.Reaper.Timeout = 300 * time.Second
 	c.Cache.Enabled = true
 	c.Cache.MaximumBytes = 512 << 20
 	c.Cache.DefaultCatalog = "hive"
@@ -164,6 +186,14 @@ Flags:
 	allow := fs.String("cache-allow", "", "comma-separated db or db.table patterns that may be cached; empty: all [cache.allow]")
 	deny := fs.String("cache-deny", "", "comma-separated db or db.table patterns never cached [cache.deny]")
 	refreshWorkers := fs.Int("cache-refresh-workers", c.Cache.RefreshWorkers, "concurrent refresh-ahead loads [cache.refresh_workers]")
+	evInterval := fs.Duration("eventlog-interval", c.EventLog.Interval, "poll interval of the metastore notification log; 0 turns it off [eventlog.interval]")
+	evBatch := fs.Int("eventlog-batch", int(c.EventLog.Batch), "events asked for per get_next_notification [eventlog.batch]")
+	otInterval := fs.Duration("open-txns-interval", c.Housekeeping.OpenTxnsInterval, "period of the open-transactions gauge; 0 off [housekeeping.open_txns_interval]")
+	cmInterval := fs.Duration("compactions-interval", c.Housekeeping.CompactionsInterval, "period of the compaction monitor; 0 off [housekeeping.compactions_interval]")
+	reaper := fs.Bool("txn-reaper", false, "find transactions whose heartbeats stopped [housekeeping.reaper.enabled]")
+	reaperAbort := fs.Bool("txn-reaper-abort", false, "abort them; without it the reaper only logs (dry run) [housekeeping.reaper.abort]")
+	txnTimeout := fs.Duration("txn-timeout", c.Housekeeping.Reaper.Timeout, "heartbeat age after which a transaction is stale, as hive.txn.timeout [housekeeping.reaper.timeout]")
+	warmUp := fs.String("warm-up", "", "comma-separated db or db.table to load into the cache at start [housekeeping.warm_up]")
 	redisURL := fs.String("redis", "", "Redis for invalidations between proxy nodes, host:port or redis://; empty: this node alone [redis.url]")
 	nodeID := fs.String("node-id", "", "this node's name on the invalidation bus; default random [redis.node_id]")
 	adminListen := fs.String("admin", c.Admin.Listen, "admin HTTP address (/metrics, /healthz, /cache/flush); empty disables it [admin.listen]")
@@ -221,6 +251,22 @@ Flags:
 			c.Log.Format = *format
 		case "demo":
 			c.Demo = *demo
+		case "eventlog-interval":
+			c.EventLog.Interval = *evInterval
+		case "eventlog-batch":
+			c.EventLog.Batch = int32(*evBatch)
+		case "open-txns-interval":
+			c.Housekeeping.OpenTxnsInterval = *otInterval
+		case "compactions-interval":
+			c.Housekeeping.CompactionsInterval = *cmInterval
+		case "txn-reaper":
+			c.Housekeeping.Reaper.Enabled = *reaper
+		case "txn-reaper-abort":
+			c.Housekeeping.Reaper.Abort = *reaperAbort
+		case "txn-timeout":
+			c.Housekeeping.Reaper.Timeout = *txnTimeout
+		case "warm-up":
+			c.Housekeeping.WarmUp = splitList(*warmUp)
 		case "redis":
 			c.Redis.URL = *redisURL
 		case "node-id":

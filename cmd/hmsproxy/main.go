@@ -109,7 +109,14 @@ func run(ctx context.Context, cfg fileConfig) error {
 	if caching != nil {
 		defer caching.Store.Close()
 	}
-	bus, err := newBus(cfg, caching, log)
+	rdb, err := newRedis(cfg)
+	if err != nil {
+		return err
+	}
+	if rdb != nil {
+		defer rdb.Close()
+	}
+	bus, err := newBus(cfg, rdb, caching, log)
 	if err != nil {
 		return err
 	}
@@ -143,6 +150,17 @@ func run(ctx context.Context, cfg fileConfig) error {
 		defer func() { stopBus(); <-busDone }()
 		log.Info("invalidation bus on", "redis", cfg.Redis.URL, "node", bus.NodeID())
 	}
+	nodeID := cfg.Redis.NodeID
+	if bus != nil {
+		nodeID = bus.NodeID()
+	}
+	wk, err := startWorkers(cfg, log, srv, caching, rdb, nodeID, clientAddr(ln.Addr()), upTransport, clientTransport)
+	if err != nil {
+		srv.Shutdown(context.Background())
+		<-errc
+		return err
+	}
+	defer wk.Close()
 
 	// The admin port starts after the proxy: a scrape or a flush always
 	// finds a proxy to report on.
@@ -275,19 +293,11 @@ func newCaching(cfg fileConfig) (*proxy.Caching, error) {
 // newBus connects the invalidation bus when Redis is configured: writes
 // publish what they changed before replying, and the cache is not served
 // while the node may have missed another node's invalidation.
-func newBus(cfg fileConfig, caching *proxy.Caching, log *slog.Logger) (*cache.Bus, error) {
-	if cfg.Redis.URL == "" || caching == nil {
+func newBus(cfg fileConfig, rdb *redis.Client, caching *proxy.Caching, log *slog.Logger) (*cache.Bus, error) {
+	if rdb == nil || caching == nil {
 		return nil, nil
 	}
-	opts, err := cache.ParseRedisURL(cfg.Redis.URL)
-	if err != nil {
-		return nil, err
-	}
-	if pw := os.Getenv("HMSPROXY_REDIS_PASSWORD"); pw != "" {
-		opts.Password = pw
-	}
-	opts.MaxRetries = -1 // a lost connection must surface, not be papered over
-	bus, err := cache.NewBus(cache.BusConfig{Client: redis.NewClient(opts), Upstream: caching.Upstream,
+	bus, err := cache.NewBus(cache.BusConfig{Client: rdb, Upstream: caching.Upstream,
 		NodeID: cfg.Redis.NodeID, Logger: log.With("component", "bus")})
 	if err != nil {
 		return nil, err
@@ -300,4 +310,20 @@ func newBus(cfg fileConfig, caching *proxy.Caching, log *slog.Logger) (*cache.Bu
 		}
 	}
 	return bus, nil
+}
+
+// newRedis connects to Redis when one is configured.
+func newRedis(cfg fileConfig) (*redis.Client, error) {
+	if cfg.Redis.URL == "" {
+		return nil, nil
+	}
+	opts, err := cache.ParseRedisURL(cfg.Redis.URL)
+	if err != nil {
+		return nil, err
+	}
+	if pw := os.Getenv("HMSPROXY_REDIS_PASSWORD"); pw != "" {
+		opts.Password = pw
+	}
+	opts.MaxRetries = -1 // a lost connection must surface, not be papered over
+	return redis.NewClient(opts), nil
 }

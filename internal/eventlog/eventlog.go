@@ -55,6 +55,9 @@ type Config struct {
 	Apply func(ctx context.Context, ents []cache.Entity)
 	// Drop drops everything cached: events were lost.
 	Drop func(reason string)
+	// Changed, if set, is told of each event and what it invalidates (the
+	// change-event stream). It must not block.
+	Changed func(ev Event, ents []cache.Entity)
 	// Batch is the events asked for per call. Default 500.
 	Batch int32
 	// DefaultCatalog names events without a catalog. Default "hive".
@@ -161,7 +164,11 @@ func (p *Poller) poll(ctx context.Context) error {
 			if ev.ID != cursor+1 {
 				p.gap("missing events", cursor, ev.ID)
 			}
-			ents = append(ents, Entities(ev, p.cfg.DefaultCatalog)...)
+			evEnts := Entities(ev, p.cfg.DefaultCatalog)
+			if p.cfg.Changed != nil && len(evEnts) > 0 {
+				p.cfg.Changed(ev, evEnts)
+			}
+			ents = append(ents, evEnts...)
 			cursor = ev.ID
 			p.stats.Events.Add(1)
 		}

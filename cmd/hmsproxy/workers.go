@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/changes"
+	"github.com/hmsproxy/hmsproxy/internal/eventlog"
+	"github.com/hmsproxy/hmsproxy/internal/housekeeping"
+	"github.com/hmsproxy/hmsproxy/internal/leader"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/internal/worker"
+	"github.com/hmsproxy/hmsproxy/proxy"
+)
+
+// workers are the proxy's background tasks and what they need.
+type workers struct {
+	runner   *worker.Runner
+	poller   *eventlog.Poller
+	openTxns *housekeeping.OpenTxns
+	reaper   *housekeeping.Reaper
+	compact  *housekeeping.Compactions
+	warmUp   *housekeeping.WarmUp
+	elector  *leader.Elector // nil without Redis
+	changes  *changes.Stream // nil without Redis
+
+	closers []func()
+}
+
+// startWorkers builds and starts the event-log poller and the
+// housekeeping tasks. Cluster-singleton tasks run on the node holding the
+// upstream's Redis lease, or on this node when there is no Redis.
+func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *proxy.Caching, rdb *redis.Client,
+	nodeID, proxyAddr string, upTransport, clientTransport wire.Transport) (*workers, error) {
+	w := &workers{}
+	var lead worker.Leadership = leader.Solo{}
+	upName := srv.UpstreamName()
+	if upName == "" {
+		upName = strings.Join(cfg.Upstream.URIs, ",")
+	}
+	if rdb != nil {
+		el, err := leader.New(leader.Config{Client: rdb, Key: "hmsproxy:leader:" + upName, NodeID: nodeID,
+			Logger: log.With("component", "leader")})
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			el.Run(ctx, func(ctx context.Context, token int64) {
+				log.Info("this node now runs the cluster-singleton workers", "token", token)
+				<-ctx.Done()
+			})
+		}()
+		w.closers = append(w.closers, func() { cancel(); <-done })
+		w.elector, lead = el, el
+		st, err := changes.New(changes.Config{Client: rdb, Key: "hmsproxy:changes:" + upName, Logger: log.With("component", "changes")})
+		if err != nil {
+			return nil, err
+		}
+		w.changes = st
+		w.closers = append(w.closers, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			st.Close(ctx)
+		})
+		if caching != nil {
+			caching.Wrote = func(method string, ents []cache.Entity, ok bool) {
+				st.Add(changes.FromEntities(method, "proxy", ok, 0, time.Now(), ents)...)
+			}
+		}
+	}
+
+	var addrs []string
+	for _, u := range cfg.Upstream.URIs {
+		addrs = append(addrs, strings.TrimPrefix(u, "thrift://"))
+	}
+	newCaller := func() (*housekeeping.Client, error) {
+		c, err := housekeeping.NewClient(housekeeping.ClientConfig{Addrs: addrs, Transport: upTransport,
+			User: cfg.Housekeeping.User, Logger: log.With("component", "housekeeping")})
+		if err == nil {
+			w.closers = append(w.closers, func() { c.Close() })
+		}
+		return c, err
+	}
+	var tasks []worker.Task
+
+	if caching != nil && cfg.EventLog.Interval > 0 {
+		caller, err := newCaller()
+		if err != nil {
+			return nil, err
+		}
+		var cursor eventlog.Cursor = &eventlog.MemCursor{}
+		if rdb != nil && w.elector != nil {
+			cursor = &eventlog.RedisCursor{Client: rdb, Lease: w.elector, Key: "hmsproxy:eventlog:" + upName}
+		}
+		all := []cache.Entity{{Level: cache.LevelAll}}
+		w.poller, err = eventlog.New(eventlog.Config{
+			Caller: caller, Cursor: cursor, Batch: cfg.EventLog.Batch, DefaultCatalog: caching.DefaultCatalog,
+			// Through Flush: applied here and published to the other nodes.
+			Apply: func(ctx context.Context, ents []cache.Entity) { srv.Flush(ctx, ents) },
+			Drop:  func(string) { srv.Flush(context.Background(), all) },
+			Changed: func(ev eventlog.Event, ents []cache.Entity) {
+				if w.changes != nil {
+					w.changes.Add(changes.FromEntities(ev.Type, "eventlog", true, ev.ID, time.Unix(int64(ev.Time), 0), ents)...)
+				}
+			},
+			Logger: log.With("component", "eventlog"),
+		})
+		if err != nil {
+			return nil, err
+		}
+		tasks = append(tasks, worker.Task{Name: "eventlog", Every: cfg.EventLog.Interval, Jitter: 0.1,
+			Timeout: time.Minute, Scope: worker.LeaderOnly, Run: w.poller.Poll})
+	}
+
+	hk := cfg.Housekeeping
+	if hk.OpenTxnsInterval > 0 || hk.Reaper.Enabled || hk.CompactionsInterval > 0 {
+		caller, err := newCaller()
+		if err != nil {
+			return nil, err
+		}
+		if hk.OpenTxnsInterval > 0 {
+			if w.openTxns, err = housekeeping.NewOpenTxns(housekeeping.OpenTxnsConfig{Caller: caller, Every: hk.OpenTxnsInterval,
+				StaleAfter: hk.Reaper.Timeout, Logger: log.With("task", "open-txns")}); err != nil {
+				return nil, err
+			}
+			tasks = append(tasks, w.openTxns.Task())
+		}
+		if w.reaper, err = housekeeping.NewReaper(housekeeping.ReaperConfig{Caller: caller, Enabled: hk.Reaper.Enabled,
+			Abort: hk.Reaper.Abort, Timeout: hk.Reaper.Timeout, Logger: log.With("task", "txn-reaper")}); err != nil {
+			return nil, err
+		}
+		if hk.Reaper.Enabled {
+			tasks = append(tasks, w.reaper.Task())
+		}
+		if hk.CompactionsInterval > 0 {
+			if w.compact, err = housekeeping.NewCompactions(housekeeping.CompactionsConfig{Caller: caller,
+				Every: hk.CompactionsInterval, Logger: log.With("task", "compactions")}); err != nil {
+				return nil, err
+			}
+			tasks = append(tasks, w.compact.Task())
+		}
+	}
+	if len(hk.WarmUp) > 0 {
+		targets, err := housekeeping.ParseTargets(hk.WarmUp)
+		if err != nil {
+			return nil, err
+		}
+		self, err := housekeeping.NewClient(housekeeping.ClientConfig{Addrs: []string{proxyAddr}, Transport: clientTransport})
+		if err != nil {
+			return nil, err
+		}
+		w.closers = append(w.closers, func() { self.Close() })
+		if w.warmUp, err = housekeeping.NewWarmUp(housekeeping.WarmUpConfig{Caller: self, Targets: targets,
+			Logger: log.With("task", "warm-up")}); err != nil {
+			return nil, err
+		}
+		tasks = append(tasks, w.warmUp.Task())
+	}
+	if len(tasks) == 0 {
+		return w, nil
+	}
+	runner, err := worker.New(worker.Config{Leadership: lead, Logger: log.With("component", "workers")}, tasks...)
+	if err != nil {
+		return nil, err
+	}
+	w.runner = runner
+	runner.Start()
+	return w, nil
+}
+
+// Close stops the tasks, then what they used. Safe on nil.
+func (w *workers) Close() {
+	if w == nil {
+		return
+	}
+	if w.runner != nil {
+		w.runner.Close()
+	}
+	for i := len(w.closers) - 1; i >= 0; i-- {
+		w.closers[i]()
+	}
+}

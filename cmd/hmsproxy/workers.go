@@ -162,7 +162,21 @@ func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *
 			Logger: log.With("task", "warm-up")}); err != nil {
 			return nil, err
 		}
-		tasks = append(tasks, w.warmUp.Task())
+		task := w.warmUp.Task()
+		run := task.Run
+		task.Run = func(ctx context.Context) error {
+			// Loads made before the node is in sync with the others are
+			// not cached; wait so the warm-up is not wasted.
+			for caching != nil && caching.Synced != nil && !caching.Synced() {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+			return run(ctx)
+		}
+		tasks = append(tasks, task)
 	}
 	if len(tasks) == 0 {
 		return w, nil

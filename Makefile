@@ -21,8 +21,9 @@ lint: tidy-check ## gofmt and go vet
 tidy-check: ## Fails when go.mod/go.sum drift from the code
 	$(GO) mod tidy -diff
 
-deps: ## Install what the tests need (redis-server), idempotently
+deps: ## Install what the tests need (redis-server, headless Chromium), idempotently
 	bash scripts/deps.sh
+	bash scripts/browser-deps.sh
 
 unit: deps ## Unit tests, all under the race detector (most packages run goroutines)
 	$(GO) test -count=1 -race ./...

@@ -164,7 +164,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 
 	// The admin port starts after the proxy: a scrape or a flush always
 	// finds a proxy to report on.
-	adm, aln, err := newAdmin(cfg, log, srv, group, caching)
+	adm, aln, err := newAdmin(cfg, log, srv, group, caching, bus, wk)
 	if err != nil {
 		srv.Shutdown(context.Background())
 		<-errc
@@ -217,7 +217,8 @@ func run(ctx context.Context, cfg fileConfig) error {
 
 // newAdmin builds the admin server and binds its port; nil when
 // cfg.Admin.Listen is empty.
-func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstream.Group, caching *proxy.Caching) (*admin.Server, net.Listener, error) {
+func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstream.Group, caching *proxy.Caching,
+	bus *cache.Bus, wk *workers) (*admin.Server, net.Listener, error) {
 	if cfg.Admin.Listen == "" {
 		return nil, nil, nil
 	}
@@ -233,6 +234,15 @@ func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstre
 	}
 	if caching != nil {
 		acfg.Store = caching.Store
+	}
+	if bus != nil { // a nil *cache.Bus in the interface would be called
+		acfg.Bus = bus
+	}
+	if wk != nil && wk.runner != nil {
+		acfg.Workers = workerStatuses{wk.runner}
+	}
+	if wk != nil && wk.poller != nil {
+		acfg.EventLog = wk.poller
 	}
 	adm, err := admin.New(acfg)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/admin"
 	"github.com/hmsproxy/hmsproxy/internal/changes"
 	"github.com/hmsproxy/hmsproxy/internal/eventlog"
 	"github.com/hmsproxy/hmsproxy/internal/housekeeping"
@@ -201,4 +202,16 @@ func (w *workers) Close() {
 	for i := len(w.closers) - 1; i >= 0; i-- {
 		w.closers[i]()
 	}
+}
+
+// workerStatuses shows the runner's tasks on the admin port.
+type workerStatuses struct{ r *worker.Runner }
+
+func (w workerStatuses) Snapshot() []admin.WorkerStatus {
+	var out []admin.WorkerStatus
+	for _, t := range w.r.Snapshot() {
+		out = append(out, admin.WorkerStatus{Name: t.Name, Runs: t.Runs, Failures: t.Failures,
+			LastSuccess: t.LastSuccess, LastError: t.LastError})
+	}
+	return out
 }

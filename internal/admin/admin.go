@@ -80,13 +80,23 @@ type Config struct {
 	// cleared on flush-all. Nil: those families are left out.
 	Store Store
 	// Calls feeds hmsproxy_requests_total and
-	// hmsproxy_cache_requests_total. Nil: left out.
+	// hmsproxy_cache_requests_total, and, when it is a LatencyStats too
+	// (*proxy.Stats is), hmsproxy_request_duration_seconds. Nil: left out.
 	Calls CallStats
 	// Upstreams feeds hmsproxy_upstream_up and /healthz. Nil: left out,
 	// and /healthz always answers 200.
 	Upstreams Upstreams
 	// Clients feeds hmsproxy_client_connections. Nil: left out.
 	Clients ClientCounter
+	// Bus feeds the hmsproxy_bus_* families and
+	// hmsproxy_invalidation_losses_total, and the bus losses on the
+	// status page. Nil: left out.
+	Bus Bus
+	// Workers feeds the hmsproxy_worker_* families and the workers on the
+	// status page. Nil: left out.
+	Workers Workers
+	// EventLog, if set, exports the notification-log poller's lag.
+	EventLog EventLog
 
 	// ReadHeaderTimeout bounds reading a request's header. Default 10s.
 	ReadHeaderTimeout time.Duration
@@ -110,8 +120,16 @@ type Server struct {
 	owned   []prometheus.Collector // registered by New, unregistered by Shutdown
 	flushes *prometheus.CounterVec
 	token   [sha256.Size]byte // hash of Config.Token, compared in constant time
+	events  events            // recent flushes and bus losses, for the status page
+	losses  lossWatch         // turns bus loss counters into events
 
-	once sync.Once // guards unregistering at Shutdown
+	once     sync.Once      // guards unregistering at Shutdown
+	stop     chan struct{}  // closed by Shutdown: watchLosses returns
+	watching sync.WaitGroup // watchLosses, started by Serve, waited for by Shutdown
+
+	mu      sync.Mutex // guards closed and watchOn
+	closed  bool       // Shutdown was called
+	watchOn bool       // watchLosses was started
 }
 
 // New validates cfg and registers the collectors.
@@ -150,7 +168,8 @@ func New(cfg Config) (*Server, error) {
 		cfg.IdleTimeout = 2 * time.Minute
 	}
 
-	s := &Server{cfg: cfg, log: cfg.Logger, reg: cfg.Registerer, token: sha256.Sum256([]byte(cfg.Token))}
+	s := &Server{cfg: cfg, log: cfg.Logger, reg: cfg.Registerer, token: sha256.Sum256([]byte(cfg.Token)),
+		stop: make(chan struct{})}
 	s.flushes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hmsproxy_cache_flushes_total",
 		Help: "Cache flushes served by the admin API, by level (all, database, table, partitions).",
@@ -158,7 +177,7 @@ func New(cfg Config) (*Server, error) {
 	for _, l := range []cache.Level{cache.LevelAll, cache.LevelDatabase, cache.LevelTable, cache.LevelPartitions} {
 		s.flushes.WithLabelValues(l.String())
 	}
-	if err := s.register(s.flushes, newCollector(&cfg)); err != nil {
+	if err := s.register(s.flushes, newCollector(&s.cfg, s.noticeLosses)); err != nil {
 		s.unregister()
 		return nil, err
 	}
@@ -220,6 +239,8 @@ func (s *Server) handler() http.Handler {
 		ErrorHandling: promhttp.ContinueOnError,
 	}))
 	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /{$}", s.statusPage)
+	mux.HandleFunc("GET /status.json", s.statusJSON)
 	// Authorisation comes before routing, so without the token nothing
 	// under /cache/ is revealed, not even which methods a path allows.
 	mux.Handle("/cache/", s.authorised(flush))
@@ -229,6 +250,13 @@ func (s *Server) handler() http.Handler {
 // Serve answers admin requests on ln until Shutdown, then returns
 // ErrServerClosed.
 func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.cfg.Bus != nil && !s.closed && !s.watchOn {
+		s.watchOn = true
+		s.watching.Add(1)
+		go s.watchLosses()
+	}
+	s.mu.Unlock()
 	err := s.http.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return ErrServerClosed
@@ -240,8 +268,44 @@ func (s *Server) Serve(ln net.Listener) error {
 // and unregisters the collectors New registered. Safe to call twice.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.http.Shutdown(ctx)
-	s.once.Do(s.unregister)
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.once.Do(func() {
+		s.unregister()
+		close(s.stop)
+	})
+	s.watching.Wait()
 	return err
+}
+
+// lossPoll is how often the bus's loss counters are read for the status
+// page's recent events.
+const lossPoll = time.Second
+
+// watchLosses records bus losses as events until Shutdown, so that their
+// time is right within lossPoll even when nobody scrapes.
+func (s *Server) watchLosses() {
+	defer s.watching.Done()
+	t := time.NewTicker(lossPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-t.C:
+			s.losses.poll(s.cfg.Bus, &s.events, now)
+		}
+	}
+}
+
+// noticeLosses records the bus losses counted by the time snap was taken,
+// so that a scrape or the status page never shows a loss count without
+// its event.
+func (s *Server) noticeLosses(snap *snapshot) {
+	if s.cfg.Bus != nil {
+		s.losses.poll(s.cfg.Bus, &s.events, snap.at)
+	}
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
@@ -326,6 +390,7 @@ func (s *Server) flush(w http.ResponseWriter, r *http.Request, e cache.Entity, n
 		then()
 	}
 	s.flushes.WithLabelValues(e.Level.String()).Inc()
+	s.events.add(event{Time: time.Now(), Type: "flush", Level: e.Level.String(), Detail: name})
 	s.log.Info("cache flushed", "level", e.Level.String(), "name", name, "remote", r.RemoteAddr)
 	writeJSON(w, http.StatusOK, map[string]string{"flushed": name, "level": e.Level.String()})
 }

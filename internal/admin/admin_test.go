@@ -15,10 +15,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
+	"github.com/hmsproxy/hmsproxy/internal/eventlog"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/redistest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/upstream"
@@ -35,12 +38,17 @@ type env struct {
 	admin  *Server
 	url    string
 	upAddr string
+	bus    *cache.Bus    // nil unless envOpts.bus
+	redis  *redis.Client // the bus's, nil unless envOpts.bus
 }
 
 type envOpts struct {
 	token    string
 	deadUp   bool // the upstream address refuses connections
 	registry *prometheus.Registry
+	bus      bool    // run a real redis-server and an invalidation bus
+	workers  Workers // passed as Config.Workers when set
+	eventLog bool    // run an event-log poller against the demo metastore
 }
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -95,14 +103,20 @@ func startEnv(t testing.TB, o envOpts) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.store.Close)
-	e.proxy, err = proxy.New(proxy.Config{Logger: testLogger(t),
-		Cache: &proxy.Caching{Store: e.store, Upstream: "test"}}, e.up)
+	caching := &proxy.Caching{Store: e.store, Upstream: "test"}
+	if o.bus {
+		e.startBus(t, caching)
+	}
+	e.proxy, err = proxy.New(proxy.Config{Logger: testLogger(t), Cache: caching}, e.up)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pln := listen(t)
 	e.paddr = pln.Addr().String()
 	go e.proxy.Serve(pln)
+	if e.bus != nil {
+		e.runBus(t)
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -120,6 +134,25 @@ func startEnv(t testing.TB, o envOpts) *env {
 	}
 	if o.registry != nil {
 		cfg.Registerer = o.registry
+	}
+	if e.bus != nil {
+		cfg.Bus = e.bus
+	}
+	if o.workers != nil {
+		cfg.Workers = o.workers
+	}
+	if o.eventLog && e.demo != nil {
+		caller := &hmsclient.Redialer{Addr: e.upAddr}
+		t.Cleanup(func() { caller.Close() })
+		p, err := eventlog.New(eventlog.Config{Caller: caller, Cursor: &eventlog.MemCursor{},
+			Apply: func(ctx context.Context, ents []cache.Entity) { e.proxy.Flush(ctx, ents) }, Drop: e.proxy.DropAll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Poll(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		cfg.EventLog = p
 	}
 	e.admin, err = New(cfg)
 	if err != nil {
@@ -142,6 +175,45 @@ func startEnv(t testing.TB, o envOpts) *env {
 	return e
 }
 
+// startBus starts a redis-server and the node's bus, wired into caching
+// as cmd/hmsproxy does; runBus runs it once the proxy exists.
+func (e *env) startBus(t testing.TB, caching *proxy.Caching) {
+	t.Helper()
+	rs := redistest.Start(t)
+	e.redis = redis.NewClient(&redis.Options{Addr: rs.Addr, MaxRetries: -1})
+	t.Cleanup(func() { e.redis.Close() })
+	var err error
+	e.bus, err = cache.NewBus(cache.BusConfig{Client: e.redis, Upstream: caching.Upstream, NodeID: "node-a",
+		Block: 100 * time.Millisecond, Heartbeat: 200 * time.Millisecond, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	caching.Synced = e.bus.Synced
+	caching.Invalidated = func(ctx context.Context, ents []cache.Entity) { e.bus.Publish(ctx, ents) }
+}
+
+func (e *env) runBus(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.bus.Run(ctx, e.proxy.ApplyRemote, e.proxy.DropAll)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, "the bus to sync", e.bus.Synced)
+}
+
+// waitFor polls cond for up to 10s.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
 func (e *env) client(t testing.TB) *hmsclient.Client {
 	t.Helper()
 	c, err := hmsclient.Dial(context.Background(), e.paddr, wire.Buffered)
@@ -158,10 +230,21 @@ func (e *env) call(t testing.TB, c *hmsclient.Client, method string, args []byte
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	before := e.calls()
 	if _, err := c.Call(ctx, method, args); err != nil {
 		t.Fatalf("%s: %v", method, err)
 	}
 	e.store.Wait()
+	// The proxy counts a call once its reply is written, so the client
+	// may see the reply first.
+	waitFor(t, "the call to be counted", func() bool { return e.calls() > before })
+}
+
+// calls is the number of calls the proxy has counted.
+func (e *env) calls() uint64 {
+	var n uint64
+	e.proxy.Stats().EachMethod(func(_ string, _ proxy.Outcome, c uint64) { n += c })
+	return n
 }
 
 type httpResult struct {
@@ -261,6 +344,7 @@ func TestMetrics(t *testing.T) {
 		"hmsproxy_cache_flushes_total",
 		"hmsproxy_upstream_up",
 		"hmsproxy_client_connections",
+		"hmsproxy_request_duration_seconds",
 		"go_goroutines",
 		"process_open_fds",
 	} {
@@ -293,6 +377,10 @@ func TestMetrics(t *testing.T) {
 		{`hmsproxy_cache_flushes_total{level="all"}`, 0},
 		{`hmsproxy_upstream_up{upstream="` + e.upAddr + `"}`, 1},
 		{`hmsproxy_client_connections`, 1},
+		{`hmsproxy_request_duration_seconds_count{method_class="read",path="hit"}`, 3},
+		{`hmsproxy_request_duration_seconds_count{method_class="read",path="miss"}`, 2},
+		{`hmsproxy_request_duration_seconds_bucket{method_class="read",path="hit",le="+Inf"}`, 3},
+		{`hmsproxy_request_duration_seconds_count{method_class="passthrough",path="passthrough"}`, 1},
 	}
 	for _, w := range want {
 		got, ok := series[w.series]

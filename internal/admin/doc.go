@@ -1,7 +1,9 @@
-// Package admin serves the proxy's admin HTTP port: Prometheus metrics, health, and the cache flush API.
+// Package admin serves the proxy's admin HTTP port: Prometheus metrics, a status page, health, and the cache flush API.
 //
 // # Endpoints
 //
+//	GET  /                                         status page: one HTML document, no external assets
+//	GET  /status.json                              what the status page shows, polled by it every 2s
 //	GET  /metrics                                  Prometheus text exposition
 //	GET  /healthz                                  200 "ok" while a metastore is healthy, else 503
 //	POST /cache/flush                              everything cached for the metastore group
@@ -20,8 +22,17 @@
 // # Security
 //
 // With Config.Token set, every /cache/ request must carry
-// "Authorization: Bearer <token>" or is answered 401; /metrics and
-// /healthz stay open, as scrapers and probes expect.
+// "Authorization: Bearer <token>" or is answered 401; /, /status.json,
+// /metrics and /healthz stay open, as scrapers and probes expect.
+//
+// # Status page
+//
+// The page shows upstream health, hit ratio per cache kind, the top
+// methods, the invalidation bus, workers, and the last 20 admin flushes
+// and bus losses (bus losses are noticed by polling the bus's loss
+// counters every second and at every scrape). /metrics and /status.json
+// are rendered from one snapshot type read from the same counters, so
+// they agree.
 //
 // # Metrics
 //
@@ -29,6 +40,7 @@
 // them at scrape time. Families:
 //
 //	hmsproxy_requests_total{method,outcome}
+//	hmsproxy_request_duration_seconds{method_class,path} (histogram)
 //	hmsproxy_cache_requests_total{kind,outcome}
 //	hmsproxy_cache_bytes{kind}, hmsproxy_cache_entries{kind}
 //	hmsproxy_cache_evictions_total{kind}, hmsproxy_cache_admissions_total{kind}
@@ -36,6 +48,11 @@
 //	hmsproxy_cache_discarded_loads_total{kind}
 //	hmsproxy_cache_flushes_total{level}
 //	hmsproxy_upstream_up{upstream}, hmsproxy_client_connections
+//	hmsproxy_bus_published_total, hmsproxy_bus_publish_errors_total
+//	hmsproxy_bus_received_total, hmsproxy_bus_applied_total, hmsproxy_bus_synced
+//	hmsproxy_invalidation_losses_total{reason}, hmsproxy_bus_lag_seconds{quantile}
+//	hmsproxy_worker_runs_total{worker}, hmsproxy_worker_failures_total{worker}
+//	hmsproxy_worker_last_success_timestamp_seconds{worker}
 //
 // plus the Go runtime (go_*) and process (process_*) collectors.
 package admin

@@ -1,6 +1,8 @@
 package admin
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hmsproxy/hmsproxy/internal/hms"
@@ -20,17 +22,16 @@ var kindOutcomes = []proxy.Outcome{
 	proxy.OutcomePassthrough, proxy.OutcomeError,
 }
 
-// collector reads the proxy's and the store's own counters at scrape
-// time, so the core packages stay free of Prometheus (the pattern of
-// client_golang's collectors/dbstats_collector.go). A nil source leaves
-// its families out.
+// collector reads the proxy's, the store's, the bus's and the workers'
+// own counters at scrape time, so the core packages stay free of
+// Prometheus (the pattern of client_golang's
+// collectors/dbstats_collector.go). A nil source leaves its families out.
 type collector struct {
-	calls     CallStats
-	store     Store
-	upstreams Upstreams
-	clients   ClientCounter
+	cfg  *Config
+	seen func(*snapshot) // called with every snapshot taken for a scrape
 
 	requests      *prometheus.Desc
+	duration      *prometheus.Desc
 	cacheRequests *prometheus.Desc
 	bytes         *prometheus.Desc
 	entries       *prometheus.Desc
@@ -41,19 +42,35 @@ type collector struct {
 	discarded     *prometheus.Desc
 	upstreamUp    *prometheus.Desc
 	connections   *prometheus.Desc
+
+	busPublished     *prometheus.Desc
+	busPublishErrors *prometheus.Desc
+	busReceived      *prometheus.Desc
+	busApplied       *prometheus.Desc
+	busSynced        *prometheus.Desc
+	busLosses        *prometheus.Desc
+	busLag           *prometheus.Desc
+
+	workerRuns        *prometheus.Desc
+	workerFailures    *prometheus.Desc
+	workerLastSuccess *prometheus.Desc
+
+	evLatest, evApplied, evLagEvents, evLagSeconds, evEvents, evGaps *prometheus.Desc
 }
 
-func newCollector(cfg *Config) *collector {
+func newCollector(cfg *Config, seen func(*snapshot)) *collector {
 	kind := []string{"kind"}
+	worker := []string{"worker"}
 	return &collector{
-		calls:     cfg.Calls,
-		store:     cfg.Store,
-		upstreams: cfg.Upstreams,
-		clients:   cfg.Clients,
+		cfg:  cfg,
+		seen: seen,
 
 		requests: prometheus.NewDesc("hmsproxy_requests_total",
 			"Client calls by HMS method and how the proxy answered them (hit, miss, coalesced, passthrough, write, error). Methods outside the method table are counted as \"other\".",
 			[]string{"method", "outcome"}, nil),
+		duration: prometheus.NewDesc("hmsproxy_request_duration_seconds",
+			"Client call latency, from reading the request to writing the reply, by method class (read, write, passthrough, session) and path (the outcome: hit, miss, coalesced, passthrough, write, error).",
+			[]string{"method_class", "path"}, nil),
 		cacheRequests: prometheus.NewDesc("hmsproxy_cache_requests_total",
 			"Cacheable reads by cache kind and outcome.",
 			[]string{"kind", "outcome"}, nil),
@@ -76,71 +93,174 @@ func newCollector(cfg *Config) *collector {
 			[]string{"upstream"}, nil),
 		connections: prometheus.NewDesc("hmsproxy_client_connections",
 			"Open client connections.", nil, nil),
+
+		busPublished: prometheus.NewDesc("hmsproxy_bus_published_total",
+			"Invalidation messages this node published on the Redis bus.", nil, nil),
+		busPublishErrors: prometheus.NewDesc("hmsproxy_bus_publish_errors_total",
+			"Invalidation messages this node failed to publish (the other nodes see a gap and flush).", nil, nil),
+		busReceived: prometheus.NewDesc("hmsproxy_bus_received_total",
+			"Messages read from the bus, this node's own and heartbeats included.", nil, nil),
+		busApplied: prometheus.NewDesc("hmsproxy_bus_applied_total",
+			"Invalidation messages from other nodes applied to this node's cache.", nil, nil),
+		busSynced: prometheus.NewDesc("hmsproxy_bus_synced",
+			"1 while the bus is connected and caught up (the cache is served), else 0.", nil, nil),
+		busLosses: prometheus.NewDesc("hmsproxy_invalidation_losses_total",
+			"Times this node dropped its cache because invalidations may have been missed, by reason (reconnect, gap, redis-restart, undecodable).",
+			[]string{"reason"}, nil),
+		busLag: prometheus.NewDesc("hmsproxy_bus_lag_seconds",
+			"Propagation lag of bus invalidations (publish on another node to apply here), at the quantile, over the last 4096 applied messages; NaN before the first.",
+			[]string{"quantile"}, nil),
+
+		workerRuns: prometheus.NewDesc("hmsproxy_worker_runs_total",
+			"Runs of a background worker, failed ones included.", worker, nil),
+		workerFailures: prometheus.NewDesc("hmsproxy_worker_failures_total",
+			"Runs of a background worker that failed.", worker, nil),
+		workerLastSuccess: prometheus.NewDesc("hmsproxy_worker_last_success_timestamp_seconds",
+			"Unix time of the worker's latest successful run; 0 if none yet.", worker, nil),
+
+		evLatest: prometheus.NewDesc("hmsproxy_eventlog_latest_event_id",
+			"Newest notification-log event id the metastore reported.", nil, nil),
+		evApplied: prometheus.NewDesc("hmsproxy_eventlog_applied_event_id",
+			"Last notification-log event id applied to the caches.", nil, nil),
+		evLagEvents: prometheus.NewDesc("hmsproxy_eventlog_lag_events",
+			"Notification-log events not yet applied (latest minus applied).", nil, nil),
+		evLagSeconds: prometheus.NewDesc("hmsproxy_eventlog_lag_seconds",
+			"Age of the oldest unapplied notification-log event; 0 when caught up.", nil, nil),
+		evEvents: prometheus.NewDesc("hmsproxy_eventlog_events_total",
+			"Notification-log events read.", nil, nil),
+		evGaps: prometheus.NewDesc("hmsproxy_eventlog_gaps_total",
+			"Times events were missing from the log (purged, or ids going backwards) and the cache was dropped.", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	if c.calls != nil {
-		ch <- c.requests
-		ch <- c.cacheRequests
-	}
-	if c.store != nil {
-		for _, d := range []*prometheus.Desc{c.bytes, c.entries, c.evictions, c.admissions, c.rejections, c.stale, c.discarded} {
-			ch <- d
+	var ds []*prometheus.Desc
+	if c.cfg.Calls != nil {
+		ds = append(ds, c.requests, c.cacheRequests)
+		if _, ok := c.cfg.Calls.(LatencyStats); ok {
+			ds = append(ds, c.duration)
 		}
 	}
-	if c.upstreams != nil {
-		ch <- c.upstreamUp
+	if c.cfg.Store != nil {
+		ds = append(ds, c.bytes, c.entries, c.evictions, c.admissions, c.rejections, c.stale, c.discarded)
 	}
-	if c.clients != nil {
-		ch <- c.connections
+	if c.cfg.Upstreams != nil {
+		ds = append(ds, c.upstreamUp)
+	}
+	if c.cfg.Clients != nil {
+		ds = append(ds, c.connections)
+	}
+	if c.cfg.Bus != nil {
+		ds = append(ds, c.busPublished, c.busPublishErrors, c.busReceived, c.busApplied, c.busSynced, c.busLosses, c.busLag)
+	}
+	if c.cfg.Workers != nil {
+		ds = append(ds, c.workerRuns, c.workerFailures, c.workerLastSuccess)
+	}
+	if c.cfg.EventLog != nil {
+		ds = append(ds, c.evLatest, c.evApplied, c.evLagEvents, c.evLagSeconds, c.evEvents, c.evGaps)
+	}
+	for _, d := range ds {
+		ch <- d
 	}
 }
 
 // Collect implements prometheus.Collector.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	if c.calls != nil {
-		c.calls.EachMethod(func(name string, o proxy.Outcome, n uint64) {
-			ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(n), name, o.String())
-		})
+	s := take(c.cfg)
+	if c.seen != nil {
+		c.seen(s)
+	}
+	c.emit(s, ch)
+	if c.cfg.EventLog != nil {
+		st := c.cfg.EventLog.Stats()
+		latest, applied := st.Latest.Load(), st.Applied.Load()
+		g := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
+		g(c.evLatest, float64(latest))
+		g(c.evApplied, float64(applied))
+		g(c.evLagEvents, float64(max(latest-applied, 0)))
+		g(c.evLagSeconds, float64(st.BehindNanos.Load())/1e9)
+		ch <- prometheus.MustNewConstMetric(c.evEvents, prometheus.CounterValue, float64(st.Events.Load()))
+		ch <- prometheus.MustNewConstMetric(c.evGaps, prometheus.CounterValue, float64(st.Gaps.Load()))
+	}
+}
+
+// emit sends the metrics of s.
+func (c *collector) emit(s *snapshot, ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	if s.hasCalls {
+		for name, row := range s.methods {
+			for o, n := range row {
+				if n > 0 {
+					counter(c.requests, n, name, proxy.Outcome(o).String())
+				}
+			}
+		}
 		for k := firstKind; k <= lastKind; k++ {
 			for _, o := range kindOutcomes {
-				ch <- prometheus.MustNewConstMetric(c.cacheRequests, prometheus.CounterValue,
-					float64(c.calls.Kind(k, o)), k.String(), o.String())
+				counter(c.cacheRequests, s.kinds[k][o], k.String(), o.String())
 			}
 		}
+		for k, h := range s.latency {
+			buckets := make(map[float64]uint64, len(proxy.LatencyBuckets))
+			for i, le := range proxy.LatencyBuckets {
+				if i < len(h.cumulative) {
+					buckets[le] = h.cumulative[i]
+				}
+			}
+			ch <- prometheus.MustNewConstHistogram(c.duration, h.count, h.sum, buckets, k.class.String(), k.path.String())
+		}
 	}
-	if c.store != nil {
+	if s.hasStore {
 		for k := firstKind; k <= lastKind; k++ {
-			st := c.store.Stats(k)
-			name := k.String()
-			gauge := func(d *prometheus.Desc, v int64) {
-				ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), name)
-			}
-			counter := func(d *prometheus.Desc, v uint64) {
-				ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), name)
-			}
-			gauge(c.bytes, st.Bytes.Load())
-			gauge(c.entries, st.Entries.Load())
-			counter(c.evictions, st.Evicted.Load())
-			counter(c.admissions, st.Admitted.Load())
-			counter(c.rejections, st.Rejected.Load())
-			counter(c.stale, st.Stale.Load())
-			counter(c.discarded, st.Invalidated.Load())
+			st, name := &s.store[k], k.String()
+			gauge(c.bytes, float64(st.bytes), name)
+			gauge(c.entries, float64(st.entries), name)
+			counter(c.evictions, st.evicted, name)
+			counter(c.admissions, st.admitted, name)
+			counter(c.rejections, st.rejected, name)
+			counter(c.stale, st.stale, name)
+			counter(c.discarded, st.invalidatedLoads, name)
 		}
 	}
-	if c.upstreams != nil {
-		addrs, healthy := c.upstreams.Addrs(), c.upstreams.Healthy()
-		for i := range min(len(addrs), len(healthy)) {
-			up := 0.0
-			if healthy[i] {
-				up = 1
-			}
-			ch <- prometheus.MustNewConstMetric(c.upstreamUp, prometheus.GaugeValue, up, addrs[i])
+	for _, u := range s.upstreams {
+		gauge(c.upstreamUp, b2f(u.Healthy), u.Addr)
+	}
+	if s.hasClients {
+		gauge(c.connections, float64(s.clients))
+	}
+	if b := s.bus; b != nil {
+		counter(c.busPublished, b.published)
+		counter(c.busPublishErrors, b.publishErrors)
+		counter(c.busReceived, b.received)
+		counter(c.busApplied, b.applied)
+		gauge(c.busSynced, b2f(b.synced))
+		for r, n := range b.losses {
+			counter(c.busLosses, n, r)
+		}
+		for i, q := range lagQuantiles {
+			gauge(c.busLag, b.lag[i], strconv.FormatFloat(q, 'g', -1, 64))
 		}
 	}
-	if c.clients != nil {
-		ch <- prometheus.MustNewConstMetric(c.connections, prometheus.GaugeValue, float64(c.clients.Clients()))
+	for _, w := range s.workers {
+		counter(c.workerRuns, w.Runs, w.Name)
+		counter(c.workerFailures, w.Failures, w.Name)
+		last := 0.0
+		if !w.LastSuccess.IsZero() {
+			last = float64(w.LastSuccess.UnixNano()) / 1e9
+		}
+		gauge(c.workerLastSuccess, last, w.Name)
 	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -1,0 +1,188 @@
+package admin
+
+import (
+	_ "embed"
+	"math"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/proxy"
+)
+
+// statusHTML is the status page: one self-contained document (inline CSS
+// and script, no external assets) that polls /status.json.
+//
+//go:embed status.html
+var statusHTML []byte
+
+// topMethods is how many methods the status page lists.
+const topMethods = 10
+
+// status is the body of /status.json. A null part has no source in
+// Config.
+type status struct {
+	Time      time.Time      `json:"time"`
+	Upstreams []upstreamSnap `json:"upstreams"`
+	Clients   *int           `json:"clients"`
+	Calls     *callTotals    `json:"calls"`
+	Kinds     []kindStatus   `json:"kinds"`
+	Cache     *cacheTotals   `json:"cache"`
+	Methods   []methodStatus `json:"methods"`
+	Bus       *busStatus     `json:"bus"`
+	Events    []event        `json:"events"`
+	Workers   []workerStatus `json:"workers"`
+}
+
+type callTotals struct {
+	Total     uint64 `json:"total"`
+	FromCache uint64 `json:"from_cache"` // hit or coalesced: no upstream call of their own
+	// UpstreamLoadSaved is FromCache/Total: the share of client calls the
+	// metastore did not see. Null before the first call.
+	UpstreamLoadSaved *float64 `json:"upstream_load_saved"`
+}
+
+type kindStatus struct {
+	Kind      string `json:"kind"`
+	Hits      uint64 `json:"hits"`
+	Misses    uint64 `json:"misses"`
+	Coalesced uint64 `json:"coalesced"`
+	// HitRatio is hits / (hits + misses + coalesced); null before the
+	// first read of the kind.
+	HitRatio *float64 `json:"hit_ratio"`
+	Bytes    *int64   `json:"bytes"`
+	Entries  *int64   `json:"entries"`
+}
+
+type cacheTotals struct {
+	Bytes   int64 `json:"bytes"`
+	Entries int64 `json:"entries"`
+}
+
+type methodStatus struct {
+	Method   string            `json:"method"`
+	Calls    uint64            `json:"calls"`
+	Outcomes map[string]uint64 `json:"outcomes"`
+}
+
+type busStatus struct {
+	Synced        bool              `json:"synced"`
+	Published     uint64            `json:"published"`
+	PublishErrors uint64            `json:"publish_errors"`
+	Received      uint64            `json:"received"`
+	Applied       uint64            `json:"applied"`
+	LagP50        *float64          `json:"lag_p50_seconds"` // null without samples
+	LagP99        *float64          `json:"lag_p99_seconds"`
+	LagSamples    int               `json:"lag_samples"`
+	Losses        map[string]uint64 `json:"losses"`
+}
+
+type workerStatus struct {
+	Name        string     `json:"name"`
+	Runs        uint64     `json:"runs"`
+	Failures    uint64     `json:"failures"`
+	LastSuccess *time.Time `json:"last_success"`
+	LastError   string     `json:"last_error"`
+}
+
+func (s *Server) statusPage(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	// Nothing but the page itself and /status.json may load.
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'; img-src data:")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.Write(statusHTML)
+}
+
+func (s *Server) statusJSON(w http.ResponseWriter, r *http.Request) {
+	snap := take(&s.cfg)
+	s.noticeLosses(snap)
+	writeJSON(w, http.StatusOK, s.status(snap))
+}
+
+// status renders snap, with the events recorded so far.
+func (s *Server) status(snap *snapshot) *status {
+	st := &status{Time: snap.at, Upstreams: snap.upstreams, Events: s.events.recent(), Workers: []workerStatus{}}
+	if snap.hasClients {
+		st.Clients = &snap.clients
+	}
+	if snap.hasCalls {
+		c := &callTotals{}
+		for _, row := range snap.methods {
+			c.Total += total(row)
+			c.FromCache += row[proxy.OutcomeHit] + row[proxy.OutcomeCoalesced]
+		}
+		if c.Total > 0 {
+			c.UpstreamLoadSaved = ptr(float64(c.FromCache) / float64(c.Total))
+		}
+		st.Calls = c
+		st.Methods = top(snap.methods, topMethods)
+	}
+	if snap.hasStore {
+		st.Cache = &cacheTotals{}
+	}
+	if snap.hasCalls || snap.hasStore {
+		for k := firstKind; k <= lastKind; k++ {
+			ks := kindStatus{Kind: k.String()}
+			if snap.hasCalls {
+				c := &snap.kinds[k]
+				ks.Hits, ks.Misses, ks.Coalesced = c[proxy.OutcomeHit], c[proxy.OutcomeMiss], c[proxy.OutcomeCoalesced]
+				if r, ok := snap.hitRatio(k); ok {
+					ks.HitRatio = ptr(r)
+				}
+			}
+			if snap.hasStore {
+				ks.Bytes, ks.Entries = ptr(snap.store[k].bytes), ptr(snap.store[k].entries)
+				st.Cache.Bytes += snap.store[k].bytes
+				st.Cache.Entries += snap.store[k].entries
+			}
+			st.Kinds = append(st.Kinds, ks)
+		}
+	}
+	if b := snap.bus; b != nil {
+		st.Bus = &busStatus{
+			Synced: b.synced, Published: b.published, PublishErrors: b.publishErrors,
+			Received: b.received, Applied: b.applied,
+			LagP50: finite(b.lag[0]), LagP99: finite(b.lag[1]), LagSamples: b.lagSamples,
+			Losses: b.losses,
+		}
+	}
+	for _, w := range snap.workers {
+		ws := workerStatus{Name: w.Name, Runs: w.Runs, Failures: w.Failures, LastError: w.LastError}
+		if !w.LastSuccess.IsZero() {
+			ws.LastSuccess = ptr(w.LastSuccess)
+		}
+		st.Workers = append(st.Workers, ws)
+	}
+	return st
+}
+
+// top returns the n methods with the most calls, ties by name.
+func top(methods map[string]*[numOutcomes]uint64, n int) []methodStatus {
+	out := make([]methodStatus, 0, len(methods))
+	for name, row := range methods {
+		m := methodStatus{Method: name, Calls: total(row), Outcomes: map[string]uint64{}}
+		for _, o := range outcomes {
+			m.Outcomes[o.String()] = row[o]
+		}
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Calls != out[j].Calls {
+			return out[i].Calls > out[j].Calls
+		}
+		return out[i].Method < out[j].Method
+	})
+	return out[:min(n, len(out))]
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// finite is v, or nil for NaN and infinities, which JSON cannot carry.
+func finite(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
+}

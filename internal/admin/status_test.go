@@ -1,0 +1,318 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+)
+
+// fakeWorkers is a hand-written Workers.
+type fakeWorkers struct {
+	mu   sync.Mutex // guards list
+	list []WorkerStatus
+}
+
+func (f *fakeWorkers) Snapshot() []WorkerStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]WorkerStatus(nil), f.list...)
+}
+
+var lastSync = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+
+func newFakeWorkers() *fakeWorkers {
+	return &fakeWorkers{list: []WorkerStatus{
+		{Name: "eventlog-poller", Runs: 120, Failures: 2, LastSuccess: time.Now().Add(-3 * time.Second), LastError: "hms: get_next_notification: connection reset"},
+		{Name: "upstream-health", Runs: 60, LastSuccess: time.Now().Add(-time.Second)},
+		{Name: "refresh-ahead", Runs: 7, LastSuccess: lastSync},
+		{Name: "txn-monitor"}, // never ran
+	}}
+}
+
+// busEvents makes the bus of e count a loss (an undecodable message) and
+// apply n invalidations from another node, so that lag has samples. It
+// runs before the cache traffic: the loss drops the cache.
+func busEvents(t testing.TB, e *env, n int) {
+	t.Helper()
+	ctx := context.Background()
+	stream := "hmsproxy:inval:test"
+	if err := e.redis.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"m", "not json"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the undecodable loss", func() bool { return e.bus.Stats().Loss("undecodable") == 1 })
+
+	other, err := cache.NewBus(cache.BusConfig{Client: e.redis, Upstream: "test", NodeID: "node-b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		ent := cache.Entity{Level: cache.LevelTable, Cat: "hive", DB: "demo_db1", Table: fmt.Sprintf("t%d", i)}
+		if err := other.Publish(ctx, []cache.Entity{ent}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the invalidations to apply", func() bool { return e.bus.Stats().Applied.Load() == uint64(n) })
+	waitFor(t, "the bus to sync", e.bus.Synced)
+}
+
+// traffic makes hits and misses over several kinds and methods, and one
+// admin flush.
+func traffic(t testing.TB, e *env) {
+	t.Helper()
+	c := e.client(t)
+	for range 4 { // 1 miss, 3 hits
+		e.call(t, c, "get_table", getTable("demo_db0", "t0"))
+	}
+	for range 2 { // 1 miss, 1 hit
+		e.call(t, c, "get_table", getTable("demo_db0", "t1"))
+	}
+	for range 3 { // 1 miss, 2 hits
+		e.call(t, c, "get_all_databases", hmsclient.Args())
+	}
+	for range 2 { // 1 miss, 1 hit
+		e.call(t, c, "get_partition_names", partitionNames("demo_db0", "t0"))
+	}
+	e.call(t, c, "get_partition_names", partitionNames("demo_db0", "t1"))
+	e.call(t, c, "no_such_method_anywhere", hmsclient.Args())
+	if r := do(t, "POST", e.url+"/cache/flush/demo_db1/t2", ""); r.code != http.StatusOK {
+		t.Fatalf("flush: got %d %s; want 200", r.code, r.body)
+	}
+}
+
+// fromMetrics derives what the status page shows from a scrape.
+type fromMetrics struct {
+	series map[string]float64
+}
+
+func (m fromMetrics) kindRatio(kind string) (float64, bool) {
+	get := func(o string) float64 {
+		return m.series[`hmsproxy_cache_requests_total{kind="`+kind+`",outcome="`+o+`"}`]
+	}
+	den := get("hit") + get("miss") + get("coalesced")
+	if den == 0 {
+		return 0, false
+	}
+	return get("hit") / den, true
+}
+
+func (m fromMetrics) method(name, outcome string) float64 {
+	return m.series[`hmsproxy_requests_total{method="`+name+`",outcome="`+outcome+`"}`]
+}
+
+func (m fromMetrics) methodCalls(name string) float64 {
+	var n float64
+	for _, o := range []string{"hit", "miss", "coalesced", "passthrough", "write", "error"} {
+		n += m.method(name, o)
+	}
+	return n
+}
+
+func (m fromMetrics) totalCalls() float64 {
+	var n float64
+	for s, v := range m.series {
+		if strings.HasPrefix(s, "hmsproxy_requests_total{") {
+			n += v
+		}
+	}
+	return n
+}
+
+func TestBusAndWorkerMetrics(t *testing.T) {
+	e := startEnv(t, envOpts{bus: true, workers: newFakeWorkers()})
+	busEvents(t, e, 5)
+	traffic(t, e)
+
+	series, families := scrape(t, e.url)
+	for _, f := range []string{
+		"hmsproxy_bus_published_total", "hmsproxy_bus_publish_errors_total",
+		"hmsproxy_bus_received_total", "hmsproxy_bus_applied_total", "hmsproxy_bus_synced",
+		"hmsproxy_invalidation_losses_total", "hmsproxy_bus_lag_seconds",
+		"hmsproxy_worker_runs_total", "hmsproxy_worker_failures_total",
+		"hmsproxy_worker_last_success_timestamp_seconds",
+	} {
+		if !families[f] {
+			t.Errorf("family %s missing from /metrics", f)
+		}
+	}
+	want := []struct {
+		series string
+		value  float64
+	}{
+		{`hmsproxy_bus_applied_total`, 5},
+		{`hmsproxy_bus_publish_errors_total`, 0},
+		{`hmsproxy_bus_synced`, 1},
+		{`hmsproxy_invalidation_losses_total{reason="undecodable"}`, 1},
+		{`hmsproxy_invalidation_losses_total{reason="gap"}`, 0},
+		{`hmsproxy_invalidation_losses_total{reason="reconnect"}`, 0},
+		{`hmsproxy_invalidation_losses_total{reason="redis-restart"}`, 0},
+		{`hmsproxy_worker_runs_total{worker="eventlog-poller"}`, 120},
+		{`hmsproxy_worker_failures_total{worker="eventlog-poller"}`, 2},
+		{`hmsproxy_worker_failures_total{worker="upstream-health"}`, 0},
+		{`hmsproxy_worker_last_success_timestamp_seconds{worker="refresh-ahead"}`, float64(lastSync.Unix())},
+		{`hmsproxy_worker_last_success_timestamp_seconds{worker="txn-monitor"}`, 0},
+	}
+	for _, w := range want {
+		got, ok := series[w.series]
+		if !ok {
+			t.Errorf("%s missing from /metrics", w.series)
+		} else if got != w.value {
+			t.Errorf("%s = %v; want %v", w.series, got, w.value)
+		}
+	}
+	if v := series[`hmsproxy_bus_received_total`]; v < 6 {
+		t.Errorf("hmsproxy_bus_received_total = %v; want >= 6 (5 invalidations and heartbeats)", v)
+	}
+	p50, p99 := series[`hmsproxy_bus_lag_seconds{quantile="0.5"}`], series[`hmsproxy_bus_lag_seconds{quantile="0.99"}`]
+	if !(p50 > 0 && p50 <= p99 && p99 < 10) {
+		t.Errorf("bus lag p50 %v, p99 %v; want 0 < p50 <= p99 < 10s", p50, p99)
+	}
+}
+
+// TestBusLagWithoutSamples: before the first applied invalidation the lag
+// quantiles are NaN in /metrics and null in /status.json.
+func TestBusLagWithoutSamples(t *testing.T) {
+	e := startEnv(t, envOpts{bus: true})
+	series, _ := scrape(t, e.url)
+	if v, ok := series[`hmsproxy_bus_lag_seconds{quantile="0.5"}`]; !ok || !math.IsNaN(v) {
+		t.Errorf(`hmsproxy_bus_lag_seconds{quantile="0.5"} = %v (present %v); want NaN`, v, ok)
+	}
+	st := getStatus(t, e.url)
+	if st.Bus == nil || st.Bus.LagP50 != nil || st.Bus.LagSamples != 0 {
+		t.Errorf("status bus = %+v; want lag null with no samples", st.Bus)
+	}
+}
+
+func getStatus(t testing.TB, url string) status {
+	t.Helper()
+	r := do(t, "GET", url+"/status.json", "")
+	if r.code != http.StatusOK || !strings.HasPrefix(r.hdr.Get("Content-Type"), "application/json") {
+		t.Fatalf("GET /status.json: got %d %q; want 200 JSON", r.code, r.hdr.Get("Content-Type"))
+	}
+	var st status
+	if err := json.Unmarshal([]byte(r.body), &st); err != nil {
+		t.Fatalf("GET /status.json: %v in %s", err, r.body)
+	}
+	return st
+}
+
+// TestStatusJSON: /status.json shows the numbers of /metrics.
+func TestStatusJSON(t *testing.T) {
+	e := startEnv(t, envOpts{bus: true, workers: newFakeWorkers()})
+	busEvents(t, e, 3)
+	traffic(t, e)
+	series, _ := scrape(t, e.url)
+	m := fromMetrics{series}
+	st := getStatus(t, e.url)
+
+	if len(st.Upstreams) != 1 || st.Upstreams[0].Addr != e.upAddr || !st.Upstreams[0].Healthy {
+		t.Errorf("upstreams = %+v; want [%s healthy]", st.Upstreams, e.upAddr)
+	}
+	if st.Calls == nil || float64(st.Calls.Total) != m.totalCalls() {
+		t.Fatalf("calls = %+v; want total %v", st.Calls, m.totalCalls())
+	}
+	for _, k := range st.Kinds {
+		want, ok := m.kindRatio(k.Kind)
+		switch {
+		case !ok && k.HitRatio != nil:
+			t.Errorf("kind %s: hit ratio %v; want null", k.Kind, *k.HitRatio)
+		case ok && (k.HitRatio == nil || *k.HitRatio != want):
+			t.Errorf("kind %s: hit ratio %v; want %v", k.Kind, k.HitRatio, want)
+		}
+		if e := series[`hmsproxy_cache_entries{kind="`+k.Kind+`"}`]; k.Entries == nil || float64(*k.Entries) != e {
+			t.Errorf("kind %s: entries %v; want %v", k.Kind, k.Entries, e)
+		}
+	}
+	if r, _ := m.kindRatio("table"); r != 4.0/6 {
+		t.Errorf("table hit ratio from /metrics = %v; want 4/6", r)
+	}
+	if len(st.Methods) == 0 || st.Methods[0].Method != "get_table" || st.Methods[0].Calls != 6 {
+		t.Errorf("top method = %+v; want get_table with 6 calls", st.Methods)
+	}
+	for _, me := range st.Methods {
+		if float64(me.Calls) != m.methodCalls(me.Method) {
+			t.Errorf("method %s: %d calls; want %v", me.Method, me.Calls, m.methodCalls(me.Method))
+		}
+	}
+	if st.Bus == nil || float64(st.Bus.Applied) != series["hmsproxy_bus_applied_total"] || !st.Bus.Synced ||
+		st.Bus.LagP50 == nil || *st.Bus.LagP50 != series[`hmsproxy_bus_lag_seconds{quantile="0.5"}`] {
+		t.Errorf("bus = %+v; want the numbers of /metrics", st.Bus)
+	}
+	var flush, loss bool
+	for _, ev := range st.Events {
+		flush = flush || (ev.Type == "flush" && ev.Level == "table" && ev.Detail == "hive.demo_db1.t2")
+		loss = loss || (ev.Type == "bus-loss" && ev.Detail == "undecodable" && ev.Count == 1)
+	}
+	if !flush || !loss {
+		t.Errorf("events = %+v; want the table flush and the undecodable loss", st.Events)
+	}
+	if len(st.Workers) != 4 || st.Workers[0].Name != "eventlog-poller" || st.Workers[0].Failures != 2 ||
+		st.Workers[3].Name != "upstream-health" || st.Workers[2].LastSuccess != nil {
+		t.Errorf("workers = %+v; want the four, by name, txn-monitor never succeeded", st.Workers)
+	}
+}
+
+// TestStatusNilSafe: with no sources at all, the page and the JSON still
+// answer, with null parts and an empty workers array.
+func TestStatusNilSafe(t *testing.T) {
+	s, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	ln := listen(t)
+	go s.Serve(ln)
+	url := "http://" + ln.Addr().String()
+
+	r := do(t, "GET", url+"/", "")
+	if r.code != http.StatusOK || !strings.Contains(r.body, "<title>hmsproxy status</title>") {
+		t.Fatalf("GET /: got %d; want the status page", r.code)
+	}
+	if csp := r.hdr.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
+		t.Errorf("Content-Security-Policy %q; want default-src 'none'", csp)
+	}
+	for _, ext := range []string{"http://", "https://", "//cdn", "<link", "src="} {
+		if strings.Contains(r.body, ext) {
+			t.Errorf("status page references an external asset: %q", ext)
+		}
+	}
+	body := do(t, "GET", url+"/status.json", "").body
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(body), &raw); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"upstreams", "clients", "calls", "kinds", "cache", "methods", "bus"} {
+		if string(raw[k]) != "null" {
+			t.Errorf("%s = %s; want null", k, raw[k])
+		}
+	}
+	if string(raw["workers"]) != "[]" || string(raw["events"]) != "[]" {
+		t.Errorf("workers = %s, events = %s; want []", raw["workers"], raw["events"])
+	}
+}
+
+// TestEventsRing keeps the latest maxEvents, newest first.
+func TestEventsRing(t *testing.T) {
+	var ev events
+	if got := ev.recent(); len(got) != 0 {
+		t.Fatalf("empty ring: got %d events", len(got))
+	}
+	for i := range maxEvents + 5 {
+		ev.add(event{Type: "flush", Detail: fmt.Sprint(i)})
+	}
+	got := ev.recent()
+	if len(got) != maxEvents || got[0].Detail != fmt.Sprint(maxEvents+4) || got[maxEvents-1].Detail != "5" {
+		t.Errorf("got %d events, first %q last %q; want %d, %q, %q",
+			len(got), got[0].Detail, got[len(got)-1].Detail, maxEvents, fmt.Sprint(maxEvents+4), "5")
+	}
+}

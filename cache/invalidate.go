@@ -59,6 +59,7 @@ const (
 	ctrParts
 	ctrFuncs
 	ctrFuncsAll
+	ctrTablesAll // every table of a catalog: cross-database table lists
 )
 
 // dep returns the counter of one entity.
@@ -87,6 +88,10 @@ func (s *Store) ReadDeps(dst []Dep, sc Scope, m *hms.Method, n *Names) ([]Dep, b
 		}
 	case hms.ScopeCatalog:
 		dst = append(dst, s.dep(&b, ctrDBList, up, n.Cat))
+		if m.Kind != hms.KindDatabaseNames {
+			// get_table_meta lists tables across databases.
+			dst = append(dst, s.dep(&b, ctrTablesAll, up, n.Cat))
+		}
 	case hms.ScopeDatabase:
 		if !n.HasDB {
 			dst = append(dst, s.dep(&b, ctrDBList, up, n.Cat))
@@ -132,9 +137,11 @@ func (s *Store) Apply(up string, ents []Entity) {
 			s.gens.Bump(s.dep(&b, ctrTableList, up, e.Cat, e.DB))
 			s.gens.Bump(s.dep(&b, ctrFuncs, up, e.Cat, e.DB))
 			s.gens.Bump(s.dep(&b, ctrFuncsAll, up, e.Cat))
+			s.gens.Bump(s.dep(&b, ctrTablesAll, up, e.Cat))
 		case LevelTable:
 			s.gens.Bump(s.dep(&b, ctrTable, up, e.Cat, e.DB, e.Table))
 			s.gens.Bump(s.dep(&b, ctrTableList, up, e.Cat, e.DB))
+			s.gens.Bump(s.dep(&b, ctrTablesAll, up, e.Cat))
 		case LevelPartitions:
 			s.gens.Bump(s.dep(&b, ctrParts, up, e.Cat, e.DB, e.Table))
 		case LevelFunction:

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -103,13 +104,21 @@ func TestApplyInvalidates(t *testing.T) {
 	}
 }
 
+func many(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprint("t", i)
+	}
+	return out
+}
+
 func TestReadDepsBounded(t *testing.T) {
 	s := newTestStore(t, Config{})
 	m := method(t, "get_table_objects_by_name")
 	tests := []struct {
 		tables []string
 		ok     bool
-	}{{[]string{"a"}, true}, {[]string{"a", "b"}, true}, {[]string{"a", "b", "c"}, false}}
+	}{{[]string{"a"}, true}, {[]string{"a", "b", "c"}, true}, {many(maxDeps - 3), true}, {many(maxDeps - 2), false}, {many(100), false}}
 	for _, tc := range tests {
 		n := readNames(t, m, objectsByName("db0", tc.tables...).args)
 		deps, ok := s.ReadDeps(nil, scA, m, &n)

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"errors"
 	"slices"
 	"strings"
 
@@ -109,7 +110,14 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, shape batchShap
 	}
 	c.outcome = outcome
 	slices.SortFunc(parts, func(a, b namedPart) int { return strings.Compare(a.name, b.name) })
-	return true, c.replyWith(m, wire.Reply, encodeParts(c.scratch[:0], parts, shape.inStruct))
+	c.hdr = wire.AppendHeader(c.hdr[:0], wire.Reply, m.Name(), m.SeqID)
+	c.iov, c.frame = partsReply(append(c.iov[:0], c.hdr), c.frame, parts, shape.inStruct)
+	err := c.w.Write(c.iov...)
+	clear(c.iov) // don't keep cached entries alive through the buffer
+	if err != nil {
+		return true, errors.Join(errClientWrite, err)
+	}
+	return true, nil
 }
 
 // fetchParts sends a by-names request and returns the partitions matched
@@ -286,9 +294,11 @@ func partValues(d *wire.Decoder) []string {
 	}
 }
 
-// encodeParts builds a by-names result struct from partition bytes.
-func encodeParts(dst []byte, parts []namedPart, inStruct bool) []byte {
-	e := wire.Encoder{B: dst}
+// partsReply lays a by-names result struct out over the partitions' own
+// bytes, without copying them: the wrapper bytes go in frame, and the
+// whole reply body is iov, for one writev.
+func partsReply(iov [][]byte, frame []byte, parts []namedPart, inStruct bool) ([][]byte, []byte) {
+	e := wire.Encoder{B: frame[:0]}
 	if inStruct {
 		e.FieldBegin(wire.TStruct, 0)
 		e.FieldBegin(wire.TList, 1)
@@ -296,16 +306,17 @@ func encodeParts(dst []byte, parts []namedPart, inStruct bool) []byte {
 		e.FieldBegin(wire.TList, 0)
 	}
 	e.ListBegin(wire.TStruct, len(parts))
-	for _, p := range parts {
-		e.B = append(e.B, p.body...)
-	}
+	pre := len(e.B)
 	if inStruct {
 		e.Stop()
 	}
 	e.Stop()
-	return e.B
+	iov = append(iov, e.B[:pre])
+	for _, p := range parts {
+		iov = append(iov, p.body)
+	}
+	return append(iov, e.B[pre:]), e.B
 }
-
 // refreshBatch reloads a group of per-partition entries with one call.
 func (k *cacher) refreshBatch(ctx context.Context, up Forwarder, j refreshJob, snap *cache.Snapshot) {
 	started := k.Store.Now()

@@ -169,12 +169,14 @@ func (w *Writer) Write(parts ...[]byte) error {
 			w.bufs = append(w.bufs, p)
 		}
 	}
+	var err error
 	if len(w.bufs) == 1 {
-		_, err := w.w.Write(w.bufs[0])
-		return err
+		_, err = w.w.Write(w.bufs[0])
+	} else {
+		w.out = w.bufs // WriteTo consumes the slice; keep our backing array.
+		_, err = w.out.WriteTo(w.w)
+		w.out = nil
 	}
-	w.out = w.bufs // WriteTo consumes the slice; keep our backing array.
-	_, err := w.out.WriteTo(w.w)
-	w.out = nil
+	clear(w.bufs) // the caller's buffers are not ours to keep alive
 	return err
 }

@@ -1,0 +1,303 @@
+package e2e
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/proxy"
+)
+
+// step is one call of the corpus.
+type step struct {
+	method string
+	args   []byte
+	read   bool // compared byte for byte; else a write, compared by outcome
+	// session: connection state (set_ugi, setMetaConf); also sent on the
+	// shadow connection that checks proxied reads against the metastore.
+	session bool
+	// volatile: the reply legitimately differs between the two runs
+	// (notification ids and events); the mirrored comparison is by
+	// outcome only.
+	volatile bool
+	// unordered: the metastore may list in a different order from run
+	// to run (4.0 get_partition_names_ps without a full spec); the
+	// mirrored comparison sorts lists of strings first. The comparison
+	// with the metastore's answer at the same moment stays exact.
+	unordered bool
+}
+
+// corpusSteps is the recorded sequence, on database db under the
+// warehouse directory wh. Everything it creates it drops at the end.
+func corpusSteps(db, wh string) []step {
+	dbLoc := "file:" + wh + "/" + db + ".db"
+	evLoc, plainLoc := dbLoc+"/events", dbLoc+"/plain"
+	r := func(m string, a []byte) step { return step{method: m, args: a, read: true} }
+	w := func(m string, a []byte) step { return step{method: m, args: a} }
+	database := func(desc string, params ...string) fields {
+		return structf(1, str(1, db), str(2, desc), str(3, dbLoc), strMap(4, params...), str(6, "e2e"), i32f(7, 1))
+	}
+	parts := []string{"ds=2024-01-01", "ds=2024-01-02", "ds=2024-01-03", "ds=2024-01-04"}
+	statsReq := req1(str(1, db), str(2, "events"), strs(3, "id"), strs(4, parts[1], parts[0], "ds=1999-01-01"))
+	return []step{
+		r("getName", build()),
+		r("getVersion", build()),
+		r("getStatus", build()),
+		{method: "set_ugi", args: build(str(1, "e2e"), strs(2, "e2e", "staff")), session: true},
+		r("getMetaConf", build(str(1, "hive.metastore.partition.name.whitelist.pattern"))),
+		{method: "setMetaConf", args: build(str(1, "hive.metastore.partition.name.whitelist.pattern"), str(2, ".*")), session: true},
+		r("getMetaConf", build(str(1, "hive.metastore.partition.name.whitelist.pattern"))),
+		r("getMetaConf", build(str(1, "no.such.key"))),
+		r("get_config_value", build(str(1, "hive.metastore.batch.retrieve.max"), str(2, "300"))),
+		r("get_config_value", build(str(1, "javax.jdo.option.ConnectionPassword"), str(2, "x"))),
+
+		// Databases.
+		r("get_database", build(str(1, db))),
+		w("create_database", build(database("corpus database", "purpose", "e2e"))),
+		w("create_database", build(database("corpus database"))),
+		r("get_database", build(str(1, db))),
+		r("get_database_req", req1(str(1, db), str(2, "hive"))),
+		r("get_database", build(str(1, db+"_missing"))),
+		r("get_databases", build(str(1, db+"*"))),
+		r("get_all_databases", build()),
+		w("alter_database", build(str(1, db), structf(2, str(1, db), str(2, "altered"), str(3, dbLoc), strMap(4, "purpose", "e2e", "v", "2"), str(6, "e2e"), i32f(7, 1)))),
+		r("get_database", build(str(1, db))),
+
+		// Tables.
+		w("create_table", build(structf(1, tableFields(db, "events", evLoc, true)...))),
+		w("create_table", build(structf(1, tableFields(db, "plain", plainLoc, false, "comment", "unpartitioned")...))),
+		w("create_table", build(structf(1, tableFields(db, "plain", plainLoc, false)...))),
+		r("get_table", build(str(1, db), str(2, "events"))),
+		r("get_table", build(str(1, db), str(2, "missing"))),
+		r("get_table_req", req1(str(1, db), str(2, "plain"))),
+		r("get_all_tables", build(str(1, db))),
+		r("get_tables", build(str(1, db), str(2, "e*"))),
+		r("get_tables_by_type", build(str(1, db), str(2, "*"), str(3, "MANAGED_TABLE"))),
+		r("get_tables_by_type", build(str(1, db), str(2, "*"), str(3, "EXTERNAL_TABLE"))),
+		r("get_table_meta", build(str(1, db), str(2, "*"), strs(3))),
+		r("get_table_objects_by_name", build(str(1, db), strs(2, "plain", "missing", "events"))),
+		r("get_table_objects_by_name", build(str(1, db), strs(2, "plain", "events"))),
+		r("get_table_objects_by_name_req", req1(str(1, db), strs(2, "events", "plain"))),
+		r("get_fields", build(str(1, db), str(2, "events"))),
+		r("get_schema", build(str(1, db), str(2, "events"))),
+		r("get_fields", build(str(1, db), str(2, "missing"))),
+
+		// Partitions.
+		w("add_partition", build(structf(1, partitionFields(db, "events", evLoc, "2024-01-03")...))),
+		w("add_partitions", build(structList(1, partitionFields(db, "events", evLoc, "2024-01-01"), partitionFields(db, "events", evLoc, "2024-01-02")))),
+		w("append_partition", build(str(1, db), str(2, "events"), strs(3, "2024-01-04"))),
+		w("add_partition", build(structf(1, partitionFields(db, "events", evLoc, "2024-01-03")...))),
+		r("get_partition", build(str(1, db), str(2, "events"), strs(3, "2024-01-01"))),
+		r("get_partition", build(str(1, db), str(2, "events"), strs(3, "1999-01-01"))),
+		r("get_partition_by_name", build(str(1, db), str(2, "events"), str(3, parts[1]))),
+		r("get_partitions", build(str(1, db), str(2, "events"), i16f(3, -1))),
+		r("get_partitions", build(str(1, db), str(2, "events"), i16f(3, 2))),
+		r("get_partitions_ps", build(str(1, db), str(2, "events"), strs(3, "2024-01-02"), i16f(4, -1))),
+		r("get_partition_names", build(str(1, db), str(2, "events"), i16f(3, -1))),
+		{method: "get_partition_names_ps", args: build(str(1, db), str(2, "events"), strs(3, ""), i16f(4, 3)), read: true, unordered: true},
+		r("get_partitions_by_names", build(str(1, db), str(2, "events"), strs(3, parts[2], parts[0], "ds=1999-01-01", parts[2]))),
+		r("get_partitions_by_names", build(str(1, db), str(2, "events"), strs(3, parts[0], parts[1], parts[3]))),
+		r("get_partitions_by_names_req", req1(str(1, db), str(2, "events"), strs(3, parts[3], parts[1]))),
+		r("get_partitions_by_filter", build(str(1, db), str(2, "events"), str(3, "ds >= '2024-01-02'"), i16f(4, -1))),
+		r("get_partitions_by_filter", build(str(1, db), str(2, "events"), str(3, "ds >>"), i16f(4, -1))),
+		r("get_num_partitions_by_filter", build(str(1, db), str(2, "events"), str(3, "ds < '2024-01-03'"))),
+		r("partition_name_to_vals", build(str(1, "ds=2024-01-01/hr=7"))),
+		r("partition_name_to_spec", build(str(1, "ds=2024-01-01/hr=7"))),
+		w("alter_partition", build(str(1, db), str(2, "events"), structf(3, partitionFields(db, "events", evLoc, "2024-01-02", "owner", "team-a")...))),
+		r("get_partition_by_name", build(str(1, db), str(2, "events"), str(3, parts[1]))),
+		r("get_partitions_by_names", build(str(1, db), str(2, "events"), strs(3, parts[0], parts[1], parts[3]))),
+		w("rename_partition", build(str(1, db), str(2, "events"), strs(3, "2024-01-04"), structf(4, partitionFields(db, "events", evLoc, "2024-01-05")...))),
+		r("get_partition_names", build(str(1, db), str(2, "events"), i16f(3, -1))),
+		w("drop_partition", build(str(1, db), str(2, "events"), strs(3, "2024-01-05"), boolf(4, true))),
+		w("drop_partition_by_name", build(str(1, db), str(2, "events"), str(3, parts[2]), boolf(4, true))),
+		w("drop_partition", build(str(1, db), str(2, "events"), strs(3, "1999-01-01"), boolf(4, true))),
+		r("get_partition_names", build(str(1, db), str(2, "events"), i16f(3, -1))),
+		r("get_partitions_by_names", build(str(1, db), str(2, "events"), strs(3, parts[0], parts[1], parts[3]))),
+
+		// Statistics.
+		r("get_table_column_statistics", build(str(1, db), str(2, "plain"), str(3, "id"))),
+		w("update_table_column_statistics", build(structf(1, longStats(db, "plain", "", 1, 100)...))),
+		r("get_table_column_statistics", build(str(1, db), str(2, "plain"), str(3, "id"))),
+		r("get_table_statistics_req", req1(str(1, db), str(2, "plain"), strs(3, "id", "name"))),
+		r("get_table", build(str(1, db), str(2, "plain"))),
+		w("update_partition_column_statistics", build(structf(1, longStats(db, "events", parts[0], 5, 50)...))),
+		w("update_partition_column_statistics", build(structf(1, longStats(db, "events", parts[1], 40, 90)...))),
+		r("get_partition_column_statistics", build(str(1, db), str(2, "events"), str(3, parts[0]), str(4, "id"))),
+		r("get_partitions_statistics_req", statsReq),
+		r("get_aggr_stats_for", statsReq),
+		r("get_partition_by_name", build(str(1, db), str(2, "events"), str(3, parts[0]))),
+
+		// Table alters and renames.
+		w("alter_table", build(str(1, db), str(2, "plain"), structf(3, tableFields(db, "plain", plainLoc, false, "comment", "altered")...))),
+		r("get_table", build(str(1, db), str(2, "plain"))),
+		w("alter_table_with_environment_context", build(str(1, db), str(2, "plain"), structf(3, tableFields(db, "plain2", plainLoc, false)...),
+			structf(4, strMap(1, "CASCADE", "false")))),
+		r("get_table", build(str(1, db), str(2, "plain"))),
+		r("get_table", build(str(1, db), str(2, "plain2"))),
+		r("get_all_tables", build(str(1, db))),
+		r("get_table_meta", build(str(1, db), str(2, "*"), strs(3))),
+
+		// Functions.
+		w("create_function", build(structf(1, functionFields(db, "upper2")...))),
+		w("create_function", build(structf(1, functionFields(db, "upper2")...))),
+		r("get_function", build(str(1, db), str(2, "upper2"))),
+		r("get_function", build(str(1, db), str(2, "nofunc"))),
+		r("get_functions", build(str(1, db), str(2, "*"))),
+		r("get_all_functions", build()),
+		w("drop_function", build(str(1, db), str(2, "upper2"))),
+		r("get_function", build(str(1, db), str(2, "upper2"))),
+		r("get_functions", build(str(1, db), str(2, "*"))),
+
+		// Notification ids, and a method no server knows.
+		{method: "get_current_notificationEventId", args: build(), read: true, volatile: true},
+		{method: "get_next_notification", args: req1(i64f(1, 0), i32f(2, 3)), read: true, volatile: true},
+		r("hmsproxy_no_such_method", hmsclient.Args("x")),
+
+		// Clean up.
+		w("drop_table", build(str(1, db), str(2, "plain2"), boolf(3, true))),
+		w("drop_table", build(str(1, db), str(2, "plain2"), boolf(3, true))),
+		r("get_all_tables", build(str(1, db))),
+		w("drop_database", build(str(1, db), boolf(2, true), boolf(3, true))),
+		r("get_database", build(str(1, db))),
+		w("drop_database", build(str(1, db), boolf(2, true), boolf(3, true))),
+	}
+}
+
+// TestCorpus replays the corpus against each real metastore twice, once
+// directly and once through a caching proxy, on mirrored database names,
+// and requires the same answers: reads byte-equal (and equal to what the
+// metastore itself answers at that moment, twice, the second time from
+// the cache), writes with the same outcome.
+func TestCorpus(t *testing.T) {
+	for _, v := range versions(t) {
+		t.Run(v, func(t *testing.T) { runCorpus(t, v) })
+	}
+}
+
+func runCorpus(t *testing.T, v string) {
+	ms := start(t, v)
+	begin := time.Now()
+	tag := strings.ReplaceAll(v, ".", "")
+	dbDirect, dbProxy := "cdir_"+tag, "cprx_"+tag
+	wh := ms.work + "/corpus-wh"
+
+	// 1. Directly.
+	direct := dial(t, ms.addr)
+	dsteps := corpusSteps(dbDirect, wh)
+	want := make([][]byte, len(dsteps))
+	for i, s := range dsteps {
+		want[i] = call(t, direct, s.method, s.args)
+	}
+
+	// 2. Through a caching proxy, with a shadow connection to the
+	// metastore that answers every read again at the same moment.
+	n := startProxy(t, ms, nodeOpts{})
+	c := dial(t, n.addr)
+	shadow := dial(t, ms.addr)
+	psteps := corpusSteps(dbProxy, wh)
+	methods := map[string]bool{} // distinct methods the metastore knew
+	unknown := map[string]bool{} // answered UNKNOWN_METHOD on both sides
+	okReads := map[string]bool{} // cacheable reads with a success reply
+	var reads, readsEqual, writes, writesSame, writesBytes int
+	for i, s := range psteps {
+		got := call(t, c, s.method, s.args)
+		if s.session {
+			call(t, shadow, s.method, s.args)
+		}
+		wo, go_ := outcome(t, want[i]), outcome(t, got)
+		if wo == "app1" && go_ == "app1" {
+			unknown[s.method] = true
+		} else {
+			methods[s.method] = true
+		}
+		if !s.read {
+			writes++
+			if wo != go_ {
+				t.Errorf("step %d %s: outcome through the proxy %s; directly %s\n got %x\nwant %x", i, s.method, go_, wo, got, want[i])
+				continue
+			}
+			writesSame++
+			if sameMirrored(want[i], got, dbDirect, dbProxy, false) {
+				writesBytes++
+			} else {
+				t.Logf("step %d %s: write reply bytes differ beyond masking (same outcome %s)\n got %x\nwant %x", i, s.method, go_, got, want[i])
+			}
+			continue
+		}
+		reads++
+		now := call(t, shadow, s.method, s.args)
+		if n.store != nil {
+			n.store.Wait()
+		}
+		again := call(t, c, s.method, s.args)
+		bad := false
+		if s.volatile {
+			if wo != go_ {
+				t.Errorf("step %d %s: outcome through the proxy %s; directly %s", i, s.method, go_, wo)
+				bad = true
+			}
+		} else if !sameMirrored(want[i], got, dbDirect, dbProxy, s.unordered) {
+			t.Errorf("step %d %s: reply through the proxy differs from the direct run's\n got %x\nwant %x\nmasked got  %x\nmasked want %x", i, s.method, got, want[i],
+				mask(bodyOnly(got)), mask(bodyOnly(want[i])))
+			bad = true
+		}
+		if !sameButSeqID(got, now) {
+			t.Errorf("step %d %s: reply through the proxy differs from the metastore's at the same moment\n got %x\n hms %x", i, s.method, got, now)
+			bad = true
+		}
+		if !sameButSeqID(again, now) {
+			t.Errorf("step %d %s: second reply through the proxy (cache) differs from the metastore's\n got %x\n hms %x", i, s.method, again, now)
+			bad = true
+		}
+		if !bad {
+			readsEqual++
+		}
+		if m := hms.Lookup([]byte(s.method)); m != nil && m.Class == hms.Read && m.Cacheable && go_ == "ok" &&
+			n.store.Policy(m.Kind).TTL > 0 {
+			okReads[s.method] = true
+		}
+	}
+
+	// Every cacheable read that succeeded, of a kind the default
+	// configuration caches, was served from the cache at least once.
+	stats := n.srv.Stats()
+	var hits uint64
+	var noHit []string
+	for m := range okReads {
+		h := stats.Method(m, proxy.OutcomeHit)
+		hits += h
+		if h == 0 {
+			noHit = append(noHit, m)
+		}
+	}
+	sort.Strings(noHit)
+	if len(noHit) > 0 {
+		t.Errorf("cacheable reads never served from the cache: %v", noHit)
+	}
+	known := make([]string, 0, len(methods))
+	for m := range methods {
+		known = append(known, m)
+	}
+	sort.Strings(known)
+	t.Logf("HMS %s methods: %s; unknown to it: %v", v, strings.Join(known, " "), keys(unknown))
+	fmt.Printf("e2e: corpus HMS %s: %d methods, %d/%d reads byte-equal, %d/%d writes same outcome (%d byte-equal masked), %d cache hits, %d methods unknown to this HMS, %v\n",
+		v, len(methods), readsEqual, reads, writesSame, writes, writesBytes, hits, len(unknown), time.Since(begin).Round(100*time.Millisecond))
+	if v != "2.3" && len(methods) < 40 {
+		t.Errorf("HMS %s: %d distinct methods exercised; want at least 40", v, len(methods))
+	}
+}
+
+func bodyOnly(reply []byte) []byte { _, _, b := bodyOf(reply); return b }
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

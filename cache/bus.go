@@ -99,6 +99,7 @@ type Bus struct {
 	cfg    BusConfig
 	key    string
 	log    *slog.Logger
+	sendMu sync.Mutex // serialises numbering and appending
 	seq    atomic.Uint64
 	synced atomic.Bool // reading side connected and caught up
 	stats  BusStats
@@ -194,6 +195,10 @@ func (b *Bus) Publish(ctx context.Context, ents []Entity) error {
 }
 
 func (b *Bus) send(ctx context.Context, ents []Entity) error {
+	// One publish at a time: entries must reach the stream in the order
+	// of their numbers, or readers would see gaps that are not losses.
+	b.sendMu.Lock()
+	defer b.sendMu.Unlock()
 	msg := busMsg{Node: b.cfg.NodeID, Seq: b.seq.Add(1), Time: time.Now().UnixNano(), Ents: ents}
 	body, err := json.Marshal(msg)
 	if err != nil {

@@ -152,6 +152,17 @@ func TestClusterReadYourWrites(t *testing.T) {
 		for v := int64(2); v < writes+2; v++ {
 			if v == killAt {
 				r.Stop()
+				killed := time.Now()
+				for _, nd := range nodes {
+					for nd.bus.Synced() {
+						if time.Since(killed) > 2*time.Second {
+							t.Error("a node still claims to be in sync 2s after Redis died")
+							break
+						}
+						time.Sleep(time.Millisecond)
+					}
+				}
+				t.Logf("redis killed at write %d; every node noticed within %v", v, time.Since(killed).Round(time.Millisecond))
 				go func() { time.Sleep(300 * time.Millisecond); r.Restart() }()
 			}
 			if _, err := cs[v%3].Call(ctx, "alter_table", alter(v)); err != nil {
@@ -214,6 +225,11 @@ func TestClusterReadYourWrites(t *testing.T) {
 		t.Fatal("no cache hits: the run did not exercise the cache")
 	}
 	if nodes[1].bus.Stats().Loss("reconnect")+nodes[1].bus.Stats().Loss("gap") == 0 {
+		for i, nd := range nodes {
+			st := nd.bus.Stats()
+			t.Logf("node %d: reconnect %d gap %d restart %d received %d applied %d published %d errors %d synced %v",
+				i, st.Loss("reconnect"), st.Loss("gap"), st.Loss("redis-restart"), st.Received.Load(), st.Applied.Load(), st.Published.Load(), st.PublishErrors.Load(), nd.bus.Synced())
+		}
 		t.Fatal("node B did not flush over the Redis outage")
 	}
 }

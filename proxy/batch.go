@@ -317,6 +317,7 @@ func partsReply(iov [][]byte, frame []byte, parts []namedPart, inStruct bool) ([
 	}
 	return append(iov, e.B[pre:]), e.B
 }
+
 // refreshBatch reloads a group of per-partition entries with one call.
 func (k *cacher) refreshBatch(ctx context.Context, up Forwarder, j refreshJob, snap *cache.Snapshot) {
 	started := k.Store.Now()

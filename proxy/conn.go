@@ -34,8 +34,8 @@ type clientConn struct {
 	deps []cache.Dep
 	ents []cache.Entity
 
-	iov     [][]byte // reply pieces of a batch answered from the cache
-	frame   []byte   // their wrapper bytes
+	iov   [][]byte // reply pieces of a batch answered from the cache
+	frame []byte   // their wrapper bytes
 
 	outcome Outcome // how the call in progress was answered
 }

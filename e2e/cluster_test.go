@@ -28,29 +28,7 @@ func clTable(e *wire.Encoder, id int16, db, name string, params map[string]strin
 	e.StringField(2, db)
 	e.StringField(3, "hmsproxy")
 	e.I32Field(4, 1700000000)
-	e.FieldBegin(wire.TStruct, 7) // StorageDescriptor
-	e.FieldBegin(wire.TList, 1)
-	e.ListBegin(wire.TStruct, 2)
-	for _, c := range [][2]string{{"id", "bigint"}, {"name", "string"}} {
-		e.StringField(1, c[0])
-		e.StringField(2, c[1])
-		e.Stop()
-	}
-	e.StringField(2, "file:///tmp/hmsproxy-e2e/"+db+"/"+name)
-	e.StringField(3, "org.apache.hadoop.mapred.TextInputFormat")
-	e.StringField(4, "org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat")
-	e.BoolField(5, false)
-	e.I32Field(6, -1)
-	e.FieldBegin(wire.TStruct, 7) // SerDeInfo
-	e.StringField(1, name)
-	e.StringField(2, "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe")
-	e.StringMapField(3, []string{"serialization.format"}, map[string]string{"serialization.format": "1"})
-	e.Stop()
-	e.StringListField(8, nil)
-	e.FieldBegin(wire.TList, 9)
-	e.ListBegin(wire.TStruct, 0)
-	e.StringMapField(10, nil, nil)
-	e.Stop()
+	clSD(e, 7, "file:///tmp/hmsproxy-e2e/"+db+"/"+name)
 	e.FieldBegin(wire.TList, 8) // partition keys
 	e.ListBegin(wire.TStruct, 1)
 	e.StringField(1, "ds")
@@ -67,6 +45,33 @@ func clTable(e *wire.Encoder, id int16, db, name string, params map[string]strin
 	sort.Strings(keys)
 	e.StringMapField(9, keys, all)
 	e.StringField(12, "EXTERNAL_TABLE")
+	e.Stop()
+}
+
+// clSD encodes a text-format StorageDescriptor.
+func clSD(e *wire.Encoder, id int16, location string) {
+	e.FieldBegin(wire.TStruct, id)
+	e.FieldBegin(wire.TList, 1)
+	e.ListBegin(wire.TStruct, 2)
+	for _, c := range [][2]string{{"id", "bigint"}, {"name", "string"}} {
+		e.StringField(1, c[0])
+		e.StringField(2, c[1])
+		e.Stop()
+	}
+	e.StringField(2, location)
+	e.StringField(3, "org.apache.hadoop.mapred.TextInputFormat")
+	e.StringField(4, "org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat")
+	e.BoolField(5, false)
+	e.I32Field(6, -1)
+	e.FieldBegin(wire.TStruct, 7) // SerDeInfo
+	e.StringField(1, "text")
+	e.StringField(2, "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe")
+	e.StringMapField(3, []string{"serialization.format"}, map[string]string{"serialization.format": "1"})
+	e.Stop()
+	e.StringListField(8, nil)
+	e.FieldBegin(wire.TList, 9)
+	e.ListBegin(wire.TStruct, 0)
+	e.StringMapField(10, nil, nil)
 	e.Stop()
 }
 

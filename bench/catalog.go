@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 )
 
@@ -77,117 +78,69 @@ func (s Spec) days() int { return (s.Partitions + 23) / 24 }
 
 var colTypes = []string{"bigint", "string", "double", "int", "decimal(10,2)", "timestamp", "boolean", "array<string>"}
 
-func (s Spec) columns() [][2]string {
-	cols := make([][2]string, s.Columns)
+func (s Spec) columns() []hmsreq.Column {
+	cols := make([]hmsreq.Column, s.Columns)
 	for i := range cols {
-		cols[i] = [2]string{"c" + strconv.Itoa(i), colTypes[i%len(colTypes)]}
+		cols[i] = hmsreq.Column{Name: "c" + strconv.Itoa(i), Type: colTypes[i%len(colTypes)]}
 	}
 	return cols
 }
 
-func (s Spec) params(prefix string) ([]string, map[string]string) {
-	keys := make([]string, s.Params)
+func (s Spec) params(prefix string) map[string]string {
 	m := make(map[string]string, s.Params)
-	for i := range keys {
-		keys[i] = "bench.param" + strconv.Itoa(i)
-		m[keys[i]] = prefix + "-value-" + strconv.Itoa(i)
+	for i := 0; i < s.Params; i++ {
+		m["bench.param"+strconv.Itoa(i)] = prefix + "-value-" + strconv.Itoa(i)
 	}
-	return keys, m
-}
-
-func encFieldSchemas(e *wire.Encoder, id int16, cols [][2]string) {
-	e.FieldBegin(wire.TList, id)
-	e.ListBegin(wire.TStruct, len(cols))
-	for _, c := range cols {
-		e.StringField(1, c[0])
-		e.StringField(2, c[1])
-		e.StringField(3, "")
-		e.Stop()
-	}
-}
-
-func (s Spec) encSD(e *wire.Encoder, id int16, location string) {
-	e.FieldBegin(wire.TStruct, id)
-	encFieldSchemas(e, 1, s.columns())
-	e.StringField(2, location)
-	e.StringField(3, "org.apache.hadoop.hive.ql.io.orc.OrcInputFormat")
-	e.StringField(4, "org.apache.hadoop.hive.ql.io.orc.OrcOutputFormat")
-	e.BoolField(5, false)
-	e.I32Field(6, -1)
-	e.FieldBegin(wire.TStruct, 7) // SerDeInfo
-	e.StringField(2, "org.apache.hadoop.hive.ql.io.orc.OrcSerde")
-	e.StringMapField(3, []string{"serialization.format"}, map[string]string{"serialization.format": "1"})
-	e.Stop()
-	e.StringListField(8, nil)
-	e.FieldBegin(wire.TList, 9)
-	e.ListBegin(wire.TStruct, 0)
-	e.StringMapField(10, nil, nil)
-	e.Stop()
+	return m
 }
 
 const warehouse = "file:/tmp/hmsbench/warehouse"
 
 // createDatabaseArgs: create_database(1: Database).
 func (s Spec) createDatabaseArgs(db string) []byte {
-	var e wire.Encoder
-	e.FieldBegin(wire.TStruct, 1)
-	e.StringField(1, db)
-	e.StringField(2, "hmsbench database")
-	e.StringField(3, warehouse+"/"+db+".db")
-	keys, m := s.params(db)
-	e.StringMapField(4, keys, m)
-	e.StringField(6, "hmsbench")
-	e.I32Field(7, 1) // USER
-	e.Stop()
-	e.Stop()
-	return e.B
+	return hmsreq.Args(hmsreq.Database{
+		Name:        db,
+		Description: "hmsbench database",
+		Location:    warehouse + "/" + db + ".db",
+		Params:      s.params(db),
+		Owner:       "hmsbench",
+	}.Field(1))
 }
 
-// encTable writes a Table struct at field id.
-func (s Spec) encTable(e *wire.Encoder, id int16, db, tbl string) {
-	e.FieldBegin(wire.TStruct, id)
-	e.StringField(1, tbl)
-	e.StringField(2, db)
-	e.StringField(3, "hmsbench")
-	e.I32Field(4, 1700000000)
-	e.I32Field(5, 0)
-	e.I32Field(6, 0)
-	s.encSD(e, 7, warehouse+"/"+db+".db/"+tbl)
-	encFieldSchemas(e, 8, [][2]string{{"ds", "string"}, {"hr", "int"}})
-	keys, m := s.params(tbl)
-	e.StringMapField(9, keys, m)
-	e.StringField(12, "MANAGED_TABLE")
-	e.Stop()
+// table is table db.tbl of the catalog.
+func (s Spec) table(db, tbl string) hmsreq.Table {
+	return hmsreq.Table{
+		DB:         db,
+		Name:       tbl,
+		Owner:      "hmsbench",
+		CreateTime: 1700000000,
+		SD:         hmsreq.ORCSD(warehouse+"/"+db+".db/"+tbl, s.columns()...),
+		PartKeys:   []hmsreq.Column{{Name: "ds", Type: "string"}, {Name: "hr", Type: "int"}},
+		Params:     s.params(tbl),
+	}
 }
 
 // createTableArgs: create_table(1: Table).
 func (s Spec) createTableArgs(db, tbl string) []byte {
-	var e wire.Encoder
-	s.encTable(&e, 1, db, tbl)
-	e.Stop()
-	return e.B
+	return hmsreq.Args(s.table(db, tbl).Field(1))
 }
 
 // addPartitionsArgs: add_partitions(1: list<Partition>) for the given
 // partition values.
 func (s Spec) addPartitionsArgs(db, tbl string, vals [][]string) []byte {
-	var e wire.Encoder
-	e.FieldBegin(wire.TList, 1)
-	e.ListBegin(wire.TStruct, len(vals))
-	for _, v := range vals {
-		e.StringListField(1, v)
-		e.StringField(2, db)
-		e.StringField(3, tbl)
-		e.I32Field(4, 1700000000)
-		e.I32Field(5, 0)
+	ps := make([]hmsreq.Partition, len(vals))
+	for i, v := range vals {
 		name := "ds=" + v[0] + "/hr=" + v[1]
-		s.encSD(&e, 6, warehouse+"/"+db+".db/"+tbl+"/"+name)
-		keys, m := s.params(name)
-		e.StringMapField(7, keys, m)
-		e.Stop()
+		ps[i] = hmsreq.Partition{
+			DB:         db,
+			Table:      tbl,
+			Values:     v,
+			CreateTime: 1700000000,
+			SD:         hmsreq.ORCSD(warehouse+"/"+db+".db/"+tbl+"/"+name, s.columns()...),
+			Params:     s.params(name),
+		}
 	}
-	e.Stop()
-	return e.B
+	return hmsreq.Args(hmsreq.Partitions(1, ps...))
 }
 
 // Result field ids of AlreadyExistsException.
@@ -244,7 +197,7 @@ func Setup(ctx context.Context, t Target, tr wire.Transport, spec Spec, progress
 				st.Databases++
 			}
 		}
-		_, body, err := do("get_all_tables", argsStrings(db), 0)
+		_, body, err := do("get_all_tables", hmsreq.Args(hmsreq.Str(1, db)), 0)
 		if err != nil {
 			return st, err
 		}
@@ -318,22 +271,6 @@ func (s Spec) setupPartitions(do func(string, []byte, int16) (outcome, []byte, e
 	return flush()
 }
 
-// argsStrings builds an args struct of strings at ids 1, 2, ...
-func argsStrings(strs ...string) []byte {
-	var e wire.Encoder
-	for i, s := range strs {
-		e.StringField(int16(i+1), s)
-	}
-	e.Stop()
-	return e.B
-}
-
 func partNamesArgs(db, tbl string, max int16) []byte {
-	var e wire.Encoder
-	e.StringField(1, db)
-	e.StringField(2, tbl)
-	e.FieldBegin(wire.TI16, 3)
-	e.I16(max)
-	e.Stop()
-	return e.B
+	return hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.I16(3, max))
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 )
 
@@ -106,13 +107,13 @@ func labelled(label string, s step) step { s.label = label; return s }
 var ops = []op{
 	{name: "getTable", keys: tablesKeys, steps: func(e opEnv, k int, _ *scratch) []step {
 		db, tbl := e.spec.tableKey(k)
-		return []step{read("get_table", argsStrings(db, tbl))}
+		return []step{read("get_table", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl)))}
 	}},
 	{name: "listDatabases", keys: func(opEnv) int { return 1 }, steps: func(opEnv, int, *scratch) []step {
 		return []step{read("get_all_databases", []byte{wire.TStop})}
 	}},
 	{name: "listTables", keys: func(e opEnv) int { return e.spec.Databases }, steps: func(e opEnv, k int, _ *scratch) []step {
-		return []step{read("get_all_tables", argsStrings(DBName(k)))}
+		return []step{read("get_all_tables", hmsreq.Args(hmsreq.Str(1, DBName(k))))}
 	}},
 	{name: "getPartitions", keys: tablesKeys, steps: func(e opEnv, k int, _ *scratch) []step {
 		db, tbl := e.spec.tableKey(k)
@@ -170,14 +171,14 @@ var ops = []op{
 		cols := e.spec.columns()[:min(3, e.spec.Columns)]
 		colNames := make([]string, len(cols))
 		for i, c := range cols {
-			colNames[i] = c[0]
+			colNames[i] = c.Name
 		}
 		return append(s, labelled("get_table_statistics_req", read("get_table_statistics_req", tableStatsReqArgs(db, tbl, colNames))))
 	}},
 	{name: "spark-scan", mix: true, keys: dayKeys, steps: func(e opEnv, k int, _ *scratch) []step {
 		db, tbl, day := dayKey(e, k)
 		return []step{
-			labelled("get_table", read("get_table", argsStrings(db, tbl))),
+			labelled("get_table", read("get_table", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl)))),
 			labelled("get_partitions_by_filter", read("get_partitions_by_filter", filterArgs(db, tbl, `ds = "`+partDay(day)+`"`))),
 		}
 	}},
@@ -185,7 +186,7 @@ var ops = []op{
 		db, tbl := e.spec.tableKey(k)
 		return []step{
 			labelled("get_all_databases", read("get_all_databases", []byte{wire.TStop})),
-			labelled("get_all_tables", read("get_all_tables", argsStrings(db))),
+			labelled("get_all_tables", read("get_all_tables", hmsreq.Args(hmsreq.Str(1, db)))),
 			labelled("get_partition_names", read("get_partition_names", partNamesArgs(db, tbl, -1))),
 		}
 	}},
@@ -233,86 +234,37 @@ func scratchName(t string, w int) string {
 }
 
 func byNamesArgs(db, tbl string, names []string) []byte {
-	var e wire.Encoder
-	e.StringField(1, db)
-	e.StringField(2, tbl)
-	e.StringListField(3, names)
-	e.Stop()
-	return e.B
+	return hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.Strings(3, names...))
 }
 
 func filterArgs(db, tbl, filter string) []byte {
-	var e wire.Encoder
-	e.StringField(1, db)
-	e.StringField(2, tbl)
-	e.StringField(3, filter)
-	e.FieldBegin(wire.TI16, 4)
-	e.I16(-1)
-	e.Stop()
-	return e.B
+	return hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.Str(3, filter), hmsreq.I16(4, -1))
 }
 
 func partNamesPsArgs(db, tbl string, vals []string) []byte {
-	var e wire.Encoder
-	e.StringField(1, db)
-	e.StringField(2, tbl)
-	e.StringListField(3, vals)
-	e.FieldBegin(wire.TI16, 4)
-	e.I16(-1)
-	e.Stop()
-	return e.B
+	return hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.Strings(3, vals...), hmsreq.I16(4, -1))
 }
 
 // getTableReqArgs: get_table_req(1: GetTableRequest{1 dbName, 2 tblName, 4 catName}).
 func getTableReqArgs(db, tbl string) []byte {
-	var e wire.Encoder
-	e.FieldBegin(wire.TStruct, 1)
-	e.StringField(1, db)
-	e.StringField(2, tbl)
-	e.StringField(4, "hive")
-	e.Stop()
-	e.Stop()
-	return e.B
+	return hmsreq.Req(hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.Str(4, "hive"))
 }
 
 // tableStatsReqArgs: get_table_statistics_req(1: TableStatsRequest{1 dbName, 2 tblName, 3 colNames}).
 func tableStatsReqArgs(db, tbl string, cols []string) []byte {
-	var e wire.Encoder
-	e.FieldBegin(wire.TStruct, 1)
-	e.StringField(1, db)
-	e.StringField(2, tbl)
-	e.StringListField(3, cols)
-	e.Stop()
-	e.Stop()
-	return e.B
+	return hmsreq.Req(hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.Strings(3, cols...))
 }
 
 // dropPartitionArgs: drop_partition(1 db, 2 tbl, 3 part_vals, 4 deleteData).
 func dropPartitionArgs(db, tbl string, vals []string) []byte {
-	var e wire.Encoder
-	e.StringField(1, db)
-	e.StringField(2, tbl)
-	e.StringListField(3, vals)
-	e.BoolField(4, false)
-	e.Stop()
-	return e.B
+	return hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.Strings(3, vals...), hmsreq.Bool(4, false))
 }
 
 func dropTableArgs(db, tbl string) []byte {
-	var e wire.Encoder
-	e.StringField(1, db)
-	e.StringField(2, tbl)
-	e.BoolField(3, true)
-	e.Stop()
-	return e.B
+	return hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.Bool(3, true))
 }
 
 // alterTableArgs renames db.from to db.to: alter_table(1 db, 2 from, 3 Table).
 func alterTableArgs(spec Spec, db, from, to string) []byte {
-	var e wire.Encoder
-	e.StringField(1, db)
-	e.StringField(2, from)
-	spec.encTable(&e, 3, db, to)
-	e.Stop()
-	return e.B
+	return hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, from), spec.table(db, to).Field(3))
 }

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"bytes"
+	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"testing"
 )
 
@@ -13,7 +14,7 @@ func FuzzAppendKey(f *testing.F) {
 	seeds := []req{
 		getTable("@hive#DB0", "t1"), getTable("db0", "t1"), getTableReq("db0", "t1", "HIVE", "db0.t1:5:"),
 		byNamesReq("@spark#db0", "t1", "p=1", "p=2"), objectsByName("db0", "a", "b"),
-		{"get_table", args(slf(1, "db0"), sf(2, "t1")), scA},
+		{"get_table", hmsreq.Args(hmsreq.Strings(1, "db0"), hmsreq.Str(2, "t1")), scA},
 	}
 	for i, s := range seeds {
 		f.Add(uint8(i), s.args)

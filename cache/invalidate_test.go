@@ -2,6 +2,7 @@ package cache
 
 import (
 	"fmt"
+	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"slices"
 	"testing"
 )
@@ -47,19 +48,19 @@ func TestApplyInvalidates(t *testing.T) {
 		"table db1.t1":       getTable("db1", "t1"),
 		"partition db0.t1":   getPartition("db0", "t1", "1"),
 		"partition db0.t2":   getPartition("db0", "t2", "1"),
-		"part names db0.t1":  {"get_partition_names", args(sf(1, "db0"), sf(2, "t1")), scA},
+		"part names db0.t1":  {"get_partition_names", hmsreq.Args(hmsreq.Str(1, "db0"), hmsreq.Str(2, "t1")), scA},
 		"by names db0.t1":    byNamesReq("db0", "t1", "p=1"),
-		"database db0":       {"get_database", args(sf(1, "db0")), scA},
-		"database db1":       {"get_database", args(sf(1, "db1")), scA},
-		"tables db0":         {"get_all_tables", args(sf(1, "db0")), scA},
-		"tables db1":         {"get_all_tables", args(sf(1, "db1")), scA},
-		"databases":          {"get_all_databases", args(), scA},
-		"all functions":      {"get_all_functions", args(), scA},
-		"function db0.f":     {"get_function", args(sf(1, "db0"), sf(2, "f")), scA},
-		"function db1.f":     {"get_function", args(sf(1, "db1"), sf(2, "f")), scA},
+		"database db0":       {"get_database", hmsreq.Args(hmsreq.Str(1, "db0")), scA},
+		"database db1":       {"get_database", hmsreq.Args(hmsreq.Str(1, "db1")), scA},
+		"tables db0":         {"get_all_tables", hmsreq.Args(hmsreq.Str(1, "db0")), scA},
+		"tables db1":         {"get_all_tables", hmsreq.Args(hmsreq.Str(1, "db1")), scA},
+		"databases":          {"get_all_databases", hmsreq.Args(), scA},
+		"all functions":      {"get_all_functions", hmsreq.Args(), scA},
+		"function db0.f":     {"get_function", hmsreq.Args(hmsreq.Str(1, "db0"), hmsreq.Str(2, "f")), scA},
+		"function db1.f":     {"get_function", hmsreq.Args(hmsreq.Str(1, "db1"), hmsreq.Str(2, "f")), scA},
 		"spark table db0.t1": getTable("@spark#db0", "t1"),
 		"other upstream":     getTable("db0", "t1").in(scB),
-		"other upstream db0": req{"get_database", args(sf(1, "db0")), scB},
+		"other upstream db0": req{"get_database", hmsreq.Args(hmsreq.Str(1, "db0")), scB},
 	}
 	tests := []struct {
 		name  string
@@ -131,56 +132,58 @@ func TestReadDepsBounded(t *testing.T) {
 	}
 	// A table read without a database is not cacheable.
 	gt := method(t, "get_table")
-	n := readNames(t, gt, args(sf(2, "t1")))
+	n := readNames(t, gt, hmsreq.Args(hmsreq.Str(2, "t1")))
 	if _, ok := s.ReadDeps(nil, scA, gt, &n); ok {
 		t.Errorf("ReadDeps(get_table without db) ok = true; want false")
 	}
 }
 
 func TestWriteEntities(t *testing.T) {
-	part := func(vals string, db, tbl string) []field { return []field{slf(1, vals), sf(2, db), sf(3, tbl)} }
+	part := func(vals string, db, tbl string) []hmsreq.Field {
+		return []hmsreq.Field{hmsreq.Strings(1, vals), hmsreq.Str(2, db), hmsreq.Str(3, tbl)}
+	}
 	tests := []struct {
 		name string
 		meth string
 		args []byte
 		want []Entity
 	}{
-		{"create_table", "create_table", args(st(1, sf(1, "Orders"), sf(2, "DB0"))),
+		{"create_table", "create_table", hmsreq.Args(hmsreq.Struct(1, hmsreq.Str(1, "Orders"), hmsreq.Str(2, "DB0"))),
 			[]Entity{{LevelTable, "hive", "db0", "orders"}}},
-		{"create_table catalog", "create_table", args(st(1, sf(1, "t1"), sf(2, "db0"), sf(17, "Spark"))),
+		{"create_table catalog", "create_table", hmsreq.Args(hmsreq.Struct(1, hmsreq.Str(1, "t1"), hmsreq.Str(2, "db0"), hmsreq.Str(17, "Spark"))),
 			[]Entity{{LevelTable, "spark", "db0", "t1"}}},
-		{"create_table no table name", "create_table", args(st(1, sf(2, "db0"))),
+		{"create_table no table name", "create_table", hmsreq.Args(hmsreq.Struct(1, hmsreq.Str(2, "db0"))),
 			[]Entity{{LevelDatabase, "hive", "db0", ""}}},
-		{"create_table no names", "create_table", args(st(1)),
+		{"create_table no names", "create_table", hmsreq.Args(hmsreq.Struct(1)),
 			[]Entity{{Level: LevelAll}}},
-		{"drop_table", "drop_table", args(sf(1, "db0"), sf(2, "T1")),
+		{"drop_table", "drop_table", hmsreq.Args(hmsreq.Str(1, "db0"), hmsreq.Str(2, "T1")),
 			[]Entity{{LevelTable, "hive", "db0", "t1"}}},
-		{"drop_table @cat#db", "drop_table", args(sf(1, "@spark#db0"), sf(2, "t1")),
+		{"drop_table @cat#db", "drop_table", hmsreq.Args(hmsreq.Str(1, "@spark#db0"), hmsreq.Str(2, "t1")),
 			[]Entity{{LevelTable, "spark", "db0", "t1"}}},
-		{"drop_table no table", "drop_table", args(sf(1, "db0")),
+		{"drop_table no table", "drop_table", hmsreq.Args(hmsreq.Str(1, "db0")),
 			[]Entity{{LevelDatabase, "hive", "db0", ""}}},
 		{"drop_table garbage", "drop_table", []byte{0x0b, 0, 1, 0xff},
 			[]Entity{{Level: LevelAll}}},
 		{"alter_table rename across databases", "alter_table",
-			args(sf(1, "db0"), sf(2, "Old"), st(3, sf(1, "New"), sf(2, "DB1"))),
+			hmsreq.Args(hmsreq.Str(1, "db0"), hmsreq.Str(2, "Old"), hmsreq.Struct(3, hmsreq.Str(1, "New"), hmsreq.Str(2, "DB1"))),
 			[]Entity{{LevelTable, "hive", "db0", "old"}, {LevelTable, "hive", "db1", "new"}}},
 		{"alter_table in place", "alter_table",
-			args(sf(1, "@spark#db0"), sf(2, "t1"), st(3, sf(1, "t1"), sf(2, "db0"))),
+			hmsreq.Args(hmsreq.Str(1, "@spark#db0"), hmsreq.Str(2, "t1"), hmsreq.Struct(3, hmsreq.Str(1, "t1"), hmsreq.Str(2, "db0"))),
 			[]Entity{{LevelTable, "spark", "db0", "t1"}, {LevelTable, "spark", "db0", "t1"}}},
 		{"add_partitions", "add_partitions",
-			args(structList(1, part("1", "DB0", "t1"), part("2", "db0", "T1"))),
+			hmsreq.Args(hmsreq.StructList(1, part("1", "DB0", "t1"), part("2", "db0", "T1"))),
 			[]Entity{{LevelPartitions, "hive", "db0", "t1"}}},
-		{"add_partitions empty", "add_partitions", args(structList(1)),
+		{"add_partitions empty", "add_partitions", hmsreq.Args(hmsreq.StructList(1)),
 			[]Entity{{Level: LevelAll}}},
-		{"drop_database", "drop_database", args(sf(1, "DB0")),
+		{"drop_database", "drop_database", hmsreq.Args(hmsreq.Str(1, "DB0")),
 			[]Entity{{LevelDatabase, "hive", "db0", ""}}},
-		{"drop_database @cat#db", "drop_database", args(sf(1, "@spark#db0")),
+		{"drop_database @cat#db", "drop_database", hmsreq.Args(hmsreq.Str(1, "@spark#db0")),
 			[]Entity{{LevelDatabase, "spark", "db0", ""}}},
-		{"drop_database no args", "drop_database", args(),
+		{"drop_database no args", "drop_database", hmsreq.Args(),
 			[]Entity{{Level: LevelAll}}},
-		{"create_function", "create_function", args(st(1, sf(1, "f"), sf(2, "DB0"))),
+		{"create_function", "create_function", hmsreq.Args(hmsreq.Struct(1, hmsreq.Str(1, "f"), hmsreq.Str(2, "DB0"))),
 			[]Entity{{LevelFunction, "hive", "db0", ""}}},
-		{"create_function no db", "create_function", args(st(1, sf(1, "f"))),
+		{"create_function no db", "create_function", hmsreq.Args(hmsreq.Struct(1, hmsreq.Str(1, "f"))),
 			[]Entity{{Level: LevelAll}}},
 	}
 	for _, tc := range tests {
@@ -211,7 +214,7 @@ func TestWriteInvalidatesRead(t *testing.T) {
 	read := getTableReq("db1", "new", "", "")
 	other := getTable("db1", "other")
 	snap, snapOther := snapOf(t, s, read), snapOf(t, s, other)
-	ents := WriteEntities(nil, method(t, "alter_table"), args(sf(1, "db0"), sf(2, "old"), st(3, sf(1, "NEW"), sf(2, "db1"))), "hive")
+	ents := WriteEntities(nil, method(t, "alter_table"), hmsreq.Args(hmsreq.Str(1, "db0"), hmsreq.Str(2, "old"), hmsreq.Struct(3, hmsreq.Str(1, "NEW"), hmsreq.Str(2, "db1"))), "hive")
 	s.Apply("a", ents)
 	if s.Gens().Current(&snap) {
 		t.Errorf("get_table_req(db1.new) after rename into it: current; want stale")
@@ -223,9 +226,9 @@ func TestWriteInvalidatesRead(t *testing.T) {
 
 func TestTxnTracker(t *testing.T) {
 	alloc := func(db, tbl string, txns ...int64) []byte {
-		return args(st(1, sf(1, db), sf(2, tbl), i64list(3, txns...)))
+		return hmsreq.Args(hmsreq.Struct(1, hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.I64s(3, txns...)))
 	}
-	commit := func(txn int64) []byte { return args(st(1, i64f(1, txn))) }
+	commit := func(txn int64) []byte { return hmsreq.Args(hmsreq.Struct(1, hmsreq.I64(1, txn))) }
 	db0t := Entity{LevelTable, "hive", "db0", "t"}
 
 	tr := NewTxnTracker(10)
@@ -258,9 +261,9 @@ func TestTxnTrackerBounded(t *testing.T) {
 	for _, bound := range []int{0, 1, 3, 100} {
 		tr := NewTxnTracker(bound)
 		for i := int64(0); i < 1000; i++ {
-			tr.Observe("allocate_table_write_ids", args(st(1, sf(1, "db0"), sf(2, "t"), i64list(3, i))), "hive")
+			tr.Observe("allocate_table_write_ids", hmsreq.Args(hmsreq.Struct(1, hmsreq.Str(1, "db0"), hmsreq.Str(2, "t"), hmsreq.I64s(3, i))), "hive")
 			if i%3 == 0 {
-				tr.Observe("commit_txn", args(st(1, i64f(1, i))), "hive")
+				tr.Observe("commit_txn", hmsreq.Args(hmsreq.Struct(1, hmsreq.I64(1, i))), "hive")
 			}
 		}
 		limit := max(1, bound)
@@ -268,8 +271,8 @@ func TestTxnTrackerBounded(t *testing.T) {
 			t.Errorf("max %d: %d txns, %d in order; want <= %d", bound, len(tr.txns), len(tr.order), limit)
 		}
 		// The newest transaction is always remembered.
-		tr.Observe("allocate_table_write_ids", args(st(1, sf(1, "db0"), sf(2, "t"), i64list(3, 5000))), "hive")
-		if got := tr.Observe("commit_txn", args(st(1, i64f(1, 5000))), "hive"); len(got) != 1 {
+		tr.Observe("allocate_table_write_ids", hmsreq.Args(hmsreq.Struct(1, hmsreq.Str(1, "db0"), hmsreq.Str(2, "t"), hmsreq.I64s(3, 5000))), "hive")
+		if got := tr.Observe("commit_txn", hmsreq.Args(hmsreq.Struct(1, hmsreq.I64(1, 5000))), "hive"); len(got) != 1 {
 			t.Errorf("max %d: commit_txn(5000) = %v; want db0.t", bound, got)
 		}
 	}

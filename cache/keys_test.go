@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 )
 
@@ -24,35 +25,35 @@ func (r req) key(t *testing.T) ([]byte, bool) {
 var scA = Scope{Upstream: "a"}
 
 func getTable(db, tbl string) req {
-	return req{"get_table", args(sf(1, db), sf(2, tbl)), scA}
+	return req{"get_table", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl)), scA}
 }
 
 // getTableReq builds get_table_req; cat "" leaves catName unset.
 func getTableReq(db, tbl, cat, validWriteIDs string) req {
-	fs := []field{sf(1, db), sf(2, tbl)}
+	fs := []hmsreq.Field{hmsreq.Str(1, db), hmsreq.Str(2, tbl)}
 	if cat != "" {
-		fs = append(fs, sf(4, cat))
+		fs = append(fs, hmsreq.Str(4, cat))
 	}
 	if validWriteIDs != "" {
-		fs = append(fs, sf(6, validWriteIDs))
+		fs = append(fs, hmsreq.Str(6, validWriteIDs))
 	}
-	return req{"get_table_req", args(st(1, fs...)), scA}
+	return req{"get_table_req", hmsreq.Args(hmsreq.Struct(1, fs...)), scA}
 }
 
 func getPartition(db, tbl string, vals ...string) req {
-	return req{"get_partition", args(sf(1, db), sf(2, tbl), slf(3, vals...)), scA}
+	return req{"get_partition", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.Strings(3, vals...)), scA}
 }
 
 func byNamesReq(db, tbl string, names ...string) req {
-	return req{"get_partitions_by_names_req", args(st(1, sf(1, db), sf(2, tbl), slf(3, names...))), scA}
+	return req{"get_partitions_by_names_req", hmsreq.Args(hmsreq.Struct(1, hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.Strings(3, names...))), scA}
 }
 
 func objectsByName(db string, tbls ...string) req {
-	return req{"get_table_objects_by_name", args(sf(1, db), slf(2, tbls...)), scA}
+	return req{"get_table_objects_by_name", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Strings(2, tbls...)), scA}
 }
 
 func getDatabases(pattern string) req {
-	return req{"get_databases", args(sf(1, pattern)), scA}
+	return req{"get_databases", hmsreq.Args(hmsreq.Str(1, pattern)), scA}
 }
 
 func (r req) in(sc Scope) req { r.sc = sc; return r }
@@ -97,7 +98,7 @@ func TestAppendKeyDifferent(t *testing.T) {
 		{"database", getTable("db0", "t1"), getTable("db1", "t1")},
 		{"catalog", getTable("@spark#db0", "t1"), getTable("db0", "t1")},
 		{"catalog req", getTableReq("db0", "t1", "spark", ""), getTableReq("db0", "t1", "", "")},
-		{"method", getTable("db0", "t1"), req{"get_fields", args(sf(1, "db0"), sf(2, "t1")), scA}},
+		{"method", getTable("db0", "t1"), req{"get_fields", hmsreq.Args(hmsreq.Str(1, "db0"), hmsreq.Str(2, "t1")), scA}},
 		{"partition values case", getPartition("db0", "t1", "A"), getPartition("db0", "t1", "a")},
 		{"partition values", getPartition("db0", "t1", "1"), getPartition("db0", "t1", "2")},
 		{"partition names case", byNamesReq("db0", "t1", "p=A"), byNamesReq("db0", "t1", "p=a")},
@@ -110,7 +111,7 @@ func TestAppendKeyDifferent(t *testing.T) {
 		{"null db vs empty get_table", getTable("@hive#", "t1"), getTable("@hive#!", "t1")},
 		{"table list order", objectsByName("db0", "a", "b"), objectsByName("db0", "b", "a")},
 		// Names may hold any byte: a NUL must not move a boundary.
-		{"nul in db vs no table", req{"get_table", args(sf(1, "db0\x00t1")), scA}, getTable("db0", "t1")},
+		{"nul in db vs no table", req{"get_table", hmsreq.Args(hmsreq.Str(1, "db0\x00t1")), scA}, getTable("db0", "t1")},
 		{"nul in table list", objectsByName("db0", "a\x00b"), objectsByName("db0", "a", "b")},
 		{"nul across db and table", objectsByName("a\x00b", "c"), objectsByName("a", "b", "c")},
 		{"nul in user", getTable("db0", "t1").in(Scope{Upstream: "a", User: "x\x00get_table"}), getTable("db0", "t1").in(Scope{Upstream: "a", User: "x"})},
@@ -136,10 +137,10 @@ func TestAppendKeyWrongType(t *testing.T) {
 		name string
 		r    req
 	}{
-		{"table as list", req{"get_table", args(sf(1, "db0"), slf(2, "t1")), scA}},
-		{"db as list", req{"get_table", args(slf(1, "db0"), sf(2, "t1")), scA}},
-		{"cat as list", req{"get_table_req", args(st(1, sf(1, "db0"), sf(2, "t1"), slf(4, "hive"))), scA}},
-		{"table list as string", req{"get_table_objects_by_name", args(sf(1, "db0"), sf(2, "t1")), scA}},
+		{"table as list", req{"get_table", hmsreq.Args(hmsreq.Str(1, "db0"), hmsreq.Strings(2, "t1")), scA}},
+		{"db as list", req{"get_table", hmsreq.Args(hmsreq.Strings(1, "db0"), hmsreq.Str(2, "t1")), scA}},
+		{"cat as list", req{"get_table_req", hmsreq.Args(hmsreq.Struct(1, hmsreq.Str(1, "db0"), hmsreq.Str(2, "t1"), hmsreq.Strings(4, "hive"))), scA}},
+		{"table list as string", req{"get_table_objects_by_name", hmsreq.Args(hmsreq.Str(1, "db0"), hmsreq.Str(2, "t1")), scA}},
 	}
 	legit, _ := getTable("db0", "t1").key(t)
 	for _, tc := range tests {

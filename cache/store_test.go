@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 )
 
 // clock is a settable fake time.
@@ -174,7 +175,7 @@ func TestTTLAndRefresh(t *testing.T) {
 	if old.put(s, "t2", false) {
 		t.Errorf("Put of a load older than TTL: got true; want false")
 	}
-	d := startLoad(t, s, req{"get_database", args(sf(1, "db0")), scA})
+	d := startLoad(t, s, req{"get_database", hmsreq.Args(hmsreq.Str(1, "db0")), scA})
 	if !d.put(s, "db", false) {
 		t.Errorf("Put(KindDatabase): got false; want true")
 	}
@@ -186,7 +187,7 @@ func TestTTLAndRefresh(t *testing.T) {
 	if _, st := s.Get(d.key, hms.KindDatabase); st != Miss {
 		t.Errorf("Get(KindDatabase) after TTL: got %v; want Miss", st)
 	}
-	fn := startLoad(t, s, req{"get_all_functions", args(), scA})
+	fn := startLoad(t, s, req{"get_all_functions", hmsreq.Args(), scA})
 	if fn.put(s, "f", false) {
 		t.Errorf("Put(KindFunction) with zero policy: got true; want false")
 	}
@@ -200,9 +201,9 @@ func TestNegative(t *testing.T) {
 		want bool
 	}{
 		{"table allows", getTable("db0", "missing"), true},
-		{"database allows", req{"get_database", args(sf(1, "missing")), scA}, true},
+		{"database allows", req{"get_database", hmsreq.Args(hmsreq.Str(1, "missing")), scA}, true},
 		{"partition refuses", getPartition("db0", "t1", "missing"), false},
-		{"table names refuse", req{"get_all_tables", args(sf(1, "db0")), scA}, false},
+		{"table names refuse", req{"get_all_tables", hmsreq.Args(hmsreq.Str(1, "db0")), scA}, false},
 	}
 	for _, tc := range tests {
 		l := startLoad(t, s, tc.r)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"math/rand"
 	"strings"
 	"testing"
@@ -35,10 +36,12 @@ func runBatchOrder(t *testing.T, v string) {
 			t.Fatalf("%s: %s", method, o)
 		}
 	}
-	call(t, direct, "drop_database", build(str(1, db), boolf(2, true), boolf(3, true)))
-	mustOK("create_database", build(structf(1, str(1, db), str(2, "batch order"), str(3, dbLoc), strMap(4))))
-	t.Cleanup(func() { call(t, direct, "drop_database", build(str(1, db), boolf(2, true), boolf(3, true))) })
-	mustOK("create_table", build(structf(1, tableFields(db, "events", tblLoc, true)...)))
+	call(t, direct, "drop_database", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
+	mustOK("create_database", hmsreq.Args(hmsreq.Database{Name: db, Description: "batch order", Location: dbLoc}.Field(1)))
+	t.Cleanup(func() {
+		call(t, direct, "drop_database", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
+	})
+	mustOK("create_table", hmsreq.Args(corpusTable(db, "events", tblLoc, true).Field(1)))
 
 	// ~60 partitions whose names sort differently as strings than as
 	// numbers or dates, added in random order, some in batches.
@@ -63,13 +66,13 @@ func runBatchOrder(t *testing.T, v string) {
 			k = len(vals) - i
 		}
 		if k == 1 {
-			mustOK("add_partition", build(structf(1, partitionFields(db, "events", tblLoc, vals[i])...)))
+			mustOK("add_partition", hmsreq.Args(corpusPartition(db, "events", tblLoc, vals[i]).Field(1)))
 		} else {
-			var parts [][]fields
+			var parts []hmsreq.Partition
 			for _, val := range vals[i : i+k] {
-				parts = append(parts, partitionFields(db, "events", tblLoc, val))
+				parts = append(parts, corpusPartition(db, "events", tblLoc, val))
 			}
-			mustOK("add_partitions", build(structList(1, parts...)))
+			mustOK("add_partitions", hmsreq.Args(hmsreq.Partitions(1, parts...)))
 		}
 		i += k
 	}
@@ -88,9 +91,9 @@ func runBatchOrder(t *testing.T, v string) {
 	for _, method := range methods {
 		args := func(names []string) []byte {
 			if method == "get_partitions_by_names_req" {
-				return req1(str(1, db), str(2, "events"), strs(3, names...))
+				return hmsreq.Req(hmsreq.Str(1, db), hmsreq.Str(2, "events"), hmsreq.Strings(3, names...))
 			}
-			return build(str(1, db), str(2, "events"), strs(3, names...))
+			return hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, "events"), hmsreq.Strings(3, names...))
 		}
 		pick := func(k int) []string {
 			out := make([]string, 0, k+3)

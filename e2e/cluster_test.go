@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/eventlog"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/redistest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 )
@@ -20,66 +20,26 @@ import (
 // listener jar is not on Maven Central (testbed/README.md).
 var notificationLog = map[string]bool{"2.3": true, "3.1": true}
 
-// clTable encodes an external table with one partition key and the given
+// clTable is an external table with one partition key and the given
 // parameters: external, so that 4.0 does not turn it into an ACID table.
-func clTable(e *wire.Encoder, id int16, db, name string, params map[string]string) {
-	e.FieldBegin(wire.TStruct, id)
-	e.StringField(1, name)
-	e.StringField(2, db)
-	e.StringField(3, "hmsproxy")
-	e.I32Field(4, 1700000000)
-	clSD(e, 7, "file:///tmp/hmsproxy-e2e/"+db+"/"+name)
-	e.FieldBegin(wire.TList, 8) // partition keys
-	e.ListBegin(wire.TStruct, 1)
-	e.StringField(1, "ds")
-	e.StringField(2, "string")
-	e.Stop()
-	all := map[string]string{"EXTERNAL": "TRUE"}
-	for k, v := range params {
-		all[k] = v
+func clTable(db, name string, params map[string]string) hmsreq.Table {
+	return hmsreq.Table{
+		DB:         db,
+		Name:       name,
+		Owner:      "hmsproxy",
+		CreateTime: 1700000000,
+		SD:         clSD("file:///tmp/hmsproxy-e2e/" + db + "/" + name),
+		PartKeys:   []hmsreq.Column{{Name: "ds", Type: "string"}},
+		Params:     params,
+		External:   true,
 	}
-	keys := make([]string, 0, len(all))
-	for k := range all {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	e.StringMapField(9, keys, all)
-	e.StringField(12, "EXTERNAL_TABLE")
-	e.Stop()
 }
 
-// clSD encodes a text-format StorageDescriptor.
-func clSD(e *wire.Encoder, id int16, location string) {
-	e.FieldBegin(wire.TStruct, id)
-	e.FieldBegin(wire.TList, 1)
-	e.ListBegin(wire.TStruct, 2)
-	for _, c := range [][2]string{{"id", "bigint"}, {"name", "string"}} {
-		e.StringField(1, c[0])
-		e.StringField(2, c[1])
-		e.Stop()
-	}
-	e.StringField(2, location)
-	e.StringField(3, "org.apache.hadoop.mapred.TextInputFormat")
-	e.StringField(4, "org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat")
-	e.BoolField(5, false)
-	e.I32Field(6, -1)
-	e.FieldBegin(wire.TStruct, 7) // SerDeInfo
-	e.StringField(1, "text")
-	e.StringField(2, "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe")
-	e.StringMapField(3, []string{"serialization.format"}, map[string]string{"serialization.format": "1"})
-	e.Stop()
-	e.StringListField(8, nil)
-	e.FieldBegin(wire.TList, 9)
-	e.ListBegin(wire.TStruct, 0)
-	e.StringMapField(10, nil, nil)
-	e.Stop()
-}
-
-func clArgs(fields func(e *wire.Encoder)) []byte {
-	var e wire.Encoder
-	fields(&e)
-	e.Stop()
-	return e.B
+// clSD is a text-format StorageDescriptor.
+func clSD(location string) hmsreq.StorageDescriptor {
+	sd := textSD(location)
+	sd.SerDe.Name = "text"
+	return sd
 }
 
 func clMustOK(t *testing.T, what string, reply []byte) {
@@ -175,29 +135,15 @@ func TestBypassingWritesReal(t *testing.T) {
 
 			direct := dial(t, ms.addr)
 			db := "e2e_cl_" + strings.ReplaceAll(v, ".", "")
-			call(t, direct, "drop_database", clArgs(func(e *wire.Encoder) {
-				e.StringField(1, db)
-				e.BoolField(2, true)
-				e.BoolField(3, true)
-			}))
-			clMustOK(t, "create_database", call(t, direct, "create_database", clArgs(func(e *wire.Encoder) {
-				e.FieldBegin(wire.TStruct, 1)
-				e.StringField(1, db)
-				e.StringField(3, "file:///tmp/hmsproxy-e2e/"+db)
-				e.Stop()
-			})))
-			create := clArgs(func(e *wire.Encoder) { clTable(e, 1, db, "t", nil) })
+			call(t, direct, "drop_database", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
+			clMustOK(t, "create_database", call(t, direct, "create_database", hmsreq.Args(hmsreq.Database{Name: db, Location: "file:///tmp/hmsproxy-e2e/" + db}.Field(1))))
+			create := hmsreq.Args(clTable(db, "t", nil).Field(1))
 			clMustOK(t, "create_table", call(t, direct, "create_table", create))
 			// 4.0.1 has dropped get_table; its clients send get_table_req.
-			getMethod, get := "get_table", clArgs(func(e *wire.Encoder) { e.StringField(1, db); e.StringField(2, "t") })
+			getMethod, get := "get_table", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, "t"))
 			if v == "4.0" {
 				getMethod = "get_table_req"
-				get = clArgs(func(e *wire.Encoder) {
-					e.FieldBegin(wire.TStruct, 1)
-					e.StringField(1, db)
-					e.StringField(2, "t")
-					e.Stop()
-				})
+				get = hmsreq.Req(hmsreq.Str(1, db), hmsreq.Str(2, "t"))
 			}
 			clients := make([]*hmsclient.Client, len(nodes))
 			for i, n := range nodes {
@@ -207,11 +153,7 @@ func TestBypassingWritesReal(t *testing.T) {
 				call(t, clients[i], getMethod, get) // a hit now
 			}
 			alter := func(c *hmsclient.Client, val string) {
-				args := clArgs(func(e *wire.Encoder) {
-					e.StringField(1, db)
-					e.StringField(2, "t")
-					clTable(e, 3, db, "t", map[string]string{"v": val})
-				})
+				args := hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, "t"), clTable(db, "t", map[string]string{"v": val}).Field(3))
 				clMustOK(t, "alter_table "+val, call(t, c, "alter_table", args))
 			}
 			waitAll := func(val string, within time.Duration) time.Duration {

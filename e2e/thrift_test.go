@@ -6,139 +6,74 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 )
 
-// Encoders for the HMS structs the end-to-end corpus sends. Field ids are
-// those of shared/hms-protocol.md §3.11 and §4.11.
+// Builders for the HMS structs the end-to-end corpus sends, on
+// internal/hmsreq. Field ids are those of shared/hms-protocol.md §3.11 and
+// §4.11.
 
-type fields = func(e *wire.Encoder)
-
-func str(id int16, v string) fields { return func(e *wire.Encoder) { e.StringField(id, v) } }
-func i16f(id int16, v int16) fields {
-	return func(e *wire.Encoder) { e.FieldBegin(wire.TI16, id); e.I16(v) }
-}
-func i32f(id int16, v int32) fields { return func(e *wire.Encoder) { e.I32Field(id, v) } }
-func i64f(id int16, v int64) fields { return func(e *wire.Encoder) { e.I64Field(id, v) } }
-func boolf(id int16, v bool) fields { return func(e *wire.Encoder) { e.BoolField(id, v) } }
-func strs(id int16, v ...string) fields {
-	return func(e *wire.Encoder) { e.StringListField(id, append([]string{}, v...)) }
-}
-
-// strMap is a map<string,string> field with keys in the order given.
-func strMap(id int16, kv ...string) fields {
-	return func(e *wire.Encoder) {
-		e.FieldBegin(wire.TMap, id)
-		e.MapBegin(wire.TString, wire.TString, len(kv)/2)
-		for _, s := range kv {
-			e.String(s)
-		}
+// kv is a map of alternating keys and values.
+func kv(pairs ...string) map[string]string {
+	m := make(map[string]string, len(pairs)/2)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		m[pairs[i]] = pairs[i+1]
 	}
-}
-
-// structf is a struct field made of fields.
-func structf(id int16, fs ...fields) fields {
-	return func(e *wire.Encoder) {
-		e.FieldBegin(wire.TStruct, id)
-		for _, f := range fs {
-			f(e)
-		}
-		e.Stop()
-	}
-}
-
-// structList is a list<struct> field, one element per entry.
-func structList(id int16, elems ...[]fields) fields {
-	return func(e *wire.Encoder) {
-		e.FieldBegin(wire.TList, id)
-		e.ListBegin(wire.TStruct, len(elems))
-		for _, fs := range elems {
-			for _, f := range fs {
-				f(e)
-			}
-			e.Stop()
-		}
-	}
-}
-
-// build encodes an args struct.
-func build(fs ...fields) []byte {
-	var e wire.Encoder
-	for _, f := range fs {
-		f(&e)
-	}
-	e.Stop()
-	return e.B
-}
-
-// req1 wraps fields in a request struct at arg 1 (the _req methods).
-func req1(fs ...fields) []byte { return build(structf(1, fs...)) }
-
-func cols(id int16, nameType ...string) fields {
-	var elems [][]fields
-	for i := 0; i+1 < len(nameType); i += 2 {
-		elems = append(elems, []fields{str(1, nameType[i]), str(2, nameType[i+1]), str(3, "")})
-	}
-	return structList(id, elems...)
-}
-
-// sdf is a StorageDescriptor with a text SerDe, as the Java client sends.
-func sdf(id int16, location string) fields {
-	return structf(id,
-		cols(1, "id", "bigint", "name", "string"),
-		str(2, location),
-		str(3, "org.apache.hadoop.mapred.TextInputFormat"),
-		str(4, "org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat"),
-		boolf(5, false),
-		i32f(6, -1),
-		structf(7, str(1, ""), str(2, "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"), strMap(3, "serialization.format", "1")),
-		strs(8),
-		structList(9),
-		strMap(10),
-	)
+	return m
 }
 
 const fixedTime = 1700000000
 
-// tableFields is a Table; partitioned tables have one key, ds.
-func tableFields(db, name, location string, partitioned bool, params ...string) []fields {
-	keys := cols(8)
-	if partitioned {
-		keys = cols(8, "ds", "string")
-	}
-	return []fields{
-		str(1, name), str(2, db), str(3, "e2e"), i32f(4, fixedTime), i32f(5, 0), i32f(6, 0),
-		sdf(7, location), keys,
-		strMap(9, append([]string{"transient_lastDdlTime", strconv.Itoa(fixedTime)}, params...)...),
-		str(12, "MANAGED_TABLE"),
-	}
+// textSD is a text StorageDescriptor with columns id and name.
+func textSD(location string) hmsreq.StorageDescriptor {
+	return hmsreq.TextSD(location, hmsreq.Column{Name: "id", Type: "bigint"}, hmsreq.Column{Name: "name", Type: "string"})
 }
 
-// partitionFields is a Partition of a table partitioned by ds.
-func partitionFields(db, table, tableLoc, ds string, params ...string) []fields {
-	return []fields{
-		strs(1, ds), str(2, db), str(3, table), i32f(4, fixedTime), i32f(5, 0),
-		sdf(6, tableLoc+"/ds="+ds),
-		strMap(7, append([]string{"transient_lastDdlTime", strconv.Itoa(fixedTime)}, params...)...),
+// corpusTable is a Table; partitioned tables have one key, ds.
+func corpusTable(db, name, location string, partitioned bool, params ...string) hmsreq.Table {
+	t := hmsreq.Table{
+		DB:         db,
+		Name:       name,
+		Owner:      "e2e",
+		CreateTime: fixedTime,
+		SD:         textSD(location),
+		Params:     kv(append([]string{"transient_lastDdlTime", strconv.Itoa(fixedTime)}, params...)...),
+	}
+	if partitioned {
+		t.PartKeys = []hmsreq.Column{{Name: "ds", Type: "string"}}
+	}
+	return t
+}
+
+// corpusPartition is a Partition of a table partitioned by ds.
+func corpusPartition(db, table, tableLoc, ds string, params ...string) hmsreq.Partition {
+	return hmsreq.Partition{
+		DB:         db,
+		Table:      table,
+		Values:     []string{ds},
+		CreateTime: fixedTime,
+		SD:         textSD(tableLoc + "/ds=" + ds),
+		Params:     kv(append([]string{"transient_lastDdlTime", strconv.Itoa(fixedTime)}, params...)...),
 	}
 }
 
 // longStats is a ColumnStatistics of one bigint column "id".
-func longStats(db, table, partName string, low, high int64) []fields {
-	desc := []fields{boolf(1, partName == ""), str(2, db), str(3, table)}
+func longStats(db, table, partName string, low, high int64) []hmsreq.Field {
+	desc := []hmsreq.Field{hmsreq.Bool(1, partName == ""), hmsreq.Str(2, db), hmsreq.Str(3, table)}
 	if partName != "" {
-		desc = append(desc, str(4, partName))
+		desc = append(desc, hmsreq.Str(4, partName))
 	}
-	desc = append(desc, i64f(5, fixedTime))
-	obj := []fields{str(1, "id"), str(2, "bigint"),
-		structf(3, structf(2, i64f(1, low), i64f(2, high), i64f(3, 0), i64f(4, high-low+1)))}
-	return []fields{structf(1, desc...), structList(2, obj)}
+	desc = append(desc, hmsreq.I64(5, fixedTime))
+	obj := []hmsreq.Field{hmsreq.Str(1, "id"), hmsreq.Str(2, "bigint"),
+		hmsreq.Struct(3, hmsreq.Struct(2, hmsreq.I64(1, low), hmsreq.I64(2, high), hmsreq.I64(3, 0), hmsreq.I64(4, high-low+1)))}
+	return []hmsreq.Field{hmsreq.Struct(1, desc...), hmsreq.StructList(2, obj)}
 }
 
 // functionFields is a Function of class org.example.Upper.
-func functionFields(db, name string) []fields {
-	return []fields{str(1, name), str(2, db), str(3, "org.example.Upper"), str(4, "e2e"),
-		i32f(5, 1), i32f(6, fixedTime), i32f(7, 1), structList(8)}
+func functionFields(db, name string) []hmsreq.Field {
+	return []hmsreq.Field{hmsreq.Str(1, name), hmsreq.Str(2, db), hmsreq.Str(3, "org.example.Upper"), hmsreq.Str(4, "e2e"),
+		hmsreq.I32(5, 1), hmsreq.I32(6, fixedTime), hmsreq.I32(7, 1), hmsreq.StructList(8)}
 }
 
 // mask re-encodes a reply body with the values that legitimately differ

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -76,9 +77,9 @@ func partName(i int) string {
 
 func byNamesReq(method string, names ...string) []byte {
 	if method == "get_partitions_by_names_req" {
-		return req1(str(1, "demo_db0"), str(2, "t0"), listArgs(3, names...))
+		return hmsreq.Req(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"), hmsreq.Strings(3, names...))
 	}
-	return build(str(1, "demo_db0"), str(2, "t0"), listArgs(3, names...))
+	return hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"), hmsreq.Strings(3, names...))
 }
 
 // TestBatchPerEntry: by-names calls take hits per partition, fetch only
@@ -128,7 +129,7 @@ func TestBatchPerEntry(t *testing.T) {
 				t.Fatalf("all-cached call went upstream: %v", got)
 			}
 			// A partition write invalidates the table's entries.
-			call(t, c, "drop_partition_by_name", build(str(1, "demo_db0"), str(2, "t0"), str(3, partName(2)), func(e *wire.Encoder) { e.BoolField(4, true) }))
+			call(t, c, "drop_partition_by_name", hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"), hmsreq.Str(3, partName(2)), hmsreq.Bool(4, true)))
 			check("after drop", partName(10), partName(2), partName(9))
 			if got := rec.take(); len(got) != 1 || len(got[0]) != 3 {
 				t.Fatalf("after a partition write: upstream calls %v; want one with all three names", got)

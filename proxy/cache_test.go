@@ -15,6 +15,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/filter"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -44,72 +45,41 @@ func newCaching(t testing.TB, clock *fakeClock) *Caching {
 	return &Caching{Store: st, Upstream: "test"}
 }
 
-func listArgs(id int16, vals ...string) func(e *wire.Encoder) {
-	return func(e *wire.Encoder) { e.StringListField(id, vals) }
-}
-
-func i16(id int16, v int16) func(e *wire.Encoder) {
-	return func(e *wire.Encoder) { e.FieldBegin(wire.TI16, id); e.I16(v) }
-}
-
-func str(id int16, v string) func(e *wire.Encoder) {
-	return func(e *wire.Encoder) { e.StringField(id, v) }
-}
-
-// build encodes an args struct from field writers.
-func build(fields ...func(e *wire.Encoder)) []byte {
-	var e wire.Encoder
-	for _, f := range fields {
-		f(&e)
-	}
-	e.Stop()
-	return e.B
-}
-
-// req1 wraps fields in a request struct at arg 1 (the _req methods).
-func req1(fields ...func(e *wire.Encoder)) []byte {
-	var e wire.Encoder
-	e.FieldBegin(wire.TStruct, 1)
-	e.B = append(e.B, build(fields...)...)
-	e.Stop()
-	return e.B
-}
-
 // cachedCorpus is one call of every cacheable read the demo metastore
 // implements, legacy and _req forms.
 func cachedCorpus() []req {
 	const db, tbl, part = "demo_db0", "t0", "ds=2024-01-01/hr=1"
 	return []req{
-		{"getName", build()},
-		{"getVersion", build()},
-		{"get_all_databases", build()},
-		{"get_databases", build(str(1, "demo*"))},
-		{"get_database", build(str(1, db))},
-		{"get_database", build(str(1, "@hive#DEMO_DB1"))},
-		{"get_database_req", req1(str(1, db), str(2, "hive"))},
-		{"get_all_tables", build(str(1, db))},
-		{"get_tables", build(str(1, db), str(2, "t*"))},
-		{"get_tables_by_type", build(str(1, db), str(2, "*"), str(3, "EXTERNAL_TABLE"))},
-		{"get_table_meta", build(str(1, db), str(2, "*"), listArgs(3))},
-		{"get_table", build(str(1, db), str(2, tbl))},
-		{"get_table", build(str(1, "Demo_DB0"), str(2, "T1"))},
-		{"get_table_req", req1(str(1, db), str(2, "t2"))},
-		{"get_table_objects_by_name", build(str(1, db), listArgs(2, "t1", "t0"))},
-		{"get_table_objects_by_name_req", req1(str(1, db), listArgs(2, "t2", "t0"))},
-		{"get_fields", build(str(1, db), str(2, tbl))},
-		{"get_schema", build(str(1, db), str(2, tbl))},
-		{"get_partition", build(str(1, db), str(2, tbl), listArgs(3, "2024-01-01", "1"))},
-		{"get_partition_by_name", build(str(1, db), str(2, tbl), str(3, part))},
-		{"get_partitions", build(str(1, db), str(2, tbl), i16(3, -1))},
-		{"get_partitions_ps", build(str(1, db), str(2, tbl), listArgs(3, "2024-01-01"), i16(4, -1))},
-		{"get_partition_names", build(str(1, db), str(2, tbl), i16(3, -1))},
-		{"get_partition_names_ps", build(str(1, db), str(2, tbl), listArgs(3, "2024-01-01"), i16(4, 10))},
-		{"get_partitions_by_names", build(str(1, db), str(2, tbl), listArgs(3, part, "ds=2024-01-01/hr=2"))},
-		{"get_partitions_by_names_req", req1(str(1, db), str(2, tbl), listArgs(3, "ds=2024-01-01/hr=3", part))},
-		{"get_partitions_by_filter", build(str(1, db), str(2, tbl), str(3, "hr > 5"), i16(4, -1))},
-		{"get_num_partitions_by_filter", build(str(1, db), str(2, tbl), str(3, "hr > 5"))},
-		{"get_table", build(str(1, db), str(2, "no_such_table"))},
-		{"get_database", build(str(1, "no_such_db"))},
+		{"getName", hmsreq.Args()},
+		{"getVersion", hmsreq.Args()},
+		{"get_all_databases", hmsreq.Args()},
+		{"get_databases", hmsreq.Args(hmsreq.Str(1, "demo*"))},
+		{"get_database", hmsreq.Args(hmsreq.Str(1, db))},
+		{"get_database", hmsreq.Args(hmsreq.Str(1, "@hive#DEMO_DB1"))},
+		{"get_database_req", hmsreq.Req(hmsreq.Str(1, db), hmsreq.Str(2, "hive"))},
+		{"get_all_tables", hmsreq.Args(hmsreq.Str(1, db))},
+		{"get_tables", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, "t*"))},
+		{"get_tables_by_type", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, "*"), hmsreq.Str(3, "EXTERNAL_TABLE"))},
+		{"get_table_meta", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, "*"), hmsreq.Strings(3))},
+		{"get_table", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl))},
+		{"get_table", hmsreq.Args(hmsreq.Str(1, "Demo_DB0"), hmsreq.Str(2, "T1"))},
+		{"get_table_req", hmsreq.Req(hmsreq.Str(1, db), hmsreq.Str(2, "t2"))},
+		{"get_table_objects_by_name", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Strings(2, "t1", "t0"))},
+		{"get_table_objects_by_name_req", hmsreq.Req(hmsreq.Str(1, db), hmsreq.Strings(2, "t2", "t0"))},
+		{"get_fields", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl))},
+		{"get_schema", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl))},
+		{"get_partition", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.Strings(3, "2024-01-01", "1"))},
+		{"get_partition_by_name", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.Str(3, part))},
+		{"get_partitions", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.I16(3, -1))},
+		{"get_partitions_ps", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.Strings(3, "2024-01-01"), hmsreq.I16(4, -1))},
+		{"get_partition_names", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.I16(3, -1))},
+		{"get_partition_names_ps", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.Strings(3, "2024-01-01"), hmsreq.I16(4, 10))},
+		{"get_partitions_by_names", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.Strings(3, part, "ds=2024-01-01/hr=2"))},
+		{"get_partitions_by_names_req", hmsreq.Req(hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.Strings(3, "ds=2024-01-01/hr=3", part))},
+		{"get_partitions_by_filter", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.Str(3, "hr > 5"), hmsreq.I16(4, -1))},
+		{"get_num_partitions_by_filter", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.Str(3, "hr > 5"))},
+		{"get_table", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, "no_such_table"))},
+		{"get_database", hmsreq.Args(hmsreq.Str(1, "no_such_db"))},
 	}
 }
 
@@ -140,25 +110,6 @@ func TestCacheHits(t *testing.T) {
 			}
 		})
 	}
-}
-
-func tableWithParams(db, name string, params map[string]string) []byte {
-	var e wire.Encoder
-	e.FieldBegin(wire.TStruct, 3)
-	e.StringField(1, name)
-	e.StringField(2, db)
-	e.StringField(3, "tester")
-	e.I32Field(4, 1700000000)
-	sd(&e, 7, "file:/tmp/wh/"+db+".db/"+name)
-	fieldSchemas(&e, 8, [2]string{"ds", "string"})
-	keys := make([]string, 0, len(params))
-	for k := range params {
-		keys = append(keys, k)
-	}
-	e.StringMapField(9, keys, params)
-	e.StringField(12, "MANAGED_TABLE")
-	e.Stop()
-	return e.B
 }
 
 // tableParam reads one parameter of the Table in a get_table reply.
@@ -206,7 +157,7 @@ func TestReadYourWrites(t *testing.T) {
 	caching := newCaching(t, nil)
 	_, paddr := startProxy(t, proxyOpts{cache: caching}, addr)
 	c := dial(t, paddr, wire.Buffered)
-	get := build(str(1, "demo_db0"), str(2, "fresh"))
+	get := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "fresh"))
 
 	miss := call(t, c, "get_table", get)
 	caching.Store.Wait()
@@ -217,14 +168,14 @@ func TestReadYourWrites(t *testing.T) {
 	call(t, c, "get_table", get)
 	caching.Store.Wait()
 	for v := 1; v <= 3; v++ {
-		call(t, c, "alter_table", alterTableArgs("demo_db0", "fresh", tableWithParams("demo_db0", "fresh", map[string]string{"v": strconv.Itoa(v)})))
+		call(t, c, "alter_table", alterTableArgs("demo_db0", "fresh", testTable("demo_db0", "fresh", map[string]string{"v": strconv.Itoa(v)})))
 		if got := tableParam(t, call(t, c, "get_table", get), "v"); got != strconv.Itoa(v) {
 			t.Fatalf("after write %d read v=%q", v, got)
 		}
 		caching.Store.Wait()
 	}
 	// Names: a new partition shows in the cached name list at once.
-	names := build(str(1, "demo_db0"), str(2, "fresh"), i16(3, -1))
+	names := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "fresh"), hmsreq.I16(3, -1))
 	call(t, c, "get_partition_names", names)
 	caching.Store.Wait()
 	call(t, c, "add_partition", partitionArgs("demo_db0", "fresh", "2025-01-01"))
@@ -232,7 +183,7 @@ func TestReadYourWrites(t *testing.T) {
 		t.Fatalf("new partition missing from names after add_partition: %q", got)
 	}
 	// A rename invalidates the old name.
-	call(t, c, "alter_table", alterTableArgs("demo_db0", "fresh", tableWithParams("demo_db0", "renamed", nil)))
+	call(t, c, "alter_table", alterTableArgs("demo_db0", "fresh", testTable("demo_db0", "renamed", nil)))
 	if m, _ := wire.Parse(call(t, c, "get_table", get), wire.Limits{}); upstream.Succeeded(m) {
 		t.Fatal("old name still served after rename")
 	}
@@ -299,7 +250,7 @@ func TestLoadInvalidateRace(t *testing.T) {
 
 	setup := dial(t, paddr, wire.Buffered)
 	call(t, setup, "create_table", tableArgs("demo_db0", "race"))
-	get := build(str(1, "demo_db0"), str(2, "race"))
+	get := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "race"))
 
 	// Reader A misses and its load reads v=old, then stalls.
 	done := make(chan []byte)
@@ -309,7 +260,7 @@ func TestLoadInvalidateRace(t *testing.T) {
 	}()
 	<-gate.arrived
 	// The write happens and returns while A's load is in flight.
-	call(t, setup, "alter_table", alterTableArgs("demo_db0", "race", tableWithParams("demo_db0", "race", map[string]string{"v": "new"})))
+	call(t, setup, "alter_table", alterTableArgs("demo_db0", "race", testTable("demo_db0", "race", map[string]string{"v": "new"})))
 	// Reader B starts after the write returned, while A's load is still
 	// out: it must not join that load.
 	doneB := make(chan []byte)
@@ -355,7 +306,7 @@ func TestRefreshAhead(t *testing.T) {
 	caching := newCaching(t, clock)
 	_, paddr := startProxy(t, proxyOpts{cache: caching}, addr)
 	c := dial(t, paddr, wire.Buffered)
-	args := build(str(1, "demo_db0"), str(2, "t0"), i16(3, -1))
+	args := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"), hmsreq.I16(3, -1))
 	call(t, c, "get_partition_names", args)
 	caching.Store.Wait()
 	pol := caching.Store.Policy(hms.KindPartitionNames)
@@ -399,7 +350,7 @@ func TestScopes(t *testing.T) {
 			alice, bob := dial(t, paddr, wire.Buffered), dial(t, paddr, wire.Buffered)
 			call(t, alice, "set_ugi", ugiArgs("alice"))
 			call(t, bob, "set_ugi", ugiArgs("bob"))
-			get := build(str(1, "demo_db0"), str(2, "t0"))
+			get := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))
 			call(t, alice, "get_table", get)
 			caching.Store.Wait()
 			call(t, bob, "get_table", get)
@@ -423,7 +374,7 @@ func TestScopes(t *testing.T) {
 		_, paddr := startProxy(t, proxyOpts{cache: caching}, addr)
 		c := dial(t, paddr, wire.Buffered)
 		for i := 0; i < 3; i++ {
-			call(t, c, "get_table", build(str(1, "demo_db1"), str(2, "t0")))
+			call(t, c, "get_table", hmsreq.Args(hmsreq.Str(1, "demo_db1"), hmsreq.Str(2, "t0")))
 			caching.Store.Wait()
 		}
 		if n := demo.CallCount("get_table"); n != 3 {
@@ -464,7 +415,7 @@ func TestRandomizedReadYourWrites(t *testing.T) {
 				parts++
 				lastParts.Store(parts)
 			} else {
-				args := alterTableArgs("demo_db0", "rw", tableWithParams("demo_db0", "rw", map[string]string{"v": strconv.FormatInt(v, 10)}))
+				args := alterTableArgs("demo_db0", "rw", testTable("demo_db0", "rw", map[string]string{"v": strconv.FormatInt(v, 10)}))
 				if _, err := w.Call(ctx, "alter_table", args); err != nil {
 					t.Error(err)
 					return
@@ -474,8 +425,8 @@ func TestRandomizedReadYourWrites(t *testing.T) {
 			ops.Add(1)
 		}
 	}()
-	get := build(str(1, "demo_db0"), str(2, "rw"))
-	names := build(str(1, "demo_db0"), str(2, "rw"), i16(3, -1))
+	get := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "rw"))
+	names := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "rw"), hmsreq.I16(3, -1))
 	for r := 0; r < readers; r++ {
 		wg.Add(1)
 		go func(r int) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/redistest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
@@ -93,9 +94,9 @@ func TestClusterReadYourWrites(t *testing.T) {
 	nodes := startCluster(t, r, 3, metastore)
 	setup := dial(t, nodes[0].addr, wire.Buffered)
 	call(t, setup, "create_table", tableArgs("demo_db0", "cl"))
-	get := build(str(1, "demo_db0"), str(2, "cl"))
+	get := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "cl"))
 	alter := func(v int64) []byte {
-		return alterTableArgs("demo_db0", "cl", tableWithParams("demo_db0", "cl", map[string]string{"v": strconv.FormatInt(v, 10)}))
+		return alterTableArgs("demo_db0", "cl", testTable("demo_db0", "cl", map[string]string{"v": strconv.FormatInt(v, 10)}))
 	}
 
 	// Warm every node, write through A, read through B and C.

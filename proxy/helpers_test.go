@@ -10,6 +10,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -95,11 +96,7 @@ func call(t testing.TB, c *hmsclient.Client, method string, args []byte) []byte 
 }
 
 func ugiArgs(user string, groups ...string) []byte {
-	var e wire.Encoder
-	e.StringField(1, user)
-	e.StringListField(2, groups)
-	e.Stop()
-	return e.B
+	return hmsreq.Args(hmsreq.Str(1, user), hmsreq.Strings(2, groups...))
 }
 
 // expectClosed asserts the server closes the connection (after at most

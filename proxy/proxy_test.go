@@ -12,100 +12,52 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
 
-// Encoders for the few HMS structs the tests write. Field ids are those of
-// Database, Table, StorageDescriptor, FieldSchema and Partition.
-func fieldSchemas(e *wire.Encoder, id int16, cols ...[2]string) {
-	e.FieldBegin(wire.TList, id)
-	e.ListBegin(wire.TStruct, len(cols))
-	for _, c := range cols {
-		e.StringField(1, c[0])
-		e.StringField(2, c[1])
-		e.Stop()
+// testTable is table db.name with two columns, partitioned by ds.
+func testTable(db, name string, params map[string]string) hmsreq.Table {
+	return hmsreq.Table{
+		DB:         db,
+		Name:       name,
+		Owner:      "tester",
+		CreateTime: 1700000000,
+		SD: hmsreq.TextSD("file:/tmp/wh/"+db+".db/"+name,
+			hmsreq.Column{Name: "id", Type: "bigint"}, hmsreq.Column{Name: "name", Type: "string"}),
+		PartKeys: []hmsreq.Column{{Name: "ds", Type: "string"}},
+		Params:   params,
 	}
 }
 
-func sd(e *wire.Encoder, id int16, location string) {
-	e.FieldBegin(wire.TStruct, id)
-	fieldSchemas(e, 1, [2]string{"id", "bigint"}, [2]string{"name", "string"})
-	e.StringField(2, location)
-	e.StringField(3, "org.apache.hadoop.mapred.TextInputFormat")
-	e.StringField(4, "org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat")
-	e.Stop()
-}
-
 func databaseArgs(name string) []byte {
-	var e wire.Encoder
-	e.FieldBegin(wire.TStruct, 1)
-	e.StringField(1, name)
-	e.StringField(2, "test database")
-	e.StringField(3, "file:/tmp/wh/"+name+".db")
-	e.Stop()
-	e.Stop()
-	return e.B
+	return hmsreq.Args(hmsreq.Database{Name: name, Description: "test database", Location: "file:/tmp/wh/" + name + ".db"}.Field(1))
 }
 
-func tableStruct(e *wire.Encoder, id int16, db, name string) {
-	e.FieldBegin(wire.TStruct, id)
-	e.StringField(1, name)
-	e.StringField(2, db)
-	e.StringField(3, "tester")
-	e.I32Field(4, 1700000000)
-	sd(e, 7, "file:/tmp/wh/"+db+".db/"+name)
-	fieldSchemas(e, 8, [2]string{"ds", "string"})
-	e.StringField(12, "MANAGED_TABLE")
-	e.Stop()
-}
+func tableArgs(db, name string) []byte { return hmsreq.Args(testTable(db, name, nil).Field(1)) }
 
-func tableArgs(db, name string) []byte {
-	var e wire.Encoder
-	tableStruct(&e, 1, db, name)
-	e.Stop()
-	return e.B
-}
-
-func alterTableArgs(db, name string, newTable []byte) []byte {
-	var e wire.Encoder
-	e.StringField(1, db)
-	e.StringField(2, name)
-	e.B = append(e.B, newTable...)
-	e.Stop()
-	return e.B
+func alterTableArgs(db, name string, newTable hmsreq.Table) []byte {
+	return hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, name), newTable.Field(3))
 }
 
 func partitionArgs(db, table, ds string) []byte {
-	var e wire.Encoder
-	e.FieldBegin(wire.TStruct, 1)
-	e.StringListField(1, []string{ds})
-	e.StringField(2, db)
-	e.StringField(3, table)
-	e.I32Field(4, 1700000000)
-	sd(&e, 6, "file:/tmp/wh/"+db+".db/"+table+"/ds="+ds)
-	e.Stop()
-	e.Stop()
-	return e.B
+	return hmsreq.Args(hmsreq.Partition{
+		DB:         db,
+		Table:      table,
+		Values:     []string{ds},
+		CreateTime: 1700000000,
+		SD: hmsreq.TextSD("file:/tmp/wh/"+db+".db/"+table+"/ds="+ds,
+			hmsreq.Column{Name: "id", Type: "bigint"}, hmsreq.Column{Name: "name", Type: "string"}),
+	}.Field(1))
 }
 
 func dropTableArgs(db, table string) []byte {
-	var e wire.Encoder
-	e.StringField(1, db)
-	e.StringField(2, table)
-	e.BoolField(3, true)
-	e.Stop()
-	return e.B
+	return hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, table), hmsreq.Bool(3, true))
 }
 
 func partNamesArgs(db, table string, max int16) []byte {
-	var e wire.Encoder
-	e.StringField(1, db)
-	e.StringField(2, table)
-	e.FieldBegin(wire.TI16, 3)
-	e.I16(max)
-	e.Stop()
-	return e.B
+	return hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, table), hmsreq.I16(3, max))
 }
 
 type req struct {
@@ -116,47 +68,14 @@ type req struct {
 // corpus is a sequence of calls covering every method the demo metastore
 // implements, reads and writes, with some that fail.
 func corpus() []req {
-	newTbl := func(db, name string) []byte {
-		var e wire.Encoder
-		tableStruct(&e, 3, db, name)
-		return e.B
-	}
 	byNames := func(db, tbl string, names ...string) []byte {
-		var e wire.Encoder
-		e.StringField(1, db)
-		e.StringField(2, tbl)
-		e.StringListField(3, names)
-		e.Stop()
-		return e.B
+		return hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.Strings(3, names...))
 	}
 	filter := func(db, tbl, f string) []byte {
-		var e wire.Encoder
-		e.StringField(1, db)
-		e.StringField(2, tbl)
-		e.StringField(3, f)
-		e.FieldBegin(wire.TI16, 4)
-		e.I16(-1)
-		e.Stop()
-		return e.B
+		return hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.Str(3, f), hmsreq.I16(4, -1))
 	}
-	getTableReq := func(db, tbl string) []byte {
-		var e wire.Encoder
-		e.FieldBegin(wire.TStruct, 1)
-		e.StringField(1, db)
-		e.StringField(2, tbl)
-		e.Stop()
-		e.Stop()
-		return e.B
-	}
-	notif := func(last int64, max int32) []byte {
-		var e wire.Encoder
-		e.FieldBegin(wire.TStruct, 1)
-		e.I64Field(1, last)
-		e.I32Field(2, max)
-		e.Stop()
-		e.Stop()
-		return e.B
-	}
+	getTableReq := func(db, tbl string) []byte { return hmsreq.Req(hmsreq.Str(1, db), hmsreq.Str(2, tbl)) }
+	notif := func(last int64, max int32) []byte { return hmsreq.Req(hmsreq.I64(1, last), hmsreq.I32(2, max)) }
 	return []req{
 		{"getName", hmsclient.Args()},
 		{"getVersion", hmsclient.Args()},
@@ -185,7 +104,7 @@ func corpus() []req {
 		{"get_partition_names", partNamesArgs("corpus_db", "events", -1)},
 		{"get_partitions_by_names", byNames("corpus_db", "events", "ds=2024-02-02", "ds=2024-02-01", "ds=missing")},
 		{"get_partition_by_name", hmsclient.Args("corpus_db", "events", "ds=2024-02-01")},
-		{"alter_table", alterTableArgs("corpus_db", "events", newTbl("corpus_db", "events2"))},
+		{"alter_table", alterTableArgs("corpus_db", "events", testTable("corpus_db", "events2", nil))},
 		{"get_table", hmsclient.Args("corpus_db", "events")},
 		{"get_table", hmsclient.Args("corpus_db", "events2")},
 		{"get_partition_names", partNamesArgs("corpus_db", "events2", -1)},
@@ -512,8 +431,6 @@ func TestLongWriteLives(t *testing.T) {
 
 	setup := dial(t, paddr, wire.Buffered)
 	call(t, setup, "create_table", tableArgs("demo_db0", "wide"))
-	var e wire.Encoder
-	tableStruct(&e, 3, "demo_db0", "wide")
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() {
@@ -523,7 +440,7 @@ func TestLongWriteLives(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		m, err := c.Call(context.Background(), "alter_table", alterTableArgs("demo_db0", "wide", e.B))
+		m, err := c.Call(context.Background(), "alter_table", alterTableArgs("demo_db0", "wide", testTable("demo_db0", "wide", nil)))
 		if err == nil && !upstream.Succeeded(m) {
 			err = fmt.Errorf("alter_table failed: %x", m.Buf)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
+	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/housekeeping"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/internal/worker"
@@ -70,33 +71,12 @@ func mustCall(t *testing.T, c housekeeping.Caller, method string, args []byte) w
 
 // openTxns opens n transactions (ids are 1.. on a fresh demo).
 func openTxns(t *testing.T, c housekeeping.Caller, n int32) {
-	var e wire.Encoder
-	e.FieldBegin(wire.TStruct, 1)
-	e.I32Field(1, n)
-	e.StringField(2, "etl")
-	e.StringField(3, "worker-7")
-	e.Stop()
-	e.Stop()
-	mustCall(t, c, "open_txns", e.B)
+	mustCall(t, c, "open_txns", hmsreq.Req(hmsreq.I32(1, n), hmsreq.Str(2, "etl"), hmsreq.Str(3, "worker-7")))
 }
 
-func txnReq(id int64) []byte {
-	var e wire.Encoder
-	e.FieldBegin(wire.TStruct, 1)
-	e.I64Field(1, id)
-	e.Stop()
-	e.Stop()
-	return e.B
-}
+func txnReq(id int64) []byte { return hmsreq.Req(hmsreq.I64(1, id)) }
 
-func heartbeatReq(id int64) []byte {
-	var e wire.Encoder
-	e.FieldBegin(wire.TStruct, 1)
-	e.I64Field(2, id)
-	e.Stop()
-	e.Stop()
-	return e.B
-}
+func heartbeatReq(id int64) []byte { return hmsreq.Req(hmsreq.I64(2, id)) }
 
 func TestOpenTxnsGauge(t *testing.T) {
 	_, addr := startDemo(t)

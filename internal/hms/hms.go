@@ -222,6 +222,20 @@ var (
 	sorted []*Method
 )
 
+// unproven are reads a cache could serve but that no test has yet shown
+// byte-equal through the proxy against a real metastore. They pass
+// through until one does: a cached reply must be the metastore's own.
+var unproven = []string{
+	"fetch_partition_names_req", "get_catalog", "get_catalogs", "get_check_constraints",
+	"get_dataconnector_req", "get_dataconnectors", "get_default_constraints", "get_fields_req",
+	"get_fields_with_environment_context", "get_functions_req", "get_materialized_views_for_rewriting",
+	"get_metastore_db_uuid", "get_not_null_constraints", "get_part_specs_by_filter",
+	"get_partition_names_ps_req", "get_partition_names_req", "get_partition_req", "get_partition_values",
+	"get_partitions_by_expr", "get_partitions_by_filter_req", "get_partitions_pspec", "get_partitions_req",
+	"get_partitions_spec_by_expr", "get_primary_keys", "get_schema_req", "get_schema_with_environment_context",
+	"get_table_names_by_filter", "get_tables_ext", "get_unique_constraints",
+}
+
 func init() {
 	byName = make(map[string]*Method, len(table))
 	sorted = make([]*Method, 0, len(table))
@@ -232,6 +246,13 @@ func init() {
 		}
 		byName[m.Name] = m
 		sorted = append(sorted, m)
+	}
+	for _, name := range unproven {
+		m := byName[name]
+		if m == nil || m.Class != Read {
+			panic("hms: unproven is not a read: " + name)
+		}
+		m.Cacheable = false
 	}
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 }

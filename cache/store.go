@@ -89,17 +89,16 @@ type Entry struct {
 }
 
 const (
-	hdrLoaded = 0 // int64, unix nanoseconds when its load began
-	hdrKind   = 8
-	hdrFlags  = 9
-	hdrSnap   = 10
-	flagNeg   = 1
+	hdrLoaded = 0 // uint32, seconds from the store's epoch to when its load began
+	hdrKind   = 4 // the kind, with flagNeg set for a not-found answer
+	hdrSnap   = 5
+	flagNeg   = 0x80
 )
 
 // Body is the reply struct bytes (after the message header).
 func (e Entry) Body() []byte { return e.b[e.body:] }
 
-func (e Entry) kind() hms.Kind { return hms.Kind(e.b[hdrKind]) }
+func (e Entry) kind() hms.Kind { return hms.Kind(e.b[hdrKind] &^ flagNeg) }
 
 // Store holds reply bytes under one byte budget.
 type Store struct {
@@ -107,6 +106,7 @@ type Store struct {
 	gens  *Generations
 	kinds [NumKinds]KindConfig
 	now   func() time.Time
+	epoch time.Time // entries keep their load time as seconds from here
 	stats [NumKinds]KindStats
 
 	refreshMu  sync.Mutex          // guards refreshing
@@ -138,7 +138,8 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Store{gens: NewGenerations(cfg.GenerationBits), kinds: cfg.Kinds, now: cfg.Now, refreshing: map[uint64]struct{}{}}
+	s := &Store{gens: NewGenerations(cfg.GenerationBits), kinds: cfg.Kinds, now: cfg.Now, epoch: cfg.Now(),
+		refreshing: map[uint64]struct{}{}}
 	rc, err := ristretto.NewCache(&ristretto.Config[[]byte, []byte]{
 		// Ten counters per entry that fits, at an assumed 1 KiB minimum.
 		NumCounters: max(cfg.MaxBytes/100, 10_000),
@@ -146,19 +147,19 @@ func New(cfg Config) (*Store, error) {
 		BufferItems: 64,
 		OnEvict: func(it *ristretto.Item[[]byte]) {
 			if len(it.Value) > hdrKind {
-				s.stats[it.Value[hdrKind]].Evicted.Add(1)
+				s.stats[it.Value[hdrKind]&^flagNeg].Evicted.Add(1)
 			}
 		},
 		OnReject: func(it *ristretto.Item[[]byte]) {
 			if len(it.Value) > hdrKind {
-				s.stats[it.Value[hdrKind]].Rejected.Add(1)
+				s.stats[it.Value[hdrKind]&^flagNeg].Rejected.Add(1)
 			}
 		},
 		// Every way out of the store (eviction, rejection, delete,
 		// replacement) passes here, so the byte gauge follows the store.
 		OnExit: func(v []byte) {
 			if len(v) > hdrKind {
-				st := &s.stats[v[hdrKind]]
+				st := &s.stats[v[hdrKind]&^flagNeg]
 				st.Bytes.Add(-int64(len(v)))
 				st.Entries.Add(-1)
 			}
@@ -203,12 +204,12 @@ func (s *Store) Stats(k hms.Kind) *KindStats { return &s.stats[k] }
 func (s *Store) Get(key []byte, kind hms.Kind) (Entry, Status) {
 	st := &s.stats[kind]
 	v, ok := s.rc.Get(key)
-	if !ok || len(v) < hdrSnap+1 || hms.Kind(v[hdrKind]) != kind {
+	if !ok || len(v) < hdrSnap+1 || hms.Kind(v[hdrKind]&^flagNeg) != kind {
 		st.Misses.Add(1)
 		return Entry{}, Miss
 	}
 	pol := s.kinds[kind]
-	age := time.Duration(s.now().UnixNano() - int64(binary.LittleEndian.Uint64(v[hdrLoaded:])))
+	age := time.Duration(s.seconds(s.now())-int64(binary.LittleEndian.Uint32(v[hdrLoaded:]))) * time.Second
 	current, size := s.gens.currentEncoded(v[hdrSnap:])
 	if !current || age >= pol.TTL {
 		st.Stale.Add(1)
@@ -240,12 +241,12 @@ func (s *Store) Put(key []byte, kind hms.Kind, body []byte, snap *Snapshot, star
 		return false
 	}
 	v := make([]byte, 0, hdrSnap+snapshotSize(int(snap.n))+len(body))
-	v = binary.LittleEndian.AppendUint64(v, uint64(started.UnixNano()))
-	flags := byte(0)
+	v = binary.LittleEndian.AppendUint32(v, uint32(max(s.seconds(started), 0)))
+	k := byte(kind)
 	if negative {
-		flags |= flagNeg
+		k |= flagNeg
 	}
-	v = append(v, byte(kind), flags)
+	v = append(v, k)
 	v = appendSnapshot(v, snap)
 	v = append(v, body...)
 	st := &s.stats[kind]
@@ -290,6 +291,10 @@ func (s *Store) Clear() {
 	defer s.clearMu.Unlock()
 	s.rc.Clear()
 }
+
+// seconds is t as whole seconds from the store's epoch: entries keep
+// their age to the second, 4 bytes each (an entry may live 136 years).
+func (s *Store) seconds(t time.Time) int64 { return int64(t.Sub(s.epoch) / time.Second) }
 
 // Now is the store's clock.
 func (s *Store) Now() time.Time { return s.now() }

@@ -229,6 +229,7 @@ func (b *Bus) Run(ctx context.Context, apply func(ents []Entity), lost func(reas
 	defer wg.Wait()
 
 	cursor := ""
+	read := int64(0) // the stream's entries up to and including cursor
 	runID := ""
 	first := true // nothing can be cached before the first sync
 	lastSeq := map[string]uint64{}
@@ -237,7 +238,7 @@ func (b *Bus) Run(ctx context.Context, apply func(ents []Entity), lost func(reas
 		if cursor == "" {
 			// (Re)connect: start after the newest entry. Whatever was
 			// cached may be stale, so flush first, then serve again.
-			id, rid, err := b.position(ctx)
+			id, added, rid, err := b.position(ctx)
 			if err != nil {
 				if !first {
 					b.markLost("reconnect", err)
@@ -251,7 +252,7 @@ func (b *Bus) Run(ctx context.Context, apply func(ents []Entity), lost func(reas
 			}
 			runID = rid
 			clear(lastSeq)
-			cursor = id
+			cursor, read = id, added
 			if !first {
 				b.flush("reconnect")
 			}
@@ -273,22 +274,40 @@ func (b *Bus) Run(ctx context.Context, apply func(ents []Entity), lost func(reas
 			cursor = ""
 			continue
 		}
+		n := 0
 		for _, st := range res {
 			for _, m := range st.Messages {
 				cursor = m.ID
 				b.receive(m, lastSeq)
+				n++
 			}
 		}
+		// Entries trimmed before this node read them leave no gap in the
+		// numbers if their sender never publishes again, and a Redis that
+		// lost its data may not have dropped our connection: compare the
+		// stream's own count of entries with what this node consumed.
+		if info, err := b.cfg.Client.XInfoStream(ctx, b.key).Result(); err == nil {
+			switch {
+			case info.EntriesAdded < read+int64(n):
+				b.markLost("redis-reset", fmt.Errorf("stream has %d entries ever, this node read %d", info.EntriesAdded, read+int64(n)))
+				cursor = ""
+				continue
+			case info.EntriesAdded-info.Length > read:
+				b.log.Warn("invalidations trimmed before this node read them; flushing", "read", read, "deleted", info.EntriesAdded-info.Length)
+				b.flush("trimmed")
+			}
+		}
+		read += int64(n)
 	}
 	b.synced.Store(false)
 	return nil
 }
 
 // position returns the stream's newest entry id and the Redis run id.
-func (b *Bus) position(ctx context.Context) (string, string, error) {
+func (b *Bus) position(ctx context.Context) (string, int64, string, error) {
 	info, err := b.cfg.Client.Info(ctx, "server").Result()
 	if err != nil {
-		return "", "", err
+		return "", 0, "", err
 	}
 	runID := ""
 	for _, line := range strings.Split(info, "\n") {
@@ -296,14 +315,17 @@ func (b *Bus) position(ctx context.Context) (string, string, error) {
 			runID = v
 		}
 	}
-	last, err := b.cfg.Client.XRevRangeN(ctx, b.key, "+", "-", 1).Result()
+	// One command gives the newest id and how many entries the stream has
+	// ever had up to it, so the node can tell later whether entries it had
+	// not read yet were trimmed away.
+	st, err := b.cfg.Client.XInfoStream(ctx, b.key).Result()
 	if err != nil {
-		return "", "", err
+		if strings.Contains(err.Error(), "no such key") {
+			return "0-0", 0, runID, nil
+		}
+		return "", 0, "", err
 	}
-	if len(last) == 0 {
-		return "0-0", runID, nil
-	}
-	return last[0].ID, runID, nil
+	return st.LastGeneratedID, st.EntriesAdded, runID, nil
 }
 
 func (b *Bus) receive(m redis.XMessage, lastSeq map[string]uint64) {

@@ -157,3 +157,62 @@ func TestBusGap(t *testing.T) {
 	add(5)
 	waitFor(t, "gap flush", func() bool { return nodes[0].bus.Stats().Loss("gap") == before+1 })
 }
+
+// startOne runs one bus node on upstream u and waits for it to sync.
+func startOne(t *testing.T, r *redistest.Server, u string) *node {
+	t.Helper()
+	b, err := NewBus(BusConfig{Client: r.Client(), Upstream: u, Block: 100 * time.Millisecond, Heartbeat: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{bus: b}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); b.Run(ctx, n.apply, n.lost) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, "synced", b.Synced)
+	return n
+}
+
+// TestBusTrimmed: entries trimmed away before a node read them make it
+// flush, even when no later number reveals a gap.
+func TestBusTrimmed(t *testing.T) {
+	r := redistest.Start(t)
+	c := r.Client()
+	ctx := context.Background()
+	for i := 0; i < 3; i++ { // history before the node starts
+		c.XAdd(ctx, &redis.XAddArgs{Stream: "hmsproxy:inval:u2", Values: []any{"m", "{}"}})
+	}
+	n := startOne(t, r, "u2")
+	// Five entries appended and trimmed in one transaction: the node can
+	// only ever read the last one.
+	pipe := c.TxPipeline()
+	for i := uint64(1); i <= 5; i++ {
+		body, _ := json.Marshal(busMsg{Node: "newcomer", Seq: i, Time: time.Now().UnixNano(), Ents: []Entity{{Level: LevelAll}}})
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: "hmsproxy:inval:u2", Values: []any{"m", body}})
+	}
+	pipe.XTrimMaxLen(ctx, "hmsproxy:inval:u2", 1)
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "trim flush", func() bool { return n.bus.Stats().Loss("trimmed") > 0 })
+}
+
+// TestBusStreamReset: a Redis that lost its data without dropping the
+// node's connection is noticed from the stream's own entry count.
+func TestBusStreamReset(t *testing.T) {
+	r := redistest.Start(t)
+	c := r.Client()
+	ctx := context.Background()
+	for i := 0; i < 5; i++ {
+		c.XAdd(ctx, &redis.XAddArgs{Stream: "hmsproxy:inval:u3", Values: []any{"m", "{}"}})
+	}
+	n := startOne(t, r, "u3")
+	if err := c.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(busMsg{Node: "x", Seq: 1, Time: time.Now().UnixNano()})
+	c.XAdd(ctx, &redis.XAddArgs{Stream: "hmsproxy:inval:u3", Values: []any{"m", body}})
+	waitFor(t, "reset flush", func() bool { return n.bus.Stats().Loss("redis-reset") > 0 })
+	waitFor(t, "resync", n.bus.Synced)
+}

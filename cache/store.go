@@ -209,7 +209,8 @@ func (s *Store) Get(key []byte, kind hms.Kind) (Entry, Status) {
 		return Entry{}, Miss
 	}
 	pol := s.kinds[kind]
-	age := time.Duration(s.seconds(s.now())-int64(binary.LittleEndian.Uint32(v[hdrLoaded:]))) * time.Second
+	// The load time was rounded down, so the age errs on the old side.
+	age := s.now().Sub(s.epoch) - time.Duration(binary.LittleEndian.Uint32(v[hdrLoaded:]))*time.Second
 	current, size := s.gens.currentEncoded(v[hdrSnap:])
 	if !current || age >= pol.TTL {
 		st.Stale.Add(1)

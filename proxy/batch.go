@@ -85,6 +85,16 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, shape batchShap
 			due = append(due, name)
 		}
 	}
+	// Due entries are refreshed in one job at the end; on any earlier
+	// return they must be released, or they would never refresh again.
+	enqueued := false
+	defer func() {
+		if !enqueued {
+			for _, name := range due {
+				k.Store.EndRefresh(append(base, name...))
+			}
+		}
+	}()
 	outcome := OutcomeHit
 	for len(missing) > 0 {
 		outcome = OutcomeMiss
@@ -94,8 +104,18 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, shape batchShap
 		if err != nil {
 			return true, err
 		}
-		if failed != nil { // the metastore refused: the client gets its answer
+		if failed != nil {
 			c.outcome = OutcomeMiss
+			if failed.typ == wire.Reply {
+				if f, err := wire.ResultField(failed.body); err == nil && f <= 0 {
+					// A success this code cannot take apart (a field it
+					// does not know, a partition it cannot name): only
+					// the metastore can answer the whole request.
+					return true, c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
+				}
+			}
+			// The metastore refused: the client gets its answer, as it
+			// would have for the whole request.
 			return true, c.replyWith(m, failed.typ, failed.body)
 		}
 		for _, p := range got {
@@ -105,6 +125,7 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, shape batchShap
 	}
 	if len(due) > 0 {
 		// One bulk call for all of this request's due partitions.
+		enqueued = true
 		k.enqueue(refreshJob{sess: c.sess, meth: meth, msg: buildByNames(m, shape, due), key: base,
 			names: *names, batch: &shape, due: due})
 	}

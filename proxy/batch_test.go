@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -175,5 +177,72 @@ func TestBatchRefreshIsBulk(t *testing.T) {
 			lens = append(lens, len(g))
 		}
 		t.Fatalf("refresh made calls of sizes %v; want one call of 20", lens)
+	}
+}
+
+// dictForwarder adds a result field the proxy does not know to every
+// get_partitions_by_names_req reply, as a 4.0 server that sends a
+// dictionary would.
+type dictForwarder struct {
+	up Forwarder
+	on *atomic.Bool
+}
+
+type dictSink struct{ to upstream.ReplySink }
+
+func (s dictSink) Reply(m wire.Message) error {
+	body := m.Body()
+	if m.Type != wire.Reply || len(body) < 2 {
+		return s.to.Reply(m)
+	}
+	// body ends with the inner STOP and the outer STOP.
+	out := append([]byte(nil), m.Header()...)
+	out = append(out, body[:len(body)-2]...)
+	e := wire.Encoder{B: out}
+	e.I32Field(2, 7)
+	e.Stop()
+	e.Stop()
+	mm, err := wire.Parse(e.B, wire.Limits{})
+	if err != nil {
+		return err
+	}
+	return s.to.Reply(mm)
+}
+
+func (f dictForwarder) Do(ctx context.Context, c upstream.Call, sink upstream.ReplySink) error {
+	if string(c.Msg.Name()) == "get_partitions_by_names_req" && f.on.Load() {
+		sink = dictSink{sink}
+	}
+	return f.up.Do(ctx, c, sink)
+}
+
+// TestBatchUnknownReplyForwardsWhole: when a chunk's success reply has a
+// shape the proxy cannot take apart, the client gets the metastore's
+// answer to its whole request, never the chunk's answer alone.
+func TestBatchUnknownReplyForwardsWhole(t *testing.T) {
+	_, addr := startDemo(t, wire.Buffered)
+	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + addr}, HealthInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	caching := newCaching(t, nil)
+	on := new(atomic.Bool)
+	s, err := New(Config{Cache: caching, Logger: testLogger(t)}, dictForwarder{g, on})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	c := dial(t, ln.Addr().String(), wire.Buffered)
+	call(t, c, "get_partitions_by_names_req", byNamesReq("get_partitions_by_names_req", partName(1)))
+	caching.Store.Wait()
+	on.Store(true) // partition 1 is cached; partition 2 comes in a reply of unknown shape
+	got := call(t, c, "get_partitions_by_names_req", byNamesReq("get_partitions_by_names_req", partName(1), partName(2)))
+	for _, want := range []string{"2024-01-01\x00\x00\x00\x011", "2024-01-01\x00\x00\x00\x012"} {
+		if !strings.Contains(string(got), want) {
+			t.Fatalf("reply lacks partition %q: only part of the request was answered", want)
+		}
 	}
 }

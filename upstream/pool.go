@@ -75,10 +75,12 @@ func (p *pool) exchange(ctx context.Context, cn *conn, c Call, sink ReplySink) e
 		return &failedBeforeReplyError{fmt.Errorf("send %s to %s: %w", c.Msg.Name(), p.addr, err)}
 	}
 	if c.Oneway {
+		stop() // before the connection can be checked out by another call
 		p.put(cn, c.Session.key)
 		return nil
 	}
 	m, err := cn.r.Read()
+	stop() // the reply is in: a late cancel must not hit the next user
 	if err != nil {
 		cn.close()
 		err = fmt.Errorf("read reply to %s from %s: %w", c.Msg.Name(), p.addr, err)
@@ -210,6 +212,7 @@ func (p *pool) popAnyIdle() *conn {
 func (p *pool) put(cn *conn, key string) {
 	cn.sessKey = key
 	cn.lastUsed = time.Now()
+	cn.r.Release()
 	p.mu.Lock()
 	if p.g.closed.Load() || p.nidle >= p.g.cfg.MaxIdle || cn.r.Buffered() > 0 {
 		p.mu.Unlock()

@@ -57,6 +57,15 @@ func NewReader(rd io.Reader, t Transport, lim Limits) *Reader {
 	return &Reader{rd: rd, transport: t, lim: lim.WithDefaults()}
 }
 
+// Release drops a buffer grown for a large message when nothing more is
+// waiting in it, so an idle connection does not pin the largest reply it
+// ever read. The last message's bytes are invalid afterwards.
+func (r *Reader) Release() {
+	if r.next == r.w && cap(r.buf) > keepBuf {
+		r.buf, r.r, r.w, r.next = nil, 0, 0, 0
+	}
+}
+
 // Buffered reports how many bytes past the last message have arrived.
 func (r *Reader) Buffered() int { return r.w - r.next }
 

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 	"strings"
@@ -30,6 +31,9 @@ type step struct {
 	// mirrored comparison sorts lists of strings first. The comparison
 	// with the metastore's answer at the same moment stays exact.
 	unordered bool
+	// contains, when set, must occur in a success reply: a check that
+	// a comparison is not of two empty answers.
+	contains string
 }
 
 // corpusSteps is the recorded sequence, on database db under the
@@ -185,10 +189,37 @@ func runCorpus(t *testing.T, v string) {
 	tag := strings.ReplaceAll(v, ".", "")
 	dbDirect, dbProxy := "cdir_"+tag, "cprx_"+tag
 	wh := ms.work + "/corpus-wh"
+	n := startProxy(t, ms, nodeOpts{})
+	r := replay(t, ms, n, corpusSteps(dbDirect, wh), corpusSteps(dbProxy, wh), dbDirect, dbProxy)
+	t.Logf("HMS %s methods: %s; unknown to it: %v", v, strings.Join(keys(r.methods), " "), keys(r.unknown))
+	fmt.Printf("e2e: corpus HMS %s: %d methods, %d/%d reads byte-equal, %d/%d writes same outcome (%d byte-equal masked), %d cache hits, %d methods unknown to this HMS, %v\n",
+		v, len(r.methods), r.readsEqual, r.reads, r.writesSame, r.writes, r.writesBytes, r.hits, len(r.unknown), time.Since(begin).Round(100*time.Millisecond))
+	if v != "2.3" && len(r.methods) < 40 {
+		t.Errorf("HMS %s: %d distinct methods exercised; want at least 40", v, len(r.methods))
+	}
+}
 
+// replayed is what one replay saw.
+type replayed struct {
+	methods                                            map[string]bool   // distinct methods the metastore knew
+	unknown                                            map[string]bool   // answered UNKNOWN_METHOD on both sides
+	okReads                                            map[string]bool   // cacheable reads with a success reply, of a kind n caches
+	outcome                                            map[string]string // each read method's outcomes through the proxy, in order
+	reads, readsEqual, writes, writesSame, writesBytes int
+	hits                                               uint64
+}
+
+// replay runs dsteps directly against ms, then psteps (the same sequence
+// on mirrored names: dbDirect replaced by dbProxy) through the caching
+// proxy n, and requires the same answers: reads byte-equal after masking
+// (and equal to what the metastore itself answers at that moment, twice,
+// the second time from the cache), writes with the same outcome. Every
+// cacheable read that succeeded, of a kind n caches, must have been served
+// from the cache at least once.
+func replay(t *testing.T, ms *metastore, n *node, dsteps, psteps []step, dbDirect, dbProxy string) replayed {
+	t.Helper()
 	// 1. Directly.
 	direct := dial(t, ms.addr)
-	dsteps := corpusSteps(dbDirect, wh)
 	want := make([][]byte, len(dsteps))
 	for i, s := range dsteps {
 		want[i] = call(t, direct, s.method, s.args)
@@ -196,14 +227,9 @@ func runCorpus(t *testing.T, v string) {
 
 	// 2. Through a caching proxy, with a shadow connection to the
 	// metastore that answers every read again at the same moment.
-	n := startProxy(t, ms, nodeOpts{})
 	c := dial(t, n.addr)
 	shadow := dial(t, ms.addr)
-	psteps := corpusSteps(dbProxy, wh)
-	methods := map[string]bool{} // distinct methods the metastore knew
-	unknown := map[string]bool{} // answered UNKNOWN_METHOD on both sides
-	okReads := map[string]bool{} // cacheable reads with a success reply
-	var reads, readsEqual, writes, writesSame, writesBytes int
+	r := replayed{methods: map[string]bool{}, unknown: map[string]bool{}, okReads: map[string]bool{}, outcome: map[string]string{}}
 	for i, s := range psteps {
 		got := call(t, c, s.method, s.args)
 		if s.session {
@@ -211,31 +237,39 @@ func runCorpus(t *testing.T, v string) {
 		}
 		wo, go_ := outcome(t, want[i]), outcome(t, got)
 		if wo == "app1" && go_ == "app1" {
-			unknown[s.method] = true
+			r.unknown[s.method] = true
 		} else {
-			methods[s.method] = true
+			r.methods[s.method] = true
 		}
 		if !s.read {
-			writes++
+			r.writes++
 			if wo != go_ {
 				t.Errorf("step %d %s: outcome through the proxy %s; directly %s\n got %x\nwant %x", i, s.method, go_, wo, got, want[i])
 				continue
 			}
-			writesSame++
+			r.writesSame++
 			if sameMirrored(want[i], got, dbDirect, dbProxy, false) {
-				writesBytes++
+				r.writesBytes++
 			} else {
 				t.Logf("step %d %s: write reply bytes differ beyond masking (same outcome %s)\n got %x\nwant %x", i, s.method, go_, got, want[i])
 			}
 			continue
 		}
-		reads++
+		r.reads++
+		if r.outcome[s.method] != "" {
+			r.outcome[s.method] += ","
+		}
+		r.outcome[s.method] += go_
 		now := call(t, shadow, s.method, s.args)
 		if n.store != nil {
 			n.store.Wait()
 		}
 		again := call(t, c, s.method, s.args)
 		bad := false
+		if s.contains != "" && go_ == "ok" && !bytes.Contains(got, []byte(s.contains)) {
+			t.Errorf("step %d %s: success reply without %q: %x", i, s.method, s.contains, got)
+			bad = true
+		}
 		if s.volatile {
 			if wo != go_ {
 				t.Errorf("step %d %s: outcome through the proxy %s; directly %s", i, s.method, go_, wo)
@@ -255,22 +289,21 @@ func runCorpus(t *testing.T, v string) {
 			bad = true
 		}
 		if !bad {
-			readsEqual++
+			r.readsEqual++
 		}
 		if m := hms.Lookup([]byte(s.method)); m != nil && m.Class == hms.Read && m.Cacheable && go_ == "ok" &&
 			n.store.Policy(m.Kind).TTL > 0 {
-			okReads[s.method] = true
+			r.okReads[s.method] = true
 		}
 	}
 
-	// Every cacheable read that succeeded, of a kind the default
+	// Every cacheable read that succeeded, of a kind the proxy's
 	// configuration caches, was served from the cache at least once.
 	stats := n.srv.Stats()
-	var hits uint64
 	var noHit []string
-	for m := range okReads {
+	for m := range r.okReads {
 		h := stats.Method(m, proxy.OutcomeHit)
-		hits += h
+		r.hits += h
 		if h == 0 {
 			noHit = append(noHit, m)
 		}
@@ -279,17 +312,7 @@ func runCorpus(t *testing.T, v string) {
 	if len(noHit) > 0 {
 		t.Errorf("cacheable reads never served from the cache: %v", noHit)
 	}
-	known := make([]string, 0, len(methods))
-	for m := range methods {
-		known = append(known, m)
-	}
-	sort.Strings(known)
-	t.Logf("HMS %s methods: %s; unknown to it: %v", v, strings.Join(known, " "), keys(unknown))
-	fmt.Printf("e2e: corpus HMS %s: %d methods, %d/%d reads byte-equal, %d/%d writes same outcome (%d byte-equal masked), %d cache hits, %d methods unknown to this HMS, %v\n",
-		v, len(methods), readsEqual, reads, writesSame, writes, writesBytes, hits, len(unknown), time.Since(begin).Round(100*time.Millisecond))
-	if v != "2.3" && len(methods) < 40 {
-		t.Errorf("HMS %s: %d distinct methods exercised; want at least 40", v, len(methods))
-	}
+	return r
 }
 
 func bodyOnly(reply []byte) []byte { _, _, b := bodyOf(reply); return b }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -63,6 +64,9 @@ func start(t *testing.T, v string) *metastore {
 		return ms
 	}
 	port := basePort[v]
+	if off, err := strconv.Atoi(os.Getenv("HMSPROXY_E2E_PORT_OFFSET")); err == nil {
+		port += off // lets two runs share a machine
+	}
 	work, _ := os.MkdirTemp("", "hmsproxy-e2e-"+v+"-")
 	ms := &metastore{version: v, addr: fmt.Sprintf("127.0.0.1:%d", port), work: work}
 	stores[v] = ms
@@ -104,6 +108,9 @@ type node struct {
 type nodeOpts struct {
 	noCache bool
 	bus     *cache.Bus
+	// kinds, when set, replaces cache.DefaultKinds (e.g. to cache
+	// KindOther, which the defaults leave uncached).
+	kinds *[cache.NumKinds]cache.KindConfig
 }
 
 func startProxy(t *testing.T, ms *metastore, o nodeOpts) *node {
@@ -115,7 +122,11 @@ func startProxy(t *testing.T, ms *metastore, o nodeOpts) *node {
 	n := &node{}
 	cfg := proxy.Config{}
 	if !o.noCache {
-		n.store, err = cache.New(cache.Config{MaxBytes: 64 << 20, Kinds: cache.DefaultKinds()})
+		kinds := cache.DefaultKinds()
+		if o.kinds != nil {
+			kinds = *o.kinds
+		}
+		n.store, err = cache.New(cache.Config{MaxBytes: 64 << 20, Kinds: kinds})
 		if err != nil {
 			t.Fatal(err)
 		}

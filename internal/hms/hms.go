@@ -225,15 +225,15 @@ var (
 // unproven are reads a cache could serve but that no test has yet shown
 // byte-equal through the proxy against a real metastore. They pass
 // through until one does: a cached reply must be the metastore's own.
+// e2e TestCorpus and TestProven prove the others. Of these, the 4.1-dev
+// methods (fetch_partition_names_req, get_functions_req) are on no test
+// bed; get_partitions_by_expr and get_partitions_spec_by_expr need a
+// Kryo-serialised Hive expression the test bed cannot evaluate;
+// get_tables_ext lists tables in an order that varies from call to call
+// (4.0); data connectors and materialized views are not exercised yet.
 var unproven = []string{
-	"fetch_partition_names_req", "get_catalog", "get_catalogs", "get_check_constraints",
-	"get_dataconnector_req", "get_dataconnectors", "get_default_constraints", "get_fields_req",
-	"get_fields_with_environment_context", "get_functions_req", "get_materialized_views_for_rewriting",
-	"get_metastore_db_uuid", "get_not_null_constraints", "get_part_specs_by_filter",
-	"get_partition_names_ps_req", "get_partition_names_req", "get_partition_req", "get_partition_values",
-	"get_partitions_by_expr", "get_partitions_by_filter_req", "get_partitions_pspec", "get_partitions_req",
-	"get_partitions_spec_by_expr", "get_primary_keys", "get_schema_req", "get_schema_with_environment_context",
-	"get_table_names_by_filter", "get_tables_ext", "get_unique_constraints",
+	"fetch_partition_names_req", "get_dataconnector_req", "get_dataconnectors", "get_functions_req",
+	"get_materialized_views_for_rewriting", "get_partitions_by_expr", "get_partitions_spec_by_expr", "get_tables_ext",
 }
 
 func init() {

@@ -137,6 +137,11 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 			return err
 		}
 	}
+	if shape, ok := tableShapes[meth.Name]; ok {
+		if handled, err := c.tableRead(meth, m, shape, &names, sc); handled {
+			return err
+		}
+	}
 	key, ok := cache.AppendKey(c.key[:0], sc, meth, &names, m.Body())
 	c.key = key
 	if !ok {
@@ -295,6 +300,9 @@ type refreshJob struct {
 
 	batch *batchShape // set for per-partition entries of a by-names call
 	due   []string    // their names
+
+	table     *tableShape // set for a per-table entry of a table-objects call
+	tableName string      // its table
 }
 
 func (k *cacher) enqueueRefresh(sess *upstream.Session, meth *hms.Method, m wire.Message, key []byte, n *cache.Names) {
@@ -348,6 +356,10 @@ func (k *cacher) refresh(ctx context.Context, up Forwarder, j refreshJob, deps [
 	}
 	if j.batch != nil {
 		k.refreshBatch(ctx, up, j, &snap)
+		return deps
+	}
+	if j.table != nil {
+		k.refreshTable(ctx, up, j, &snap)
 		return deps
 	}
 	m, err := wire.Parse(j.msg, wire.Limits{MaxMessage: len(j.msg)})

@@ -1,0 +1,251 @@
+package proxy
+
+import (
+	"context"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/upstream"
+)
+
+// tableCallsForwarder notes the table names of every table-objects call
+// that reaches the metastore, and can rewrite their replies.
+type tableCallsForwarder struct {
+	up      Forwarder
+	rewrite func(body []byte) []byte // nil: replies as the metastore sent them
+	mu      sync.Mutex
+	calls   [][]string
+}
+
+func (f *tableCallsForwarder) Do(ctx context.Context, c upstream.Call, sink upstream.ReplySink) error {
+	shape, ok := tableShapes[string(c.Msg.Name())]
+	if !ok {
+		return f.up.Do(ctx, c, sink)
+	}
+	names := []string{}
+	hms.Walk(c.Msg.Body(), append(slices.Clone(shape.names), hms.Each), func(typ byte, v []byte) bool {
+		names = append(names, string(v))
+		return true
+	})
+	f.mu.Lock()
+	f.calls = append(f.calls, names)
+	rw := f.rewrite
+	f.mu.Unlock()
+	if rw != nil {
+		sink = rewriteSink{sink, rw}
+	}
+	return f.up.Do(ctx, c, sink)
+}
+
+func (f *tableCallsForwarder) take() [][]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := f.calls
+	f.calls = nil
+	return out
+}
+
+type rewriteSink struct {
+	to upstream.ReplySink
+	rw func([]byte) []byte
+}
+
+func (s rewriteSink) Reply(m wire.Message) error {
+	if m.Type != wire.Reply {
+		return s.to.Reply(m)
+	}
+	out := append(append([]byte(nil), m.Header()...), s.rw(m.Body())...)
+	mm, err := wire.Parse(out, wire.Limits{})
+	if err != nil {
+		return err
+	}
+	return s.to.Reply(mm)
+}
+
+func startTablesProxy(t *testing.T, caching *Caching, addr string) (string, *tableCallsForwarder) {
+	t.Helper()
+	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + addr}, HealthInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	f := &tableCallsForwarder{up: g}
+	s, err := New(Config{Cache: caching, Logger: testLogger(t)}, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+	return ln.Addr().String(), f
+}
+
+func tableObjectsReq(method, db string, names ...string) []byte {
+	if method == "get_table_objects_by_name_req" {
+		return hmsreq.Req(hmsreq.Str(1, db), hmsreq.Strings(2, names...))
+	}
+	return hmsreq.Args(hmsreq.Str(1, db), hmsreq.Strings(2, names...))
+}
+
+// TestTableObjectsPerTable: a table-objects call naming one table is
+// served from that table's entry whatever the case and repetition of the
+// name; misses fetch only that table; a write to one table leaves the
+// other tables' entries cached; calls naming several tables keep whole
+// replies (the metastore's order is its database's). Every reply equals
+// the metastore's.
+func TestTableObjectsPerTable(t *testing.T) {
+	for _, method := range []string{"get_table_objects_by_name", "get_table_objects_by_name_req"} {
+		t.Run(method, func(t *testing.T) {
+			_, addr := startDemo(t, wire.Buffered)
+			caching := newCaching(t, nil)
+			paddr, rec := startTablesProxy(t, caching, addr)
+			direct := dial(t, addr, wire.Buffered)
+			c := dial(t, paddr, wire.Buffered)
+			// check compares one call with the metastore's answer and
+			// with the upstream calls it should have made.
+			check := func(step string, upstreamCalls [][]string, db string, names ...string) {
+				t.Helper()
+				args := tableObjectsReq(method, db, names...)
+				got := call(t, c, method, args)
+				caching.Store.Wait()
+				if calls := rec.take(); !slices.EqualFunc(calls, upstreamCalls, slices.Equal) {
+					t.Fatalf("%s: upstream calls %q; want %q", step, calls, upstreamCalls)
+				}
+				if want := call(t, direct, method, args); !sameButSeqID(got, want) {
+					t.Fatalf("%s: reply differs from the metastore's\n got %x\nwant %x", step, got, want)
+				}
+			}
+			none := [][]string{}
+			check("t0 miss", [][]string{{"t0"}}, "demo_db0", "t0")
+			check("t0 hit", none, "demo_db0", "t0")
+			check("t0 hit, case and duplicates", none, "demo_db0", "T0", "t0", "T0")
+			check("t1 miss", [][]string{{"T1"}}, "demo_db0", "T1")
+			check("t1 hit", none, "demo_db0", "t1")
+			check("t2 miss", [][]string{{"t2"}}, "demo_db0", "t2")
+			// Several tables: the whole reply, cached whole.
+			check("several, miss", [][]string{{"t1", "t0", "nope"}}, "demo_db0", "t1", "t0", "nope")
+			check("several, hit", none, "demo_db0", "t1", "t0", "nope")
+			// Missing tables and databases are asked every time.
+			check("missing table", [][]string{{"nope"}}, "demo_db0", "nope")
+			check("missing table again", [][]string{{"nope"}}, "demo_db0", "nope")
+			check("missing db", [][]string{{"t0"}}, "nope_db", "t0")
+			check("missing db again", [][]string{{"t0"}}, "nope_db", "t0")
+			// An entry of another database is not this one's.
+			check("t0 of db1", [][]string{{"t0"}}, "demo_db1", "t0")
+
+			// alter_table of t1: its entry goes, t0's and t2's stay.
+			call(t, c, "alter_table", alterTableArgs("demo_db0", "t1", testTable("demo_db0", "t1", map[string]string{"v": "2"})))
+			check("t1 after alter", [][]string{{"t1"}}, "demo_db0", "t1")
+			check("t1 cached again", none, "demo_db0", "t1")
+			check("t0 still cached", none, "demo_db0", "t0")
+			check("t2 still cached", none, "demo_db0", "T2")
+			check("several after alter", [][]string{{"t1", "t0", "nope"}}, "demo_db0", "t1", "t0", "nope")
+		})
+	}
+}
+
+// TestTableObjectsUnsplittable: a one-table reply this code cannot take
+// apart (a result field it does not know, a table it cannot name) reaches
+// the client as the metastore sent it and is never cached per table.
+func TestTableObjectsUnsplittable(t *testing.T) {
+	cases := map[string]func([]byte) []byte{
+		// GetTablesResult with a field after the list.
+		"extra result field": func(b []byte) []byte {
+			e := wire.Encoder{B: append([]byte(nil), b[:len(b)-2]...)}
+			e.I32Field(2, 7)
+			e.Stop()
+			e.Stop()
+			return e.B
+		},
+		// The table's name field renamed away (a projection, say).
+		"unnamed table": func(b []byte) []byte {
+			out := append([]byte(nil), b...)
+			// field 0 struct, field 1 list, list header, then the Table's
+			// first field header: string 1 -> string 99.
+			for i := 0; i+2 < len(out); i++ {
+				if out[i] == wire.TString && out[i+1] == 0 && out[i+2] == 1 {
+					out[i+2] = 99
+					break
+				}
+			}
+			return out
+		},
+	}
+	for name, rw := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, addr := startDemo(t, wire.Buffered)
+			caching := newCaching(t, nil)
+			paddr, rec := startTablesProxy(t, caching, addr)
+			rec.rewrite = rw
+			c := dial(t, paddr, wire.Buffered)
+			args := tableObjectsReq("get_table_objects_by_name_req", "demo_db0", "t0")
+			first := call(t, c, "get_table_objects_by_name_req", args)
+			caching.Store.Wait()
+			second := call(t, c, "get_table_objects_by_name_req", args)
+			if calls := rec.take(); len(calls) != 2 {
+				t.Fatalf("upstream calls %q; want both calls forwarded (nothing cached)", calls)
+			}
+			if !sameButSeqID(first, second) {
+				t.Fatal("two forwarded replies differ")
+			}
+			m, err := wire.Parse(first, wire.Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if body := m.Body(); string(body) != string(rw(mustBody(t, call(t, dial(t, addr, wire.Buffered), "get_table_objects_by_name_req", args)))) {
+				t.Fatalf("client did not get the metastore's reply as sent\n got %x", body)
+			}
+		})
+	}
+}
+
+func mustBody(t *testing.T, reply []byte) []byte {
+	t.Helper()
+	m, err := wire.Parse(reply, wire.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Body()
+}
+
+// TestTableObjectsRefresh: a per-table entry past its refresh age is
+// served at once and reloaded with one upstream call.
+func TestTableObjectsRefresh(t *testing.T) {
+	_, addr := startDemo(t, wire.Buffered)
+	clock := newClock()
+	caching := newCaching(t, clock)
+	paddr, rec := startTablesProxy(t, caching, addr)
+	c := dial(t, paddr, wire.Buffered)
+	args := tableObjectsReq("get_table_objects_by_name", "demo_db0", "t0")
+	call(t, c, "get_table_objects_by_name", args)
+	caching.Store.Wait()
+	rec.take()
+	clock.Advance(caching.Store.Policy(hms.KindTable).RefreshAfter + time.Second)
+	for i := 0; i < 5; i++ {
+		call(t, c, "get_table_objects_by_name", args)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	var got [][]string
+	for time.Now().Before(deadline) && len(got) == 0 {
+		got = append(got, rec.take()...)
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	got = append(got, rec.take()...)
+	if len(got) != 1 || !slices.Equal(got[0], []string{"t0"}) {
+		t.Fatalf("refresh made calls %q; want one call for t0", got)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/dgraph-io/ristretto/v2"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
@@ -89,9 +90,10 @@ type Entry struct {
 }
 
 const (
-	hdrLoaded = 0 // uint32, seconds from the store's epoch to when its load began
-	hdrKind   = 4 // the kind, with flagNeg set for a not-found answer
-	hdrSnap   = 5
+	hdrLen    = 0 // uint32, the entry's length: the store keeps only a pointer to it
+	hdrLoaded = 4 // uint32, seconds from the store's epoch to when its load began
+	hdrKind   = 8 // the kind, with flagNeg set for a not-found answer
+	hdrSnap   = 9
 	flagNeg   = 0x80
 )
 
@@ -102,7 +104,7 @@ func (e Entry) kind() hms.Kind { return hms.Kind(e.b[hdrKind] &^ flagNeg) }
 
 // Store holds reply bytes under one byte budget.
 type Store struct {
-	rc    *ristretto.Cache[[]byte, []byte]
+	rc    *ristretto.Cache[[]byte, *byte] // the first byte of each entry: see entryOf
 	gens  *Generations
 	kinds [NumKinds]KindConfig
 	now   func() time.Time
@@ -140,25 +142,25 @@ func New(cfg Config) (*Store, error) {
 	}
 	s := &Store{gens: NewGenerations(cfg.GenerationBits), kinds: cfg.Kinds, now: cfg.Now, epoch: cfg.Now(),
 		refreshing: map[uint64]struct{}{}}
-	rc, err := ristretto.NewCache(&ristretto.Config[[]byte, []byte]{
+	rc, err := ristretto.NewCache(&ristretto.Config[[]byte, *byte]{
 		// Ten counters per entry that fits, at an assumed 1 KiB minimum.
 		NumCounters: max(cfg.MaxBytes/100, 10_000),
 		MaxCost:     cfg.MaxBytes,
 		BufferItems: 64,
-		OnEvict: func(it *ristretto.Item[[]byte]) {
-			if len(it.Value) > hdrKind {
-				s.stats[it.Value[hdrKind]&^flagNeg].Evicted.Add(1)
+		OnEvict: func(it *ristretto.Item[*byte]) {
+			if v := entryOf(it.Value); v != nil {
+				s.stats[v[hdrKind]&^flagNeg].Evicted.Add(1)
 			}
 		},
-		OnReject: func(it *ristretto.Item[[]byte]) {
-			if len(it.Value) > hdrKind {
-				s.stats[it.Value[hdrKind]&^flagNeg].Rejected.Add(1)
+		OnReject: func(it *ristretto.Item[*byte]) {
+			if v := entryOf(it.Value); v != nil {
+				s.stats[v[hdrKind]&^flagNeg].Rejected.Add(1)
 			}
 		},
 		// Every way out of the store (eviction, rejection, delete,
 		// replacement) passes here, so the byte gauge follows the store.
-		OnExit: func(v []byte) {
-			if len(v) > hdrKind {
+		OnExit: func(p *byte) {
+			if v := entryOf(p); v != nil {
 				st := &s.stats[v[hdrKind]&^flagNeg]
 				st.Bytes.Add(-int64(len(v)))
 				st.Entries.Add(-1)
@@ -203,8 +205,9 @@ func (s *Store) Stats(k hms.Kind) *KindStats { return &s.stats[k] }
 // its load began and it is within its kind's TTL.
 func (s *Store) Get(key []byte, kind hms.Kind) (Entry, Status) {
 	st := &s.stats[kind]
-	v, ok := s.rc.Get(key)
-	if !ok || len(v) < hdrSnap+1 || hms.Kind(v[hdrKind]&^flagNeg) != kind {
+	p, ok := s.rc.Get(key)
+	v := entryOf(p)
+	if !ok || v == nil || hms.Kind(v[hdrKind]&^flagNeg) != kind {
 		st.Misses.Add(1)
 		return Entry{}, Miss
 	}
@@ -242,6 +245,7 @@ func (s *Store) Put(key []byte, kind hms.Kind, body []byte, snap *Snapshot, star
 		return false
 	}
 	v := make([]byte, 0, hdrSnap+snapshotSize(int(snap.n))+len(body))
+	v = binary.LittleEndian.AppendUint32(v, uint32(cap(v)))
 	v = binary.LittleEndian.AppendUint32(v, uint32(max(s.seconds(started), 0)))
 	k := byte(kind)
 	if negative {
@@ -253,7 +257,7 @@ func (s *Store) Put(key []byte, kind hms.Kind, body []byte, snap *Snapshot, star
 	st := &s.stats[kind]
 	st.Bytes.Add(int64(len(v)))
 	st.Entries.Add(1)
-	if !s.rc.Set(key, v, int64(len(v))+entryOverhead) {
+	if !s.rc.Set(key, &v[0], int64(len(v))+entryOverhead) {
 		// Dropped under contention, never stored.
 		st.Bytes.Add(-int64(len(v)))
 		st.Entries.Add(-1)
@@ -291,6 +295,21 @@ func (s *Store) Clear() {
 	s.clearMu.Lock()
 	defer s.clearMu.Unlock()
 	s.rc.Clear()
+}
+
+// entryOf turns the pointer the store keeps back into the entry. A
+// pointer instead of a slice header saves 16 bytes in each of ristretto's
+// item records; the entry's first 4 bytes hold its length, and the
+// pointer to its first byte keeps the whole allocation alive.
+func entryOf(p *byte) []byte {
+	if p == nil {
+		return nil
+	}
+	n := binary.LittleEndian.Uint32(unsafe.Slice(p, hdrLen+4))
+	if n < hdrSnap+1 {
+		return nil
+	}
+	return unsafe.Slice(p, n)
 }
 
 // seconds is t as whole seconds from the store's epoch: entries keep

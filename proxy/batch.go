@@ -19,14 +19,14 @@ import (
 // upstream, chunked, in as few calls as possible. The reply is assembled
 // as the metastore builds it: each partition once, ordered by name.
 
-// batchShape says where a by-names request keeps its names and how its
-// reply wraps the partition list.
-type batchShape struct {
+// listShape says where a by-names request keeps its list of names and
+// how its reply wraps the list of objects (partitions or tables).
+type listShape struct {
 	names    hms.Path // the list of partition names in the args
 	inStruct bool     // args and result are wrapped in a request/result struct at field 1 / 0
 }
 
-var batchShapes = map[string]batchShape{
+var batchShapes = map[string]listShape{
 	"get_partitions_by_names":     {names: hms.Path{3}},
 	"get_partitions_by_names_req": {names: hms.Path{1, 3}, inStruct: true},
 }
@@ -39,7 +39,7 @@ type namedPart struct {
 // batchRead serves a by-names read per partition. It reports false when
 // the request does not fit the per-entry path, so the caller caches the
 // reply whole.
-func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, shape batchShape, names *cache.Names, sc cache.Scope) (bool, error) {
+func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, shape listShape, names *cache.Names, sc cache.Scope) (bool, error) {
 	k := c.s.cache
 	args := m.Body()
 	var want []string
@@ -144,7 +144,7 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, shape batchShap
 // fetchParts sends a by-names request and returns the partitions matched
 // to the names asked for, or the metastore's reply when that was not a
 // success.
-func (k *cacher) fetchParts(ctx context.Context, up Forwarder, sess *upstream.Session, req []byte, shape batchShape, names []string) ([]namedPart, *loaded, error) {
+func (k *cacher) fetchParts(ctx context.Context, up Forwarder, sess *upstream.Session, req []byte, shape listShape, names []string) ([]namedPart, *loaded, error) {
 	msg, err := wire.Parse(req, wire.Limits{MaxMessage: len(req)})
 	if err != nil {
 		return nil, nil, err
@@ -161,7 +161,7 @@ func (k *cacher) fetchParts(ctx context.Context, up Forwarder, sess *upstream.Se
 }
 
 // buildByNames copies request m with its name list replaced by names.
-func buildByNames(m wire.Message, shape batchShape, names []string) []byte {
+func buildByNames(m wire.Message, shape listShape, names []string) []byte {
 	out := append([]byte(nil), m.Header()...)
 	var e wire.Encoder
 	e.StringListField(shape.names[len(shape.names)-1], names)

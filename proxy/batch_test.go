@@ -48,27 +48,8 @@ func (r *recordingForwarder) take() [][]string {
 }
 
 func startRecordingProxy(t *testing.T, caching *Caching, addr string) (string, *recordingForwarder) {
-	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + addr}, HealthInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.Close() })
-	rec := &recordingForwarder{up: g}
-	s, err := New(Config{Cache: caching, Logger: testLogger(t)}, rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	})
-	return ln.Addr().String(), rec
+	rec := &recordingForwarder{}
+	return startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { rec.up = up; return rec }), rec
 }
 
 // partName is the name of the demo's seeded partition i.

@@ -298,11 +298,11 @@ type refreshJob struct {
 	key   []byte // the entry's key; for a batch, the key prefix of its entries
 	names cache.Names
 
-	batch *batchShape // set for per-partition entries of a by-names call
-	due   []string    // their names
+	batch *listShape // set for per-partition entries of a by-names call
+	due   []string   // their names
 
-	table     *tableShape // set for a per-table entry of a table-objects call
-	tableName string      // its table
+	table     *listShape // set for a per-table entry of a table-objects call
+	tableName string     // its table
 }
 
 func (k *cacher) enqueueRefresh(sess *upstream.Session, meth *hms.Method, m wire.Message, key []byte, n *cache.Names) {

@@ -128,3 +128,29 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSuffix(string(p), "\n"))
 	return len(p), nil
 }
+
+// startProxyOver runs a caching proxy whose forwarder is wrap(the
+// upstream group of addr): a seam for tests that watch or alter calls.
+func startProxyOver(t *testing.T, caching *Caching, addr string, wrap func(Forwarder) Forwarder) string {
+	t.Helper()
+	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + addr}, HealthInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	s, err := New(Config{Cache: caching, Logger: testLogger(t)}, wrap(g))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+	return ln.Addr().String()
+}

@@ -22,14 +22,7 @@ import (
 // and case variants fold into it, as the metastore folds them) is served
 // from that table's own entry: its reply is a list of that one table.
 
-// tableShape says where a table-objects request keeps its names and how
-// its reply wraps the table list.
-type tableShape struct {
-	names    hms.Path // the list of table names in the args
-	inStruct bool     // args and result are wrapped in a request/result struct at field 1 / 0
-}
-
-var tableShapes = map[string]tableShape{
+var tableShapes = map[string]listShape{
 	"get_table_objects_by_name":     {names: hms.Path{2}},
 	"get_table_objects_by_name_req": {names: hms.Path{1, 2}, inStruct: true},
 }
@@ -37,7 +30,7 @@ var tableShapes = map[string]tableShape{
 // tableRead serves a table-objects read of one distinct table from its
 // per-table entry. It reports false when the request does not fit, so the
 // caller caches the reply whole.
-func (c *clientConn) tableRead(meth *hms.Method, m wire.Message, shape tableShape, names *cache.Names, sc cache.Scope) (bool, error) {
+func (c *clientConn) tableRead(meth *hms.Method, m wire.Message, shape listShape, names *cache.Names, sc cache.Scope) (bool, error) {
 	k := c.s.cache
 	if !names.HasDB || len(names.Tables) == 0 {
 		return false, nil
@@ -102,7 +95,7 @@ func (c *clientConn) tableRead(meth *hms.Method, m wire.Message, shape tableShap
 }
 
 // fetchTable sends a one-table request upstream and admits its table.
-func (k *cacher) fetchTable(ctx context.Context, up Forwarder, sess *upstream.Session, m wire.Message, meth *hms.Method, key []byte, tbl string, shape tableShape, snap *cache.Snapshot) (loaded, error) {
+func (k *cacher) fetchTable(ctx context.Context, up Forwarder, sess *upstream.Session, m wire.Message, meth *hms.Method, key []byte, tbl string, shape listShape, snap *cache.Snapshot) (loaded, error) {
 	started := k.Store.Now()
 	var sink captureSink
 	if err := up.Do(ctx, upstream.Call{Session: sess, Class: upstream.Read, Msg: m}, &sink); err != nil {

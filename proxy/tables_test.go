@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -69,28 +68,8 @@ func (s rewriteSink) Reply(m wire.Message) error {
 }
 
 func startTablesProxy(t *testing.T, caching *Caching, addr string) (string, *tableCallsForwarder) {
-	t.Helper()
-	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + addr}, HealthInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.Close() })
-	f := &tableCallsForwarder{up: g}
-	s, err := New(Config{Cache: caching, Logger: testLogger(t)}, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	})
-	return ln.Addr().String(), f
+	f := &tableCallsForwarder{}
+	return startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { f.up = up; return f }), f
 }
 
 func tableObjectsReq(method, db string, names ...string) []byte {

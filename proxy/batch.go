@@ -238,37 +238,17 @@ func dropStructField(d *wire.Decoder, src []byte, id int16) []byte {
 // asked for. ok is false when the reply is not a plain success this code
 // understands (an exception, or result fields beyond the list).
 func splitParts(r loaded, inStruct bool, asked []string) ([]namedPart, bool) {
-	if r.typ != wire.Reply {
+	d, et, n, ok := openList(r, inStruct)
+	if !ok || (et != wire.TStruct && n > 0) {
 		return nil, false
 	}
 	byValues := make(map[string]string, len(asked))
-	for _, n := range asked {
-		_, vals, err := filter.PartitionValues(n)
+	for _, name := range asked {
+		_, vals, err := filter.PartitionValues(name)
 		if err != nil {
 			continue
 		}
-		byValues[strings.Join(vals, "\x00")] = n
-	}
-	d := wire.NewDecoder(r.body)
-	typ, id := d.FieldBegin()
-	if id != 0 || d.Err() != nil {
-		return nil, false
-	}
-	if inStruct {
-		if typ != wire.TStruct {
-			return nil, false
-		}
-		typ, id = d.FieldBegin()
-		if id != 1 {
-			return nil, false
-		}
-	}
-	if typ != wire.TList {
-		return nil, false
-	}
-	et, n := d.ListBegin()
-	if et != wire.TStruct && n > 0 {
-		return nil, false
+		byValues[strings.Join(vals, "\x00")] = name
 	}
 	// n is a claimed count: size by what was asked, not by it.
 	out := make([]namedPart, 0, min(n, len(asked)))
@@ -284,16 +264,48 @@ func splitParts(r loaded, inStruct bool, asked []string) ([]namedPart, bool) {
 		}
 		out = append(out, namedPart{name: name, body: r.body[start:d.Pos()]})
 	}
-	// Nothing may follow the list but the STOPs of the wrappers.
-	rest := r.body[d.Pos():]
+	if !closesList(r, d, inStruct) {
+		return nil, false
+	}
+	return out, true
+}
+
+// openList positions a decoder on the elements of the list a batch reply
+// carries: result field 0, or field 1 of the result struct at field 0.
+// ok is false for an exception or any other shape.
+func openList(r loaded, inStruct bool) (d *wire.Decoder, elem byte, n int, ok bool) {
+	if r.typ != wire.Reply {
+		return nil, 0, 0, false
+	}
+	d = wire.NewDecoder(r.body)
+	typ, id := d.FieldBegin()
+	if id != 0 || d.Err() != nil {
+		return nil, 0, 0, false
+	}
+	if inStruct {
+		if typ != wire.TStruct {
+			return nil, 0, 0, false
+		}
+		if typ, id = d.FieldBegin(); id != 1 {
+			return nil, 0, 0, false
+		}
+	}
+	if typ != wire.TList {
+		return nil, 0, 0, false
+	}
+	elem, n = d.ListBegin()
+	return d, elem, n, d.Err() == nil
+}
+
+// closesList reports whether nothing but the wrappers' STOPs follows the
+// list: a result field this code does not know means it cannot rebuild
+// the reply.
+func closesList(r loaded, d *wire.Decoder, inStruct bool) bool {
 	want := []byte{wire.TStop}
 	if inStruct {
 		want = []byte{wire.TStop, wire.TStop}
 	}
-	if !bytes.Equal(rest, want) {
-		return nil, false
-	}
-	return out, true
+	return d.Err() == nil && bytes.Equal(r.body[d.Pos():], want)
 }
 
 // partValues reads a Partition struct, returning its values (field 1).

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 
@@ -124,28 +123,8 @@ func (k *cacher) refreshTable(ctx context.Context, up Forwarder, j refreshJob, s
 // more than one table, or a table not named tbl (a projection without
 // names, say). body is nil when the table does not exist.
 func splitTable(r loaded, inStruct bool, tbl string) (body []byte, ok bool) {
-	if r.typ != wire.Reply {
-		return nil, false
-	}
-	d := wire.NewDecoder(r.body)
-	typ, id := d.FieldBegin()
-	if id != 0 || d.Err() != nil {
-		return nil, false
-	}
-	if inStruct {
-		if typ != wire.TStruct {
-			return nil, false
-		}
-		typ, id = d.FieldBegin()
-		if id != 1 {
-			return nil, false
-		}
-	}
-	if typ != wire.TList {
-		return nil, false
-	}
-	et, n := d.ListBegin()
-	if n > 1 || (n == 1 && et != wire.TStruct) || d.Err() != nil {
+	d, et, n, ok := openList(r, inStruct)
+	if !ok || n > 1 || (n == 1 && et != wire.TStruct) {
 		return nil, false
 	}
 	if n == 1 {
@@ -155,12 +134,7 @@ func splitTable(r loaded, inStruct bool, tbl string) (body []byte, ok bool) {
 		}
 		body = r.body[start:d.Pos()]
 	}
-	// Nothing may follow the list but the STOPs of the wrappers.
-	want := []byte{wire.TStop}
-	if inStruct {
-		want = []byte{wire.TStop, wire.TStop}
-	}
-	if !bytes.Equal(r.body[d.Pos():], want) {
+	if !closesList(r, d, inStruct) {
 		return nil, false
 	}
 	return body, true

@@ -3,6 +3,7 @@ module github.com/hmsproxy/hmsproxy
 go 1.26.8
 
 require (
+	github.com/apache/thrift v0.22.0
 	github.com/dgraph-io/ristretto/v2 v2.4.2
 	github.com/prometheus/client_golang v1.23.2
 	github.com/redis/go-redis/v9 v9.17.2

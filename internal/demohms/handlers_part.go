@@ -204,15 +204,16 @@ func (c *conn) filterParts(cat, db, tbl, filter string, max int64) ([]*partition
 	if strings.TrimSpace(filter) == "" {
 		out = te.sortedParts()
 	} else {
-		f, err := parseFilter(filter)
+		f, err := parseFilter(filter, te.t.PartitionKeys)
 		if err != nil {
 			return nil, err
 		}
-		if err := f.check(te.t.PartitionKeys); err != nil {
-			return nil, err
-		}
 		for _, p := range te.sortedParts() {
-			if f.eval(te.t.PartitionKeys, p.Values) {
+			ok, err := f.match(p.Values)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
 				out = append(out, p)
 			}
 		}

@@ -274,6 +274,9 @@ func (p *pool) reapIdle() {
 func (p *pool) dial(ctx context.Context, s *Session) (*conn, error) {
 	d := net.Dialer{Timeout: p.g.cfg.DialTimeout, KeepAlive: 30 * time.Second}
 	nc, err := d.DialContext(ctx, "tcp", p.addr)
+	if err == nil {
+		nc, err = p.secure(ctx, nc)
+	}
 	if err != nil {
 		<-p.sem
 		p.setHealthy(false, err)
@@ -326,7 +329,7 @@ func (cn *conn) alive() bool {
 	if cn.r.Buffered() > 0 {
 		return false
 	}
-	sc, ok := cn.nc.(syscall.Conn)
+	sc, ok := rawConn(cn.nc).(syscall.Conn)
 	if !ok {
 		return true
 	}
@@ -356,6 +359,9 @@ func (p *pool) check(ctx context.Context) {
 	defer cancel()
 	d := net.Dialer{Timeout: p.g.cfg.DialTimeout}
 	nc, err := d.DialContext(ctx, "tcp", p.addr)
+	if err == nil {
+		nc, err = p.secure(ctx, nc)
+	}
 	if err != nil {
 		if ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			p.setHealthy(false, err)

@@ -5,6 +5,7 @@ package upstream
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -73,6 +74,11 @@ type Config struct {
 	// ReplyLimits bound reply messages. Default MaxMessage 2 GiB - 1, as
 	// Hive 4 clients allow.
 	ReplyLimits wire.Limits
+	// TLS, if set, makes every metastore connection TLS: it is called for
+	// each new connection, so that rotated certificates and CA bundles
+	// apply to the next one. An empty ServerName in what it returns means
+	// the host of the URI. Default nil: plain TCP.
+	TLS func() *tls.Config
 	// Logger receives structured logs. Default: discard.
 	Logger *slog.Logger
 }

@@ -19,8 +19,9 @@ import (
 // fileConfig is the YAML config file. Every field can also be set by the
 // flag named in its comment; flags win over the file.
 type fileConfig struct {
-	Listen    string `yaml:"listen"`    // -listen
-	Transport string `yaml:"transport"` // -transport
+	Listen    string    `yaml:"listen"`    // -listen
+	Transport string    `yaml:"transport"` // -transport
+	TLS       tlsConfig `yaml:"tls"`       // client listener TLS (tls.go); file only
 
 	Upstream struct {
 		URIs           []string      `yaml:"uris"`            // -upstream (comma-separated)
@@ -31,6 +32,7 @@ type fileConfig struct {
 		WriteTimeout   time.Duration `yaml:"write_timeout"`   // -write-timeout
 		IdleTimeout    time.Duration `yaml:"idle_timeout"`    // -upstream-idle-timeout
 		HealthInterval time.Duration `yaml:"health_interval"` // -health-interval
+		TLS            tlsConfig     `yaml:"tls"`             // TLS toward the metastores (tls.go); file only
 	} `yaml:"upstream"`
 
 	Limits struct {
@@ -69,7 +71,8 @@ type fileConfig struct {
 		// Token guards the /cache/ flush API. A secret: from this file or
 		// HMSPROXY_ADMIN_TOKEN (which wins), never a flag, which any user
 		// could read from the process list.
-		Token string `yaml:"token"`
+		Token string    `yaml:"token"`
+		TLS   tlsConfig `yaml:"tls"` // HTTPS on the admin port (tls.go); file only
 	} `yaml:"admin"`
 
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"` // -shutdown-timeout

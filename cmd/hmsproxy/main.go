@@ -73,6 +73,13 @@ func run(ctx context.Context, cfg fileConfig) error {
 		return err
 	}
 
+	tlsEP := newTLSEndpoints(log.With("component", "tls"))
+	defer tlsEP.Close()
+	upTLS, err := tlsEP.upstream(cfg.Upstream.TLS)
+	if err != nil {
+		return err
+	}
+
 	if cfg.Demo {
 		demo := demohms.New(demohms.Config{Transport: upTransport, Logger: log.With("component", "demo-metastore")})
 		demo.Seed(3, 4, 240)
@@ -95,6 +102,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 		WriteTimeout:   cfg.Upstream.WriteTimeout,
 		IdleTimeout:    cfg.Upstream.IdleTimeout,
 		HealthInterval: cfg.Upstream.HealthInterval,
+		TLS:            upTLS,
 		Logger:         log.With("component", "upstream"),
 	})
 	if err != nil {
@@ -130,9 +138,13 @@ func run(ctx context.Context, cfg fileConfig) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	plain, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
+	}
+	ln := plain
+	if ln, err = tlsEP.listener("tls", cfg.TLS, ln); err != nil {
+		return errors.Join(err, plain.Close())
 	}
 	uri := "thrift://" + clientAddr(ln.Addr())
 	log.Info("hmsproxy listening", "addr", ln.Addr().String(), "transport", clientTransport.String(),
@@ -164,7 +176,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 
 	// The admin port starts after the proxy: a scrape or a flush always
 	// finds a proxy to report on.
-	adm, aln, err := newAdmin(cfg, log, srv, group, caching, bus, wk)
+	adm, aln, err := newAdmin(cfg, log, srv, group, caching, bus, wk, tlsEP)
 	if err != nil {
 		srv.Shutdown(context.Background())
 		<-errc
@@ -174,6 +186,9 @@ func run(ctx context.Context, cfg fileConfig) error {
 	adminMsg := ""
 	if adm != nil {
 		base := "http://" + clientAddr(aln.Addr())
+		if cfg.Admin.TLS.Cert != "" {
+			base = "https://" + clientAddr(aln.Addr())
+		}
 		log.Info("admin listening", "addr", aln.Addr().String(), "token", cfg.Admin.Token != "")
 		auth := ""
 		if cfg.Admin.Token != "" {
@@ -218,7 +233,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 // newAdmin builds the admin server and binds its port; nil when
 // cfg.Admin.Listen is empty.
 func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstream.Group, caching *proxy.Caching,
-	bus *cache.Bus, wk *workers) (*admin.Server, net.Listener, error) {
+	bus *cache.Bus, wk *workers, tlsEP *tlsEndpoints) (*admin.Server, net.Listener, error) {
 	if cfg.Admin.Listen == "" {
 		return nil, nil, nil
 	}
@@ -231,6 +246,7 @@ func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstre
 		Calls:          srv.Stats(),
 		Upstreams:      group,
 		Clients:        srv,
+		Certs:          tlsEP,
 	}
 	if caching != nil {
 		acfg.Store = caching.Store
@@ -252,6 +268,11 @@ func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstre
 	if err != nil {
 		return nil, nil, fmt.Errorf("admin listen: %w", err)
 	}
+	tln, err := tlsEP.listener("admin.tls", cfg.Admin.TLS, aln)
+	if err != nil {
+		return nil, nil, errors.Join(err, aln.Close())
+	}
+	aln = tln
 	if cfg.Admin.Token == "" && !isLoopback(aln.Addr()) {
 		log.Warn("the admin flush API is open to the network: set admin.token or HMSPROXY_ADMIN_TOKEN", "addr", aln.Addr().String())
 	}

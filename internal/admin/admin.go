@@ -97,6 +97,8 @@ type Config struct {
 	Workers Workers
 	// EventLog, if set, exports the notification-log poller's lag.
 	EventLog EventLog
+	// Certs feeds the hmsproxy_tls_* families. Nil: left out.
+	Certs CertSource
 
 	// ReadHeaderTimeout bounds reading a request's header. Default 10s.
 	ReadHeaderTimeout time.Duration
@@ -180,6 +182,12 @@ func New(cfg Config) (*Server, error) {
 	if err := s.register(s.flushes, newCollector(&s.cfg, s.noticeLosses)); err != nil {
 		s.unregister()
 		return nil, err
+	}
+	if cfg.Certs != nil {
+		if err := s.register(newCertCollector(cfg.Certs)); err != nil {
+			s.unregister()
+			return nil, err
+		}
 	}
 	// The Go and process collectors may already be registered by the
 	// caller; that is not an error.
@@ -335,6 +343,7 @@ func (s *Server) authorised(next http.Handler) http.Handler {
 		// of the token as well.
 		sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
 		if !ok || subtle.ConstantTimeCompare(sum[:], s.token[:]) != 1 {
+			s.log.Warn("admin request refused: no valid bearer token", append([]any{"method", r.Method, "path", r.URL.Path}, caller(r, "refused")...)...)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hmsproxy admin"`)
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "a valid bearer token is required"})
 			return
@@ -382,7 +391,7 @@ func (s *Server) flush(w http.ResponseWriter, r *http.Request, e cache.Entity, n
 		if errors.Is(err, proxy.ErrNoCache) {
 			code = http.StatusConflict
 		}
-		s.log.Warn("cache flush failed", "level", e.Level.String(), "name", name, "err", err)
+		s.log.Warn("cache flush failed", append([]any{"level", e.Level.String(), "name", name, "err", err}, caller(r, s.authName())...)...)
 		writeJSON(w, code, map[string]string{"error": err.Error()})
 		return
 	}
@@ -391,7 +400,7 @@ func (s *Server) flush(w http.ResponseWriter, r *http.Request, e cache.Entity, n
 	}
 	s.flushes.WithLabelValues(e.Level.String()).Inc()
 	s.events.add(event{Time: time.Now(), Type: "flush", Level: e.Level.String(), Detail: name})
-	s.log.Info("cache flushed", "level", e.Level.String(), "name", name, "remote", r.RemoteAddr)
+	s.log.Info("cache flushed", append([]any{"level", e.Level.String(), "name", name}, caller(r, s.authName())...)...)
 	writeJSON(w, http.StatusOK, map[string]string{"flushed": name, "level": e.Level.String()})
 }
 

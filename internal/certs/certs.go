@@ -141,22 +141,18 @@ func (r *Reloader) watch() {
 		case <-r.stop:
 			return
 		case <-t.C:
-			r.check(false)
+			r.check(false, "watch")
 		}
 	}
 }
 
-// Reload checks the files now and loads them if they changed since the
-// last attempt. It returns the load's error, if any; the old material
-// then stays in use.
-func (r *Reloader) Reload() error { return r.check(false) }
+// Reload loads the files now, changed or not (a rotation within the
+// same second to a file of the same size is invisible to the watch), and
+// logs by as the cause ("SIGHUP"). On error the old material stays in
+// use.
+func (r *Reloader) Reload(by string) error { return r.check(true, by) }
 
-// ForceReload loads the files whether or not they look changed (a
-// rotation within the same second to a file of the same size is
-// invisible to the stamps).
-func (r *Reloader) ForceReload() error { return r.check(true) }
-
-func (r *Reloader) check(force bool) error {
+func (r *Reloader) check(force bool, by string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := r.stat()
@@ -167,12 +163,12 @@ func (r *Reloader) check(force bool) error {
 	m, err := r.load()
 	if err != nil {
 		r.failures.Add(1)
-		r.log.Error("TLS files changed but did not load; keeping the previous certificate", "err", err)
+		r.log.Error("TLS files did not load; keeping the previous certificate", "by", by, "err", err)
 		return err
 	}
 	r.cur.Store(m)
 	r.reloads.Add(1)
-	r.log.Info("TLS files reloaded", "cert", r.cfg.Cert, "ca", r.cfg.CA,
+	r.log.Info("TLS files reloaded", "by", by, "cert", r.cfg.Cert, "ca", r.cfg.CA,
 		"serial", serialString(m.serial), "not_after", m.notAfter)
 	return nil
 }

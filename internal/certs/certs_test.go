@@ -2,119 +2,18 @@ package certs
 
 import (
 	"bufio"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"io"
-	"math/big"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/certs/certstest"
 )
-
-// authority is a throwaway CA for tests.
-type authority struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newAuthority(t testing.TB, name string) *authority {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, _ := x509.ParseCertificate(der)
-	return &authority{cert: c, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue makes a leaf valid for 127.0.0.1 and localhost, for servers and
-// clients, and returns its certificate and key as PEM.
-func (a *authority) issue(t testing.TB, serial int64, cn string, notAfter time.Time) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial),
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     notAfter,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
-
-func (a *authority) keyPair(t testing.TB, serial int64, cn string) tls.Certificate {
-	t.Helper()
-	c, k := a.issue(t, serial, cn, time.Now().Add(time.Hour))
-	kp, err := tls.X509KeyPair(c, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kp
-}
-
-// write replaces a file and moves its mtime forward, so that a rewrite
-// within the same second is still a change.
-func write(t testing.TB, path string, b []byte, gen int) {
-	t.Helper()
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	mt := time.Now().Add(time.Duration(gen) * time.Second)
-	if err := os.Chtimes(path, mt, mt); err != nil {
-		t.Fatal(err)
-	}
-}
-
-type files struct{ cert, key, ca string }
-
-func writeFiles(t testing.TB, dir string, certPEM, keyPEM, caPEM []byte, gen int) files {
-	f := files{filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), ""}
-	write(t, f.cert, certPEM, gen)
-	write(t, f.key, keyPEM, gen)
-	if caPEM != nil {
-		f.ca = filepath.Join(dir, "ca.crt")
-		write(t, f.ca, caPEM, gen)
-	}
-	return f
-}
 
 // echoServer serves lines back on a TLS listener from r until the test
 // ends.
@@ -188,18 +87,18 @@ func serial(c *tls.Conn) int64 {
 }
 
 func TestReloadServesNewCertificateToNewClients(t *testing.T) {
-	ca := newAuthority(t, "test CA")
+	ca := certstest.NewAuthority(t, "test CA")
 	dir := t.TempDir()
-	c1, k1 := ca.issue(t, 101, "proxy", time.Now().Add(time.Hour))
-	f := writeFiles(t, dir, c1, k1, nil, 0)
-	r, err := New(Config{Name: "listener", Cert: f.cert, Key: f.key, Interval: -1})
+	c1, k1 := ca.Issue(t, certstest.ECDSA, 101, "proxy", time.Now().Add(time.Hour))
+	f := certstest.WriteFiles(t, dir, c1, k1, nil, 0)
+	r, err := New(Config{Name: "listener", Cert: f.Cert, Key: f.Key, Interval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
 	addr := echoServer(t, r)
 	roots := x509.NewCertPool()
-	roots.AddCert(ca.cert)
+	roots.AddCert(ca.Cert)
 	ccfg := &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}
 
 	old, err := dialTLS(t, addr, ccfg)
@@ -210,9 +109,9 @@ func TestReloadServesNewCertificateToNewClients(t *testing.T) {
 		t.Fatalf("serial before reload: got %d; want 101", got)
 	}
 	notAfter2 := time.Now().Add(48 * time.Hour).Truncate(time.Second)
-	c2, k2 := ca.issue(t, 102, "proxy", notAfter2)
-	writeFiles(t, dir, c2, k2, nil, 1)
-	if err := r.Reload(); err != nil {
+	c2, k2 := ca.Issue(t, certstest.ECDSA, 102, "proxy", notAfter2)
+	certstest.WriteFiles(t, dir, c2, k2, nil, 1)
+	if err := r.Reload("test"); err != nil {
 		t.Fatal(err)
 	}
 	fresh, err := dialTLS(t, addr, ccfg)
@@ -234,17 +133,17 @@ func TestReloadServesNewCertificateToNewClients(t *testing.T) {
 // TestWatchReloadsOnItsOwn checks the ticker, not Reload: the rotation
 // is picked up with nothing but time passing.
 func TestWatchReloadsOnItsOwn(t *testing.T) {
-	ca := newAuthority(t, "test CA")
+	ca := certstest.NewAuthority(t, "test CA")
 	dir := t.TempDir()
-	c1, k1 := ca.issue(t, 201, "proxy", time.Now().Add(time.Hour))
-	f := writeFiles(t, dir, c1, k1, nil, 0)
-	r, err := New(Config{Name: "listener", Cert: f.cert, Key: f.key, Interval: 10 * time.Millisecond})
+	c1, k1 := ca.Issue(t, certstest.ECDSA, 201, "proxy", time.Now().Add(time.Hour))
+	f := certstest.WriteFiles(t, dir, c1, k1, nil, 0)
+	r, err := New(Config{Name: "listener", Cert: f.Cert, Key: f.Key, Interval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	c2, k2 := ca.issue(t, 202, "proxy", time.Now().Add(time.Hour))
-	writeFiles(t, dir, c2, k2, nil, 1)
+	c2, k2 := ca.Issue(t, certstest.ECDSA, 202, "proxy", time.Now().Add(time.Hour))
+	certstest.WriteFiles(t, dir, c2, k2, nil, 1)
 	deadline := time.Now().Add(10 * time.Second)
 	for r.Stats().Serial.Int64() != 202 {
 		if time.Now().After(deadline) {
@@ -257,24 +156,24 @@ func TestWatchReloadsOnItsOwn(t *testing.T) {
 }
 
 func TestBadRotationKeepsTheOldCertificate(t *testing.T) {
-	ca := newAuthority(t, "test CA")
+	ca := certstest.NewAuthority(t, "test CA")
 	dir := t.TempDir()
-	c1, k1 := ca.issue(t, 301, "proxy", time.Now().Add(time.Hour))
-	f := writeFiles(t, dir, c1, k1, nil, 0)
-	r, err := New(Config{Name: "listener", Cert: f.cert, Key: f.key, Interval: -1})
+	c1, k1 := ca.Issue(t, certstest.ECDSA, 301, "proxy", time.Now().Add(time.Hour))
+	f := certstest.WriteFiles(t, dir, c1, k1, nil, 0)
+	r, err := New(Config{Name: "listener", Cert: f.Cert, Key: f.Key, Interval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
 	addr := echoServer(t, r)
 	roots := x509.NewCertPool()
-	roots.AddCert(ca.cert)
+	roots.AddCert(ca.Cert)
 	ccfg := &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}
 
 	// A new certificate whose key is not written yet: the pair does not match.
-	c2, _ := ca.issue(t, 302, "proxy", time.Now().Add(time.Hour))
-	write(t, f.cert, c2, 1)
-	if err := r.Reload(); err == nil {
+	c2, _ := ca.Issue(t, certstest.ECDSA, 302, "proxy", time.Now().Add(time.Hour))
+	certstest.Write(t, f.Cert, c2, 1)
+	if err := r.Reload("test"); err == nil {
 		t.Fatal("reload of a certificate with the old key: got no error")
 	}
 	if st := r.Stats(); st.Failures != 1 || st.Reloads != 0 || st.Serial.Int64() != 301 {
@@ -288,28 +187,28 @@ func TestBadRotationKeepsTheOldCertificate(t *testing.T) {
 		t.Fatalf("after a bad rotation: got serial %d; want 301", got)
 	}
 	// Unchanged files are not reloaded (or failed) again.
-	if err := r.Reload(); err != nil || r.Stats().Failures != 1 {
+	if err := r.check(false, "watch"); err != nil || r.Stats().Failures != 1 {
 		t.Fatalf("second check of the same files: err %v, %d failures; want nil, 1", err, r.Stats().Failures)
 	}
 }
 
 func TestWrongClientCertificateRefused(t *testing.T) {
-	clientCA := newAuthority(t, "client CA")
-	serverCA := newAuthority(t, "server CA")
-	rogue := newAuthority(t, "rogue CA")
+	clientCA := certstest.NewAuthority(t, "client CA")
+	serverCA := certstest.NewAuthority(t, "server CA")
+	rogue := certstest.NewAuthority(t, "rogue CA")
 	dir := t.TempDir()
-	c, k := serverCA.issue(t, 1, "proxy", time.Now().Add(time.Hour))
-	f := writeFiles(t, dir, c, k, clientCA.pem, 0)
-	r, err := New(Config{Name: "listener", Cert: f.cert, Key: f.key, CA: f.ca, Interval: -1})
+	c, k := serverCA.Issue(t, certstest.ECDSA, 1, "proxy", time.Now().Add(time.Hour))
+	f := certstest.WriteFiles(t, dir, c, k, clientCA.PEM, 0)
+	r, err := New(Config{Name: "listener", Cert: f.Cert, Key: f.Key, CA: f.CA, Interval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
 	addr := echoServer(t, r)
 	roots := x509.NewCertPool()
-	roots.AddCert(serverCA.cert)
+	roots.AddCert(serverCA.Cert)
 	good := &tls.Config{RootCAs: roots, ServerName: "127.0.0.1",
-		Certificates: []tls.Certificate{clientCA.keyPair(t, 7, "alice")}}
+		Certificates: []tls.Certificate{clientCA.KeyPair(t, 7, "alice")}}
 
 	ok, err := dialTLS(t, addr, good)
 	if err != nil {
@@ -320,7 +219,7 @@ func TestWrongClientCertificateRefused(t *testing.T) {
 		certs []tls.Certificate
 		want  string // in the client's error, as crypto/tls words the alert
 	}{
-		{"other CA", []tls.Certificate{rogue.keyPair(t, 8, "mallory")}, "unknown certificate authority"},
+		{"other CA", []tls.Certificate{rogue.KeyPair(t, 8, "mallory")}, "unknown certificate authority"},
 		{"none", nil, "certificate required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -353,20 +252,20 @@ func TestWrongClientCertificateRefused(t *testing.T) {
 }
 
 func TestClientConfigFollowsRotatedCA(t *testing.T) {
-	oldCA := newAuthority(t, "old CA")
-	newCA := newAuthority(t, "new CA")
+	oldCA := certstest.NewAuthority(t, "old CA")
+	newCA := certstest.NewAuthority(t, "new CA")
 	dir := t.TempDir()
 	caFile := filepath.Join(dir, "ca.crt")
-	write(t, caFile, oldCA.pem, 0)
+	certstest.Write(t, caFile, oldCA.PEM, 0)
 	cl, err := New(Config{Name: "upstream", CA: caFile, Interval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	// A server whose certificate is signed by the new CA only.
-	c, k := newCA.issue(t, 5, "hms", time.Now().Add(time.Hour))
-	sf := writeFiles(t, t.TempDir(), c, k, nil, 0)
-	srv, err := New(Config{Name: "server", Cert: sf.cert, Key: sf.key, Interval: -1})
+	c, k := newCA.Issue(t, certstest.ECDSA, 5, "hms", time.Now().Add(time.Hour))
+	sf := certstest.WriteFiles(t, t.TempDir(), c, k, nil, 0)
+	srv, err := New(Config{Name: "server", Cert: sf.Cert, Key: sf.Key, Interval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,8 +276,8 @@ func TestClientConfigFollowsRotatedCA(t *testing.T) {
 	if _, err := dialTLS(t, addr, cfg); err == nil || !errors.As(err, new(*tls.CertificateVerificationError)) {
 		t.Fatalf("server signed by a CA not in the bundle: got %v; want a certificate verification error", err)
 	}
-	write(t, caFile, newCA.pem, 1)
-	if err := cl.Reload(); err != nil {
+	certstest.Write(t, caFile, newCA.PEM, 1)
+	if err := cl.Reload("test"); err != nil {
 		t.Fatal(err)
 	}
 	cfg = cl.ClientConfig()
@@ -396,7 +295,7 @@ func TestClientConfigFollowsRotatedCA(t *testing.T) {
 func TestNewRefusesBadFiles(t *testing.T) {
 	dir := t.TempDir()
 	junk := filepath.Join(dir, "junk")
-	write(t, junk, []byte("not PEM"), 0)
+	certstest.Write(t, junk, []byte("not PEM"), 0)
 	for _, tc := range []struct {
 		name string
 		cfg  Config

@@ -25,6 +25,18 @@ func (r *Reloader) Listener(inner net.Listener) (net.Listener, error) {
 	return &listener{Listener: inner, r: r, cfg: cfg}, nil
 }
 
+// HTTPListener wraps inner in TLS for an http.Server, which needs to see
+// the *tls.Conn itself (for Request.TLS) and runs and logs the handshake
+// on its own, within its read timeouts; handshake failures are not
+// counted in Stats.
+func (r *Reloader) HTTPListener(inner net.Listener) (net.Listener, error) {
+	cfg, err := r.ServerConfig()
+	if err != nil {
+		return nil, err
+	}
+	return tls.NewListener(inner, cfg), nil
+}
+
 type listener struct {
 	net.Listener
 	r   *Reloader

@@ -31,6 +31,11 @@ func Dial(ctx context.Context, addr string, t wire.Transport) (*Client, error) {
 	return &Client{nc: nc, r: wire.NewReader(nc, t, wire.Limits{MaxMessage: 1<<31 - 1}), w: wire.NewWriter(nc, t)}, nil
 }
 
+// New is a client on a connection already open, such as a *tls.Conn.
+func New(nc net.Conn, t wire.Transport) *Client {
+	return &Client{nc: nc, r: wire.NewReader(nc, t, wire.Limits{MaxMessage: 1<<31 - 1}), w: wire.NewWriter(nc, t)}
+}
+
 // Close closes the connection.
 func (c *Client) Close() error { return c.nc.Close() }
 

@@ -13,6 +13,9 @@
 #   HMS_HEAP         JVM -Xmx (default 1g)
 #   HMS_LISTENERS    override hive.metastore.transactional.event.listeners
 #   HMS_EXTRA_CLASSPATH  appended to the server classpath
+#   HMS_SSL=1        serve TLS (hive.metastore.use.SSL) with a keystore made by keytool
+#                    in WORKDIR/ssl; clients trust WORKDIR/ssl/truststore.jks (password
+#                    changeit) or the PEM certificate WORKDIR/ssl/hms.pem
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -217,6 +220,7 @@ write_conf() { # version port workdir
     prop metastore.housekeeping.threads.on false
     prop hive.metastore.housekeeping.threads.on false
     prop datanucleus.autoStartMechanismMode ignored
+    if [[ ${HMS_SSL:-0} == 1 ]]; then ssl_props "$work"; fi
     echo '</configuration>'
   } > "$conf/hive-site.xml"
   cp "$conf/hive-site.xml" "$conf/metastore-site.xml"
@@ -236,6 +240,31 @@ logger.hive.level = INFO
 '
   for f in hive-log4j2.properties metastore-log4j2.properties log4j2.properties; do
     printf '%s' "$l4j" > "$conf/$f"
+  done
+}
+
+# ---------------------------------------------------------------- TLS
+
+# ssl_props workdir: a self-signed server key made by the JDK's keytool
+# (valid for 127.0.0.1 and localhost, as Hive 3.1 clients check the host
+# name), a truststore and a PEM copy for clients, and the server's keys.
+ssl_props() {
+  local ssl="$1/ssl" pw=changeit
+  if [[ ! -f "$ssl/keystore.jks" ]]; then
+    mkdir -p "$ssl"
+    keytool -genkeypair -noprompt -alias hms -keyalg RSA -keysize 2048 -validity 30 \
+      -dname "CN=localhost" -ext "SAN=ip:127.0.0.1,dns:localhost" \
+      -keystore "$ssl/keystore.jks" -storetype JKS -storepass "$pw" -keypass "$pw" >&2
+    keytool -exportcert -rfc -alias hms -keystore "$ssl/keystore.jks" -storepass "$pw" \
+      -file "$ssl/hms.pem" >&2
+    keytool -importcert -noprompt -alias hms -file "$ssl/hms.pem" \
+      -keystore "$ssl/truststore.jks" -storetype JKS -storepass "$pw" >&2
+  fi
+  local k
+  for k in hive.metastore metastore; do
+    prop "$k.use.SSL" true
+    prop "$k.keystore.path" "$ssl/keystore.jks"
+    prop "$k.keystore.password" "$pw"
   done
 }
 

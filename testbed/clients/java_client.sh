@@ -2,6 +2,9 @@
 # Build (once, cached) and run the HiveMetaStoreClient smoke client.
 #   testbed/clients/java_client.sh CLIENT_VERSION URI [WORKDIR]
 # CLIENT_VERSION is 3.1 or 4.0: which Hive client jars to run with.
+# JAVA_CLIENT_OPTS (env) adds JVM options, e.g. -Dmetastore.use.SSL=true
+# -Dmetastore.truststore.path=... (MetastoreConf reads its keys from system
+# properties).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE=${HMSPROXY_CACHE:-$HOME/.cache/hmsproxy-testbed}
@@ -21,5 +24,6 @@ cp=$("$HERE/../hms.sh" classpath "$ver")
 # log4j2 config: warnings only
 mkdir -p "$work/conf"
 printf 'rootLogger.level = WARN\nrootLogger.appenderRef.c.ref = c\nappender.c.type = Console\nappender.c.name = c\nappender.c.target = SYSTEM_ERR\nappender.c.layout.type = PatternLayout\nappender.c.layout.pattern = %%p %%c{1}: %%m%%n\n' > "$work/conf/log4j2.properties"
-exec java -Xmx512m -Dlog4j2.configurationFile="$work/conf/log4j2.properties" \
+# shellcheck disable=SC2086 # JAVA_CLIENT_OPTS is a list of options
+exec java -Xmx512m ${JAVA_CLIENT_OPTS:-} -Dlog4j2.configurationFile="$work/conf/log4j2.properties" \
   -cp "$jar:$cp" io.hmsproxy.testbed.HmsSmoke "$uri" "$work"

@@ -31,6 +31,8 @@ def main():
     ap.add_argument("--hive-jars", default="maven",
                     help="with --hive-version: 'maven' (Ivy cache under HMSPROXY_CACHE) "
                          "or a classpath for spark.sql.hive.metastore.jars.path")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra Spark conf, repeatable (e.g. spark.hadoop.hive.metastore.use.SSL=true)")
     a = ap.parse_args()
     wd = os.path.abspath(a.workdir)
     os.makedirs(wd, exist_ok=True)
@@ -56,6 +58,9 @@ def main():
         else:
             b = (b.config("spark.sql.hive.metastore.jars", "path")
                  .config("spark.sql.hive.metastore.jars.path", a.hive_jars))
+    for kv in a.conf:
+        k, _, v = kv.partition("=")
+        b = b.config(k, v)
     spark = (b.master("local[1]").appName("hmstb-spark")
              .config("spark.hadoop.hive.metastore.uris", a.uri)
              .config("spark.sql.warehouse.dir", f"file://{wd}/spark-warehouse")

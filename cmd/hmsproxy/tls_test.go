@@ -152,3 +152,41 @@ func handshakeFailures(e *tlsEndpoints, name string) uint64 {
 	}
 	return 0
 }
+
+func TestTLSConfigKeys(t *testing.T) {
+	p := t.TempDir() + "/c.yaml"
+	body := `upstream:
+  uris: ["thrift://hms:9083"]
+  tls: {ca: /etc/hms-ca.pem, server_name: hms.example.com}
+tls: {cert: /etc/p.crt, key: /etc/p.key, client_ca: /etc/clients.pem, reload_interval: 1m}
+admin:
+  tls: {cert: /etc/a.crt, key: /etc/a.key}
+`
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := load([]string{"-config", p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fileConfig{}
+	want.TLS = tlsConfig{Cert: "/etc/p.crt", Key: "/etc/p.key", ClientCA: "/etc/clients.pem", ReloadInterval: time.Minute}
+	want.Upstream.TLS = tlsConfig{CA: "/etc/hms-ca.pem", ServerName: "hms.example.com"}
+	want.Admin.TLS = tlsConfig{Cert: "/etc/a.crt", Key: "/etc/a.key"}
+	if c.TLS != want.TLS || c.Upstream.TLS != want.Upstream.TLS || c.Admin.TLS != want.Admin.TLS {
+		t.Fatalf("got tls %+v, upstream.tls %+v, admin.tls %+v; want %+v, %+v, %+v",
+			c.TLS, c.Upstream.TLS, c.Admin.TLS, want.TLS, want.Upstream.TLS, want.Admin.TLS)
+	}
+	// Keys of the other side are refused, not ignored.
+	e := newTLSEndpoints(slog.New(slog.DiscardHandler))
+	defer e.Close()
+	if _, err := e.listener("tls", tlsConfig{CA: "/x"}, nil); err == nil {
+		t.Error("listener with upstream's ca key: got no error")
+	}
+	if _, err := e.upstream(tlsConfig{ClientCA: "/x"}); err == nil {
+		t.Error("upstream with the listener's client_ca key: got no error")
+	}
+	if f, err := e.upstream(tlsConfig{}); err != nil || f != nil {
+		t.Errorf("upstream without TLS keys: got %v, %v; want plain TCP", f != nil, err)
+	}
+}

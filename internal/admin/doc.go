@@ -24,6 +24,9 @@
 // With Config.Token set, every /cache/ request must carry
 // "Authorization: Bearer <token>" or is answered 401; /, /status.json,
 // /metrics and /healthz stay open, as scrapers and probes expect.
+// Flushes and refused requests are logged with the caller: remote
+// address, how it authenticated (never the token) and, when the listener
+// is mutual TLS (certs.Reloader.HTTPListener), its certificate's subject.
 //
 // # Status page
 //

@@ -157,6 +157,7 @@ Clients point hive.metastore.uris at the proxy's listen address.
 Flags override the YAML file; the file's keys are given in brackets.
 Environment: HMSPROXY_CONFIG names the config file when -config is not given;
 HMSPROXY_ADMIN_TOKEN is the bearer token of the admin flush API [admin.token].
+TLS is set in the file only [tls.*, upstream.tls.*, admin.tls.*]; SIGHUP reloads its files.
 
 Flags:
 `)

@@ -148,7 +148,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 	}
 	uri := "thrift://" + clientAddr(ln.Addr())
 	log.Info("hmsproxy listening", "addr", ln.Addr().String(), "transport", clientTransport.String(),
-		"upstreams", group.Addrs())
+		"upstreams", group.Addrs(), "tls", cfg.TLS.Cert != "", "upstream_tls", upTLS != nil)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -189,7 +189,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 		if cfg.Admin.TLS.Cert != "" {
 			base = "https://" + clientAddr(aln.Addr())
 		}
-		log.Info("admin listening", "addr", aln.Addr().String(), "token", cfg.Admin.Token != "")
+		log.Info("admin listening", "addr", aln.Addr().String(), "token", cfg.Admin.Token != "", "tls", cfg.Admin.TLS.Cert != "")
 		auth := ""
 		if cfg.Admin.Token != "" {
 			auth = `-H "Authorization: Bearer $HMSPROXY_ADMIN_TOKEN" `

@@ -321,3 +321,64 @@ func TestNewRefusesBadFiles(t *testing.T) {
 		t.Fatalf("server config without a certificate: got %v; want ErrNoCertificate", err)
 	}
 }
+
+// TestClientCertificateRotates: a client Reloader presents its current
+// certificate to a server that asks for one, before and after rotation.
+func TestClientCertificateRotates(t *testing.T) {
+	ca := certstest.NewAuthority(t, "CA")
+	sc, sk := ca.Issue(t, certstest.ECDSA, 1, "hms", time.Now().Add(time.Hour))
+	sf := certstest.WriteFiles(t, t.TempDir(), sc, sk, ca.PEM, 0)
+	srv, err := New(Config{Name: "server", Cert: sf.Cert, Key: sf.Key, CA: sf.CA, Interval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+	scfg, _ := srv.ServerConfig()
+	seen := make(chan int64, 2)
+	go func() {
+		for {
+			c, err := inner.Accept()
+			if err != nil {
+				return
+			}
+			tc := tls.Server(c, scfg)
+			if tc.Handshake() == nil {
+				seen <- tc.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
+			} else {
+				seen <- 0
+			}
+			tc.Close()
+		}
+	}()
+
+	dir := t.TempDir()
+	cc, ck := ca.Issue(t, certstest.ECDSA, 11, "proxy", time.Now().Add(time.Hour))
+	cf := certstest.WriteFiles(t, dir, cc, ck, ca.PEM, 0)
+	cl, err := New(Config{Name: "upstream", Cert: cf.Cert, Key: cf.Key, CA: cf.CA, ServerName: "localhost", Interval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i, want := range []int64{11, 12} {
+		if i == 1 {
+			cc, ck = ca.Issue(t, certstest.ECDSA, 12, "proxy", time.Now().Add(time.Hour))
+			certstest.WriteFiles(t, dir, cc, ck, ca.PEM, 1)
+			if err := cl.Reload("test"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c, err := tls.Dial("tcp", inner.Addr().String(), cl.ClientConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Read(make([]byte, 1)) // the server's verdict arrives after the client's handshake (TLS 1.3)
+		c.Close()
+		if got := <-seen; got != want {
+			t.Fatalf("server saw client certificate serial %d; want %d", got, want)
+		}
+	}
+}

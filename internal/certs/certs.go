@@ -92,8 +92,8 @@ type Reloader struct {
 	mu     sync.Mutex // guards stamps and serialises loads
 	stamps [3]stamp   // Cert, Key, CA as of the last load attempt
 
-	stop     chan struct{}
-	done     chan struct{}
+	stop     chan struct{} // closed by Close: watch returns
+	done     chan struct{} // closed when watch has returned (at once without one)
 	stopOnce sync.Once
 }
 

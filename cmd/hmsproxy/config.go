@@ -56,6 +56,10 @@ type fileConfig struct {
 			Timeout time.Duration `yaml:"timeout"` // -txn-timeout, as hive.txn.timeout
 		} `yaml:"reaper"`
 		WarmUp []string `yaml:"warm_up"` // -warm-up: "db" or "db.table" loaded into the cache at start
+		// WarmUpUser is the set_ugi identity the warm-up loads as
+		// (-warm-up-user); default: user. With a per-user cache scope
+		// only that user's entries are warmed.
+		WarmUpUser string `yaml:"warm_up_user"`
 	} `yaml:"housekeeping"`
 
 	Redis struct {
@@ -91,7 +95,9 @@ type cacheConfig struct {
 	TTL             time.Duration `yaml:"ttl"`              // -cache-ttl: every kind's TTL, unless set per kind
 	RefreshInterval time.Duration `yaml:"refresh_interval"` // -cache-refresh-interval: every kind's refresh-ahead age
 	CacheMissing    *bool         `yaml:"cache_missing"`    // -cache-missing: negative caching for every kind that supports it
-	PerUser         bool          `yaml:"per_user"`         // -cache-per-user
+	Scope           string        `yaml:"scope"`            // -cache-scope: auto, shared or user
+	ScopeInterval   time.Duration `yaml:"scope_interval"`   // -cache-scope-interval: how often auto asks the metastore again
+	PerUser         bool          `yaml:"per_user"`         // -cache-per-user; deprecated: true is scope user
 	DefaultCatalog  string        `yaml:"default_catalog"`  // -default-catalog
 	Allow           []string      `yaml:"allow"`            // -cache-allow
 	Deny            []string      `yaml:"deny"`             // -cache-deny
@@ -130,6 +136,8 @@ func defaults() fileConfig {
 	c.Cache.MaximumBytes = 512 << 20
 	c.Cache.DefaultCatalog = "hive"
 	c.Cache.RefreshWorkers = 4
+	c.Cache.Scope = "auto"
+	c.Cache.ScopeInterval = 10 * time.Minute
 	c.Admin.Listen = "127.0.0.1:9084"
 	c.ShutdownTimeout = 30 * time.Second
 	c.Log.Level = "info"
@@ -181,7 +189,10 @@ Flags:
 	cacheTTL := fs.Duration("cache-ttl", 0, "TTL of every cache kind; 0 keeps the per-kind defaults (objects 10m, lists 5m) [cache.ttl]")
 	cacheRefresh := fs.Duration("cache-refresh-interval", 0, "refresh-ahead age of every kind; 0 keeps the per-kind defaults (objects 5m, lists 2m) [cache.refresh_interval]")
 	cacheMissing := fs.Bool("cache-missing", true, "cache not-found answers of point lookups (database, table, partition) [cache.cache_missing]")
-	perUser := fs.Bool("cache-per-user", c.Cache.PerUser, "key entries by set_ugi identity instead of sharing them [cache.per_user]")
+	scope := fs.String("cache-scope", c.Cache.Scope, "share entries across set_ugi identities (shared), key them by identity (user), or decide from the metastore's filter hook and pre-event listeners (auto) [cache.scope]")
+	scopeInterval := fs.Duration("cache-scope-interval", c.Cache.ScopeInterval, "how often cache scope auto asks the metastore again [cache.scope_interval]")
+	perUser := fs.Bool("cache-per-user", c.Cache.PerUser, "deprecated: --cache-scope user [cache.per_user]")
+	warmUpUser := fs.String("warm-up-user", "", "set_ugi identity of the warm-up; default housekeeping.user [housekeeping.warm_up_user]")
 	defCat := fs.String("default-catalog", c.Cache.DefaultCatalog, "catalog of requests that name none, as metastore.catalog.default [cache.default_catalog]")
 	allow := fs.String("cache-allow", "", "comma-separated db or db.table patterns that may be cached; empty: all [cache.allow]")
 	deny := fs.String("cache-deny", "", "comma-separated db or db.table patterns never cached [cache.deny]")
@@ -285,6 +296,12 @@ Flags:
 			c.Cache.CacheMissing = cacheMissing
 		case "cache-per-user":
 			c.Cache.PerUser = *perUser
+		case "cache-scope":
+			c.Cache.Scope = *scope
+		case "cache-scope-interval":
+			c.Cache.ScopeInterval = *scopeInterval
+		case "warm-up-user":
+			c.Housekeeping.WarmUpUser = *warmUpUser
 		case "default-catalog":
 			c.Cache.DefaultCatalog = *defCat
 		case "cache-allow":

@@ -108,6 +108,9 @@ func run(ctx context.Context, cfg fileConfig) error {
 	}
 	if caching != nil {
 		defer caching.Store.Close()
+		if cfg.Cache.PerUser {
+			log.Warn("cache.per_user (--cache-per-user) is deprecated: it means cache.scope user")
+		}
 	}
 	rdb, err := newRedis(cfg)
 	if err != nil {
@@ -234,6 +237,7 @@ func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstre
 	}
 	if caching != nil {
 		acfg.Store = caching.Store
+		acfg.Scope = srv
 	}
 	if bus != nil { // a nil *cache.Bus in the interface would be called
 		acfg.Bus = bus
@@ -290,9 +294,16 @@ func newCaching(cfg fileConfig) (*proxy.Caching, error) {
 		store.Close()
 		return nil, err
 	}
+	scope, err := proxy.ParseScopeMode(cfg.Cache.Scope)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
 	return &proxy.Caching{
 		Store:          store,
 		Upstream:       strings.Join(cfg.Upstream.URIs, ","),
+		Scope:          scope,
+		ScopeInterval:  cfg.Cache.ScopeInterval,
 		PerUser:        cfg.Cache.PerUser,
 		DefaultCatalog: cfg.Cache.DefaultCatalog,
 		Policy:         policy,

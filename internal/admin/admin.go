@@ -97,6 +97,9 @@ type Config struct {
 	Workers Workers
 	// EventLog, if set, exports the notification-log poller's lag.
 	EventLog EventLog
+	// Scope feeds hmsproxy_cache_scope_* and the cache scope on the
+	// status page. Nil: left out.
+	Scope ScopeSource
 
 	// ReadHeaderTimeout bounds reading a request's header. Default 10s.
 	ReadHeaderTimeout time.Duration
@@ -180,6 +183,12 @@ func New(cfg Config) (*Server, error) {
 	if err := s.register(s.flushes, newCollector(&s.cfg, s.noticeLosses)); err != nil {
 		s.unregister()
 		return nil, err
+	}
+	if cfg.Scope != nil {
+		if err := s.register(newScopeCollector(cfg.Scope)); err != nil {
+			s.unregister()
+			return nil, err
+		}
 	}
 	// The Go and process collectors may already be registered by the
 	// caller; that is not an error.

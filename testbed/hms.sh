@@ -165,8 +165,9 @@ has_listener() { # version: is DbNotificationListener on the classpath?
 
 # HMS_FILTER_HOOK=1 builds testbed/filterhook (once per source change) and
 # configures it both as the filter hook (which HMS 3.1 applies only in its
-# clients) and as a pre-event listener (which the server runs on get_table
-# and partition reads), so that bob is refused secret_* tables.
+# clients, 4.0 on the server too with metastore.server.filter.enabled) and
+# as a pre-event listener (which the server runs on table and partition
+# reads), so that bob is refused secret_* tables.
 filter_hook_jar() {
   local src="$HERE/filterhook" out="$CACHE/filterhook"
   local sum; sum=$(find "$src" -type f -print0 | sort -z | xargs -0 cat | sha1sum | cut -c1-12)
@@ -185,6 +186,8 @@ filter_hook_props() {
   prop metastore.filter.hook io.hmsproxy.testbed.SecretFilterHook
   prop hive.metastore.pre.event.listeners io.hmsproxy.testbed.SecretReadListener
   prop metastore.pre.event.listeners io.hmsproxy.testbed.SecretReadListener
+  prop metastore.server.filter.enabled true
+  prop hive.metastore.server.filter.enabled true
 }
 
 # ---------------------------------------------------------------- config

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -37,6 +38,17 @@ type Config struct {
 	Logger *slog.Logger
 	// Cache, if set, serves cacheable reads and invalidates on writes.
 	Cache *Caching
+	// Limiter, if set, is asked before every call but set_ugi,
+	// setMetaConf and oneway calls. A refused call is answered with a
+	// MetaException carrying the error's message (a TApplicationException
+	// where the method declares none); the connection stays open.
+	Limiter CallLimiter
+}
+
+// CallLimiter bounds the calls of each identity (per-user rate limits);
+// *ratelimit.Limiter implements it.
+type CallLimiter interface {
+	AllowCall(ctx context.Context, user string, meth *hms.Method) error
 }
 
 // Server is a proxy listener's connection handling.

@@ -188,6 +188,12 @@ func (l *Limiter) Allow(ctx context.Context, user string, c Class) error {
 	return &LimitedError{User: user, Class: c, Limit: lim}
 }
 
+// AllowCall is Allow for the class of meth (nil: a method the method
+// table does not know).
+func (l *Limiter) AllowCall(ctx context.Context, user string, meth *hms.Method) error {
+	return l.Allow(ctx, user, ClassOf(meth))
+}
+
 func (l *Limiter) limit(user string, c Class) Limit {
 	if ls, ok := l.cfg.Users[user]; ok {
 		return ls[c]

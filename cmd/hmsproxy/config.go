@@ -62,6 +62,8 @@ type fileConfig struct {
 		WarmUpUser string `yaml:"warm_up_user"`
 	} `yaml:"housekeeping"`
 
+	RateLimit rateLimitConfig `yaml:"ratelimit"`
+
 	Redis struct {
 		URL    string `yaml:"url"`     // -redis: host:port or redis://; empty runs one node alone
 		NodeID string `yaml:"node_id"` // -node-id; default random per process
@@ -205,6 +207,10 @@ Flags:
 	reaperAbort := fs.Bool("txn-reaper-abort", false, "abort them; without it the reaper only logs (dry run) [housekeeping.reaper.abort]")
 	txnTimeout := fs.Duration("txn-timeout", c.Housekeeping.Reaper.Timeout, "heartbeat age after which a transaction is stale, as hive.txn.timeout [housekeeping.reaper.timeout]")
 	warmUp := fs.String("warm-up", "", "comma-separated db or db.table to load into the cache at start [housekeeping.warm_up]")
+	rlRead := fs.Float64("ratelimit-read", 0, "read calls per second per user (set_ugi identity); 0 no limit [ratelimit.read.rate]")
+	rlWrite := fs.Float64("ratelimit-write", 0, "write calls per second per user; 0 no limit [ratelimit.write.rate]")
+	rlOther := fs.Float64("ratelimit-other", 0, "other calls per second per user; 0 no limit [ratelimit.other.rate]")
+	rlRedis := fs.Bool("ratelimit-redis", false, "share each user's rate limit across nodes through --redis [ratelimit.redis]")
 	redisURL := fs.String("redis", "", "Redis for invalidations between proxy nodes, host:port or redis://; empty: this node alone [redis.url]")
 	nodeID := fs.String("node-id", "", "this node's name on the invalidation bus; default random [redis.node_id]")
 	adminListen := fs.String("admin", c.Admin.Listen, "admin HTTP address (/metrics, /healthz, /cache/flush); empty disables it [admin.listen]")
@@ -278,6 +284,14 @@ Flags:
 			c.Housekeeping.Reaper.Timeout = *txnTimeout
 		case "warm-up":
 			c.Housekeeping.WarmUp = splitList(*warmUp)
+		case "ratelimit-read":
+			c.RateLimit.Read.Rate = *rlRead
+		case "ratelimit-write":
+			c.RateLimit.Write.Rate = *rlWrite
+		case "ratelimit-other":
+			c.RateLimit.Other.Rate = *rlOther
+		case "ratelimit-redis":
+			c.RateLimit.Redis = *rlRedis
 		case "redis":
 			c.Redis.URL = *redisURL
 		case "node-id":

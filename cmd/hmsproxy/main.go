@@ -22,6 +22,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/filter"
 	"github.com/hmsproxy/hmsproxy/internal/admin"
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
+	"github.com/hmsproxy/hmsproxy/internal/ratelimit"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/upstream"
@@ -123,13 +124,21 @@ func run(ctx context.Context, cfg fileConfig) error {
 	if err != nil {
 		return err
 	}
-	srv, err := proxy.New(proxy.Config{
+	limiter, err := newLimiter(cfg.RateLimit, rdb, log.With("component", "ratelimit"))
+	if err != nil {
+		return err
+	}
+	pcfg := proxy.Config{
 		Transport:  clientTransport,
 		Limits:     wire.Limits{MaxMessage: cfg.Limits.MaxMessageBytes, MaxDepth: cfg.Limits.MaxDepth},
 		MaxClients: cfg.Limits.MaxClients,
 		Logger:     log.With("component", "proxy"),
 		Cache:      caching,
-	}, group)
+	}
+	if limiter != nil { // a nil *Limiter in the interface would be called
+		pcfg.Limiter = limiter
+	}
+	srv, err := proxy.New(pcfg, group)
 	if err != nil {
 		return err
 	}
@@ -167,7 +176,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 
 	// The admin port starts after the proxy: a scrape or a flush always
 	// finds a proxy to report on.
-	adm, aln, err := newAdmin(cfg, log, srv, group, caching, bus, wk)
+	adm, aln, err := newAdmin(cfg, log, srv, group, caching, bus, wk, limiter)
 	if err != nil {
 		srv.Shutdown(context.Background())
 		<-errc
@@ -221,7 +230,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 // newAdmin builds the admin server and binds its port; nil when
 // cfg.Admin.Listen is empty.
 func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstream.Group, caching *proxy.Caching,
-	bus *cache.Bus, wk *workers) (*admin.Server, net.Listener, error) {
+	bus *cache.Bus, wk *workers, limiter *ratelimit.Limiter) (*admin.Server, net.Listener, error) {
 	if cfg.Admin.Listen == "" {
 		return nil, nil, nil
 	}
@@ -241,6 +250,9 @@ func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstre
 	}
 	if bus != nil { // a nil *cache.Bus in the interface would be called
 		acfg.Bus = bus
+	}
+	if limiter != nil {
+		acfg.RateLimit = limiter
 	}
 	if wk != nil && wk.runner != nil {
 		acfg.Workers = workerStatuses{wk.runner}

@@ -100,6 +100,8 @@ type Config struct {
 	// Scope feeds hmsproxy_cache_scope_* and the cache scope on the
 	// status page. Nil: left out.
 	Scope ScopeSource
+	// RateLimit feeds hmsproxy_ratelimit_*. Nil: left out.
+	RateLimit RateLimits
 
 	// ReadHeaderTimeout bounds reading a request's header. Default 10s.
 	ReadHeaderTimeout time.Duration
@@ -186,6 +188,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Scope != nil {
 		if err := s.register(newScopeCollector(cfg.Scope)); err != nil {
+			s.unregister()
+			return nil, err
+		}
+	}
+	if cfg.RateLimit != nil {
+		if err := s.register(newRateLimitCollector(cfg.RateLimit)); err != nil {
 			s.unregister()
 			return nil, err
 		}

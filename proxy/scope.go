@@ -168,6 +168,17 @@ func (s *scoper) status() ScopeStatus {
 // at start does not leave the cache scoped (and its hit ratio lower) for
 // a whole interval.
 func (s *scoper) run(ctx context.Context, up Forwarder, stop <-chan struct{}) {
+	// A check in flight ends with stop, so that closing never waits for a
+	// metastore that does not answer.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -192,6 +203,9 @@ func (s *scoper) check(ctx context.Context, up Forwarder) bool {
 	hook, hookOK, err1 := askAll(ctx, up, filterHookKeys, defaultHook)
 	lis, lisOK, err2 := askAll(ctx, up, preEventKeys, noListeners)
 	err := errors.Join(err1, err2)
+	if errors.Is(err, context.Canceled) {
+		return false // closing: decide nothing
+	}
 
 	hook, lis = strings.TrimSpace(hook), strings.Trim(strings.TrimSpace(lis), ",")
 	var perUser bool

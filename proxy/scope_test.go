@@ -291,3 +291,39 @@ func TestScopeFlightsPerUser(t *testing.T) {
 	<-done
 	<-done
 }
+
+// TestScopeRefreshAsEntryUser (issue 14): keyed by identity, refresh-ahead
+// reloads an entry under the identity it belongs to, so a refreshed entry
+// holds what its user sees.
+func TestScopeRefreshAsEntryUser(t *testing.T) {
+	demo, addr := startSecretDemo(t, map[string]string{"hive.metastore.filter.hook": "io.example.SecretHook"})
+	clock := newClock()
+	caching := newCaching(t, clock)
+	_, paddr := startProxy(t, proxyOpts{cache: caching}, addr)
+	bob, admin := userConn(t, paddr, "bob"), userConn(t, paddr, "admin")
+	list := hmsreq.Args(hmsreq.Str(1, "demo_db0"))
+	call(t, bob, "get_all_tables", list)
+	call(t, admin, "get_all_tables", list)
+	caching.Store.Wait()
+	clock.Advance(caching.Store.Policy(hms.KindTableNames).RefreshAfter + time.Second)
+	before := len(demo.Calls())
+	call(t, bob, "get_all_tables", list) // a hit past its refresh age
+	deadline := time.Now().Add(5 * time.Second)
+	var refresh []demohms.Call
+	for len(refresh) == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+		for _, c := range demo.Calls()[before:] {
+			if c.Method == "get_all_tables" {
+				refresh = append(refresh, c)
+			}
+		}
+	}
+	if len(refresh) != 1 || refresh[0].User != "bob" {
+		t.Fatalf("refresh loads %+v; want one, as bob", refresh)
+	}
+	caching.Store.Wait()
+	got := call(t, bob, "get_all_tables", list)
+	if strings.Contains(string(got), "secret_pay") {
+		t.Fatal("bob's refreshed entry lists admin's secret table")
+	}
+}

@@ -63,21 +63,22 @@ func asUser(t *testing.T, addr, user string) *hmsclient.Client {
 // directly, for both users. Under a forced shared scope bob is served
 // admin's entries: the cell that shows the test can fail.
 //
-// HMS 3.1 runs filter hooks only in its clients; the server refuses bob
-// through the pre-event listener, on table and partition reads. HMS 4.0
+// HMS 2.3 and 3.1 run filter hooks only in their clients; the server
+// refuses bob through the pre-event listener, on table and partition
+// reads. HMS 4.0
 // runs the filter hook on the server too (metastore.server.filter.enabled),
 // so name lists and batches differ per user there as well.
 func TestFilterHookThroughProxy(t *testing.T) {
 	ran := false
 	for _, v := range versions(t) {
-		if v != "3.1" && v != "4.0" {
+		if v != "2.3" && v != "3.1" && v != "4.0" {
 			continue
 		}
 		ran = true
 		t.Run(v, func(t *testing.T) { runFilterHook(t, v) })
 	}
 	if !ran {
-		t.Skip("needs 3.1 or 4.0 in HMSPROXY_E2E")
+		t.Skip("needs 2.3, 3.1 or 4.0 in HMSPROXY_E2E")
 	}
 }
 

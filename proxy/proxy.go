@@ -92,6 +92,9 @@ func New(cfg Config, up Forwarder) (*Server, error) {
 		if cfg.Cache.Store == nil {
 			return nil, errors.New("proxy: caching without a store")
 		}
+		if cfg.Cache.Scope > ScopeUser {
+			return nil, fmt.Errorf("%w: %v", ErrScopeMode, cfg.Cache.Scope)
+		}
 		s.cache = newCacher(*cfg.Cache, cfg.Logger)
 		s.cache.start(up, s.ctx)
 	}

@@ -70,9 +70,11 @@ var (
 // configured; it filters nothing.
 const DefaultFilterHook = "org.apache.hadoop.hive.metastore.DefaultMetaStoreFilterHookImpl"
 
-// unsetValue is the default sent with get_config_value: a metastore that
-// answers with it does not know the key, which is not the same as knowing
-// it is unset.
+// unsetValue is the default sent with get_config_value. A metastore
+// answers with it when the key is not set and it knows no default for it
+// (2.3 for hive.metastore.pre.event.listeners, any version for a name it
+// does not resolve): the server reads its setting under that name too, so
+// nothing is configured there.
 const unsetValue = "\x00hmsproxy-unset"
 
 // ScopeStatus is the cache's scope decision, for logs, metrics and the
@@ -281,10 +283,10 @@ func scopeName(perUser bool) string {
 }
 
 // askAll asks get_config_value for each name of one setting and returns
-// the value that matters: the first that is not def (a server may resolve
-// only one of the names), else def when any name was known. ok is false
-// when no name was known (refused, unknown key); err is set only for
-// calls that failed outright.
+// the value that matters: the first that is not a default (a server may
+// resolve only one of the names), else a default when any name was
+// answered. ok is false when none was (refused, or the method unknown);
+// err is set only for calls that failed outright.
 func askAll(ctx context.Context, up Forwarder, keys []string, def func(string) bool) (val string, ok bool, err error) {
 	var errs []error
 	for _, k := range keys {
@@ -330,8 +332,11 @@ func configValue(ctx context.Context, up Forwarder, key string) (string, bool, e
 		return "", false, nil
 	}
 	v := d.String()
-	if d.Err() != nil || v == unsetValue {
+	if d.Err() != nil {
 		return "", false, nil
+	}
+	if v == unsetValue {
+		return "", true, nil
 	}
 	return v, true, nil
 }

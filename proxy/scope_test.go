@@ -156,13 +156,17 @@ func TestScopeAutoDecides(t *testing.T) {
 		name    string
 		conf    map[string]string
 		fail    bool // get_config_value fails outright
+		echo    bool // get_config_value answers with the default sent (2.3, an unset key)
+		refuse  bool // get_config_value answers ConfigValSecurityException
 		perUser bool
 	}{
-		{"defaults", nil, false, false},
-		{"default hook named", map[string]string{"metastore.filter.hook": DefaultFilterHook}, false, false},
-		{"filter hook", map[string]string{"metastore.filter.hook": "org.apache.ranger.RangerHiveMetastoreFilterHook"}, false, true},
-		{"pre-event listener", map[string]string{"hive.metastore.pre.event.listeners": "org.apache.hadoop.hive.ql.security.authorization.plugin.metastore.HiveMetaStoreAuthorizer"}, false, true},
-		{"unknown", nil, true, true},
+		{"defaults", nil, false, false, false, false},
+		{"default hook named", map[string]string{"metastore.filter.hook": DefaultFilterHook}, false, false, false, false},
+		{"unset keys", nil, false, true, false, false},
+		{"filter hook", map[string]string{"metastore.filter.hook": "org.apache.ranger.RangerHiveMetastoreFilterHook"}, false, false, false, true},
+		{"pre-event listener", map[string]string{"hive.metastore.pre.event.listeners": "org.apache.hadoop.hive.ql.security.authorization.plugin.metastore.HiveMetaStoreAuthorizer"}, false, false, false, true},
+		{"unreachable", nil, true, false, false, true},
+		{"refused", nil, false, false, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			demo := demohms.New(demohms.Config{Conf: tc.conf})
@@ -172,8 +176,10 @@ func TestScopeAutoDecides(t *testing.T) {
 			t.Cleanup(func() { demo.Close() })
 			caching := newCaching(t, nil)
 			wrap := func(f Forwarder) Forwarder { return f }
-			if tc.fail {
-				wrap = func(f Forwarder) Forwarder { return &confForwarder{up: f, fail: true} }
+			if tc.fail || tc.echo || tc.refuse {
+				wrap = func(f Forwarder) Forwarder {
+					return &confForwarder{up: f, fail: tc.fail, echo: tc.echo, refuse: tc.refuse}
+				}
 			}
 			paddr := startProxyOver(t, caching, ln.Addr().String(), wrap)
 			alice, bob := userConn(t, paddr, "alice"), userConn(t, paddr, "bob")
@@ -193,12 +199,15 @@ func TestScopeAutoDecides(t *testing.T) {
 }
 
 // confForwarder answers get_config_value itself: with an error when
-// fail is set, else with hook as the filter hook.
+// fail is set, with the caller's default when echo is set (a key the
+// server does not know), else with hook as the filter hook.
 type confForwarder struct {
-	up   Forwarder
-	fail bool
-	mu   sync.Mutex // guards hook
-	hook string
+	up     Forwarder
+	fail   bool
+	echo   bool
+	refuse bool       // answer with ConfigValSecurityException
+	mu     sync.Mutex // guards hook
+	hook   string
 }
 
 var errConfDown = errors.New("test: metastore unreachable")
@@ -219,14 +228,25 @@ func (f *confForwarder) Do(ctx context.Context, c upstream.Call, sink upstream.R
 	d := wire.NewDecoder(c.Msg.Body())
 	d.FieldBegin()
 	key := d.String()
+	d.FieldBegin()
+	def := d.String()
 	f.mu.Lock()
 	v := ""
-	if strings.Contains(key, "filter.hook") {
+	switch {
+	case f.echo:
+		v = def
+	case strings.Contains(key, "filter.hook"):
 		v = f.hook
 	}
 	f.mu.Unlock()
 	e := wire.Encoder{B: wire.AppendHeader(nil, wire.Reply, c.Msg.Name(), c.Msg.SeqID)}
-	e.StringField(0, v)
+	if f.refuse {
+		e.FieldBegin(wire.TStruct, 1)
+		e.StringField(1, "For security reasons, the config key "+key+" cannot be accessed")
+		e.Stop()
+	} else {
+		e.StringField(0, v)
+	}
 	e.Stop()
 	m, err := wire.Parse(e.B, wire.Limits{})
 	if err != nil {

@@ -3,6 +3,7 @@ package admin
 import (
 	"encoding/json"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -53,5 +54,25 @@ func TestScopeMetricsAndStatus(t *testing.T) {
 	}
 	if st.Scope == nil || st.Scope.Scope != "user" || st.Scope.Mode != "auto" || st.Scope.FilterHook != "io.example.Hook" {
 		t.Fatalf("status cache_scope %+v; want user scope from auto naming the hook", st.Scope)
+	}
+}
+
+// TestScopeOnStatusPage: the page's script shows the decision.
+func TestScopeOnStatusPage(t *testing.T) {
+	if os.Getenv("HMSPROXY_SKIP_BROWSER") == "1" {
+		t.Skip("HMSPROXY_SKIP_BROWSER=1")
+	}
+	src := &fakeScope{proxy.ScopeStatus{Mode: proxy.ScopeAuto, PerUser: true, Decided: true,
+		Reason: "metastore filter hook io.example.Hook"}}
+	s, err := New(Config{Registerer: prometheus.NewRegistry(), Scope: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := listen(t)
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Shutdown(t.Context()) })
+	dom := string(chromium(t, "http://"+ln.Addr().String()+"/", "--dump-dom"))
+	if _, text := domByID(t, dom, "cache-scope"); text != "per user · auto" {
+		t.Fatalf("page shows cache scope %q; want %q", text, "per user · auto")
 	}
 }

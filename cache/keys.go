@@ -24,7 +24,11 @@ type Scope struct {
 	// Upstream names the metastore group: entries are never shared
 	// across groups (promise 6).
 	Upstream string
-	// User is the identity when per-user scope is on, else "".
+	// PerUser keys entries by User. Scoped and shared keys never meet:
+	// a client that never called set_ugi (User "") is an identity too,
+	// not the shared scope.
+	PerUser bool
+	// User is the identity when PerUser is set, else "".
 	User string
 }
 
@@ -129,6 +133,11 @@ func ExtractNames(e *hms.Effect, args []byte, defaultCat string) (Names, error) 
 // reply for a missing name into the entry of a real one.
 func AppendKey(dst []byte, sc Scope, m *hms.Method, n *Names, args []byte) ([]byte, bool) {
 	dst = appendString(dst, sc.Upstream)
+	if sc.PerUser {
+		dst = append(dst, 1)
+	} else {
+		dst = append(dst, 0)
+	}
 	dst = appendString(dst, sc.User)
 	dst = appendString(dst, m.Name)
 	dst = appendString(dst, n.Cat)

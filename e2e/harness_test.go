@@ -111,6 +111,8 @@ type nodeOpts struct {
 	// kinds, when set, replaces cache.DefaultKinds (e.g. to cache
 	// KindOther, which the defaults leave uncached).
 	kinds *[cache.NumKinds]cache.KindConfig
+	// scope is cache.scope; zero: auto.
+	scope proxy.ScopeMode
 }
 
 func startProxy(t *testing.T, ms *metastore, o nodeOpts) *node {
@@ -131,7 +133,7 @@ func startProxy(t *testing.T, ms *metastore, o nodeOpts) *node {
 			t.Fatal(err)
 		}
 		t.Cleanup(n.store.Close)
-		cfg.Cache = &proxy.Caching{Store: n.store, Upstream: ms.addr}
+		cfg.Cache = &proxy.Caching{Store: n.store, Upstream: ms.addr, Scope: o.scope}
 		if o.bus != nil {
 			cfg.Cache.Synced = o.bus.Synced
 			cfg.Cache.Invalidated = func(ctx context.Context, ents []cache.Entity) { o.bus.Publish(ctx, ents) }

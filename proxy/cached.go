@@ -22,8 +22,14 @@ type Caching struct {
 	// Upstream names the metastore group in keys and invalidations, so
 	// entries never cross groups. Default "default".
 	Upstream string
-	// PerUser puts the set_ugi identity in every key. Default false: one
-	// shared cache, as Trino's metastore cache.
+	// Scope says whether entries are shared across set_ugi identities.
+	// Default ScopeAuto: keyed by identity when the metastore has a filter
+	// hook or pre-event listeners, or cannot tell; shared otherwise.
+	Scope ScopeMode
+	// ScopeInterval is how often ScopeAuto asks the metastore again.
+	// Default 10m.
+	ScopeInterval time.Duration
+	// PerUser is the deprecated form of Scope: ScopeUser; when true it wins.
 	PerUser bool
 	// DefaultCatalog fills in requests that name no catalog, as the
 	// server's metastore.catalog.default. Default "hive".
@@ -59,6 +65,7 @@ type cacher struct {
 	Caching
 	flights singleflight.Group
 	txns    *cache.TxnTracker
+	scoper  *scoper
 	log     *slog.Logger
 
 	jobs chan refreshJob
@@ -80,8 +87,15 @@ func newCacher(c Caching, log *slog.Logger) *cacher {
 	if c.BatchChunk <= 0 {
 		c.BatchChunk = 500
 	}
+	if c.PerUser {
+		c.Scope = ScopeUser
+	}
 	k := &cacher{Caching: c, txns: cache.NewTxnTracker(100_000), log: log,
 		jobs: make(chan refreshJob, 1024), stop: make(chan struct{})}
+	k.scoper = newScoper(c.Scope, c.ScopeInterval, log, func() {
+		k.Store.Apply(k.Upstream, []cache.Entity{{Level: cache.LevelAll}})
+		k.Store.Clear()
+	})
 	return k
 }
 
@@ -90,6 +104,13 @@ func (k *cacher) start(up Forwarder, ctx context.Context) {
 		k.wg.Add(1)
 		go k.refreshLoop(up, ctx)
 	}
+	if k.Scope == ScopeAuto {
+		k.wg.Add(1)
+		go func() {
+			defer k.wg.Done()
+			k.scoper.run(ctx, up, k.stop)
+		}()
+	}
 }
 
 func (k *cacher) close() {
@@ -97,10 +118,14 @@ func (k *cacher) close() {
 	k.wg.Wait()
 }
 
+// scope is whose entry a read of sess is. Keyed by identity, the key and
+// so the flight of a load carry the user: a load is never shared across
+// identities, nor its exception. In auto mode it waits for the first
+// decision.
 func (k *cacher) scope(sess *upstream.Session) cache.Scope {
 	sc := cache.Scope{Upstream: k.Upstream}
-	if k.PerUser {
-		sc.User = sess.User()
+	if k.scoper.scoped(k.stop) {
+		sc.PerUser, sc.User = true, sess.User()
 	}
 	return sc
 }
@@ -367,7 +392,7 @@ func (k *cacher) refresh(ctx context.Context, up Forwarder, j refreshJob, deps [
 		return deps
 	}
 	if _, err := k.load(ctx, up, j.sess, j.meth, m, j.key, &snap); err != nil {
-		k.log.Debug("refresh failed", "method", j.meth.Name, "err", err)
+		k.log.Debug("refresh failed", "method", j.meth.Name, "user", j.sess.User(), "err", err)
 	}
 	return deps
 }
@@ -402,6 +427,14 @@ func (s *Server) DropAll(reason string) {
 	s.cache.Store.Apply(s.cache.Upstream, []cache.Entity{{Level: cache.LevelAll}})
 	s.cache.Store.Clear()
 	s.log.Warn("cache dropped: invalidations may have been missed", "reason", reason)
+}
+
+// CacheScope is the cache's scope decision; false without caching.
+func (s *Server) CacheScope() (ScopeStatus, bool) {
+	if s.cache == nil {
+		return ScopeStatus{}, false
+	}
+	return s.cache.scoper.status(), true
 }
 
 // CacheStore is the server's store, nil without caching.

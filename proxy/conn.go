@@ -121,6 +121,12 @@ func (c *clientConn) handle(meth *hms.Method, m wire.Message) error {
 		// The client closes its socket next.
 		return nil
 	}
+	if l := c.s.cfg.Limiter; l != nil && !oneway {
+		if err := l.AllowCall(c.s.ctx, c.sess.User(), meth); err != nil {
+			c.outcome = OutcomeError
+			return c.refuse(meth, m, err.Error())
+		}
+	}
 	if k := c.s.cache; k != nil && meth != nil && !oneway {
 		switch {
 		case meth.Class == hms.Read && meth.Cacheable:
@@ -215,6 +221,24 @@ func (c *clientConn) readFailed(err error, log interface {
 	default:
 		log.Debug("client read failed", "err", err)
 	}
+}
+
+// refuse answers a call the proxy will not make as the metastore answers
+// one it refuses: a MetaException where the method declares one.
+func (c *clientConn) refuse(meth *hms.Method, m wire.Message, msg string) error {
+	if meth != nil {
+		if f := hms.MetaExceptionField(meth.Name); f > 0 {
+			e := wire.Encoder{B: c.scratch[:0]}
+			e.FieldBegin(wire.TStruct, f)
+			e.StringField(1, msg)
+			e.Stop()
+			e.Stop()
+			c.scratch = e.B
+			return c.replyWith(m, wire.Reply, e.B)
+		}
+	}
+	c.appError(string(m.Name()), m.SeqID, wire.ExInternalError, msg)
+	return nil
 }
 
 func (c *clientConn) appError(name string, seq int32, code int32, msg string) {

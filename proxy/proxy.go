@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -37,6 +38,17 @@ type Config struct {
 	Logger *slog.Logger
 	// Cache, if set, serves cacheable reads and invalidates on writes.
 	Cache *Caching
+	// Limiter, if set, is asked before every call but set_ugi,
+	// setMetaConf and oneway calls. A refused call is answered with a
+	// MetaException carrying the error's message (a TApplicationException
+	// where the method declares none); the connection stays open.
+	Limiter CallLimiter
+}
+
+// CallLimiter bounds the calls of each identity (per-user rate limits);
+// *ratelimit.Limiter implements it.
+type CallLimiter interface {
+	AllowCall(ctx context.Context, user string, meth *hms.Method) error
 }
 
 // Server is a proxy listener's connection handling.
@@ -79,6 +91,9 @@ func New(cfg Config, up Forwarder) (*Server, error) {
 	if cfg.Cache != nil {
 		if cfg.Cache.Store == nil {
 			return nil, errors.New("proxy: caching without a store")
+		}
+		if cfg.Cache.Scope > ScopeUser {
+			return nil, fmt.Errorf("%w: %v", ErrScopeMode, cfg.Cache.Scope)
 		}
 		s.cache = newCacher(*cfg.Cache, cfg.Logger)
 		s.cache.start(up, s.ctx)

@@ -16,6 +16,8 @@
 #   HMS_SSL=1        serve TLS (hive.metastore.use.SSL) with a keystore made by keytool
 #                    in WORKDIR/ssl; clients trust WORKDIR/ssl/truststore.jks (password
 #                    changeit) or the PEM certificate WORKDIR/ssl/hms.pem
+#   HMS_FILTER_HOOK  1: per-user filtering (testbed/filterhook): tables named
+#                    secret_* hidden from users other than admin
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -162,6 +164,35 @@ has_listener() { # version: is DbNotificationListener on the classpath?
   return 1
 }
 
+# ---------------------------------------------------------------- filter hook
+
+# HMS_FILTER_HOOK=1 builds testbed/filterhook (once per source change) and
+# configures it both as the filter hook (which HMS 3.1 applies only in its
+# clients, 4.0 on the server too with metastore.server.filter.enabled) and
+# as a pre-event listener (which the server runs on table and partition
+# reads), so that bob is refused secret_* tables.
+filter_hook_jar() {
+  local src="$HERE/filterhook" out="$CACHE/filterhook"
+  local sum; sum=$(find "$src" -type f -print0 | sort -z | xargs -0 cat | sha1sum | cut -c1-12)
+  if [[ ! -f "$out/.stamp-$sum" ]]; then
+    log "building the test-bed filter hook"
+    rm -rf "$out"; mkdir -p "$out"
+    (cd "$src" && mvnq package "-Dbuild.dir=$out/build")
+    cp "$out/build/filterhook-1.jar" "$out/filterhook.jar"
+    touch "$out/.stamp-$sum"
+  fi
+  echo "$out/filterhook.jar"
+}
+
+filter_hook_props() {
+  prop hive.metastore.filter.hook io.hmsproxy.testbed.SecretFilterHook
+  prop metastore.filter.hook io.hmsproxy.testbed.SecretFilterHook
+  prop hive.metastore.pre.event.listeners io.hmsproxy.testbed.SecretReadListener
+  prop metastore.pre.event.listeners io.hmsproxy.testbed.SecretReadListener
+  prop metastore.server.filter.enabled true
+  prop hive.metastore.server.filter.enabled true
+}
+
 # ---------------------------------------------------------------- config
 
 prop() { printf '  <property><name>%s</name><value>%s</value></property>\n' "$1" "$2"; }
@@ -221,6 +252,7 @@ write_conf() { # version port workdir
     prop hive.metastore.housekeeping.threads.on false
     prop datanucleus.autoStartMechanismMode ignored
     if [[ ${HMS_SSL:-0} == 1 ]]; then ssl_props "$work"; fi
+    if [[ ${HMS_FILTER_HOOK:-} == 1 ]]; then filter_hook_props; fi
     echo '</configuration>'
   } > "$conf/hive-site.xml"
   cp "$conf/hive-site.xml" "$conf/metastore-site.xml"
@@ -304,6 +336,7 @@ start() { # version port workdir
   write_conf "$ver" "$port" "$work"
   init_schema "$ver" "$work"
   local cp; cp="$work/conf:$(classpath "$ver")${HMS_EXTRA_CLASSPATH:+:$HMS_EXTRA_CLASSPATH}"
+  if [[ ${HMS_FILTER_HOOK:-} == 1 ]]; then cp="$cp:$(filter_hook_jar)"; fi
   log "starting HMS $ver on 127.0.0.1:$port (workdir $work)"
   local t0=$SECONDS
   (

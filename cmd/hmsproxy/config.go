@@ -58,7 +58,13 @@ type fileConfig struct {
 			Timeout time.Duration `yaml:"timeout"` // -txn-timeout, as hive.txn.timeout
 		} `yaml:"reaper"`
 		WarmUp []string `yaml:"warm_up"` // -warm-up: "db" or "db.table" loaded into the cache at start
+		// WarmUpUser is the set_ugi identity the warm-up loads as
+		// (-warm-up-user); default: user. With a per-user cache scope
+		// only that user's entries are warmed.
+		WarmUpUser string `yaml:"warm_up_user"`
 	} `yaml:"housekeeping"`
+
+	RateLimit rateLimitConfig `yaml:"ratelimit"`
 
 	Redis struct {
 		URL    string `yaml:"url"`     // -redis: host:port or redis://; empty runs one node alone
@@ -94,7 +100,9 @@ type cacheConfig struct {
 	TTL             time.Duration `yaml:"ttl"`              // -cache-ttl: every kind's TTL, unless set per kind
 	RefreshInterval time.Duration `yaml:"refresh_interval"` // -cache-refresh-interval: every kind's refresh-ahead age
 	CacheMissing    *bool         `yaml:"cache_missing"`    // -cache-missing: negative caching for every kind that supports it
-	PerUser         bool          `yaml:"per_user"`         // -cache-per-user
+	Scope           string        `yaml:"scope"`            // -cache-scope: auto, shared or user
+	ScopeInterval   time.Duration `yaml:"scope_interval"`   // -cache-scope-interval: how often auto asks the metastore again
+	PerUser         bool          `yaml:"per_user"`         // -cache-per-user; deprecated: true is scope user
 	DefaultCatalog  string        `yaml:"default_catalog"`  // -default-catalog
 	Allow           []string      `yaml:"allow"`            // -cache-allow
 	Deny            []string      `yaml:"deny"`             // -cache-deny
@@ -133,6 +141,8 @@ func defaults() fileConfig {
 	c.Cache.MaximumBytes = 512 << 20
 	c.Cache.DefaultCatalog = "hive"
 	c.Cache.RefreshWorkers = 4
+	c.Cache.Scope = "auto"
+	c.Cache.ScopeInterval = 10 * time.Minute
 	c.Admin.Listen = "127.0.0.1:9084"
 	c.ShutdownTimeout = 30 * time.Second
 	c.Log.Level = "info"
@@ -185,7 +195,10 @@ Flags:
 	cacheTTL := fs.Duration("cache-ttl", 0, "TTL of every cache kind; 0 keeps the per-kind defaults (objects 10m, lists 5m) [cache.ttl]")
 	cacheRefresh := fs.Duration("cache-refresh-interval", 0, "refresh-ahead age of every kind; 0 keeps the per-kind defaults (objects 5m, lists 2m) [cache.refresh_interval]")
 	cacheMissing := fs.Bool("cache-missing", true, "cache not-found answers of point lookups (database, table, partition) [cache.cache_missing]")
-	perUser := fs.Bool("cache-per-user", c.Cache.PerUser, "key entries by set_ugi identity instead of sharing them [cache.per_user]")
+	scope := fs.String("cache-scope", c.Cache.Scope, "share entries across set_ugi identities (shared), key them by identity (user), or decide from the metastore's filter hook and pre-event listeners (auto) [cache.scope]")
+	scopeInterval := fs.Duration("cache-scope-interval", c.Cache.ScopeInterval, "how often cache scope auto asks the metastore again [cache.scope_interval]")
+	perUser := fs.Bool("cache-per-user", c.Cache.PerUser, "deprecated: --cache-scope user [cache.per_user]")
+	warmUpUser := fs.String("warm-up-user", "", "set_ugi identity of the warm-up; default housekeeping.user [housekeeping.warm_up_user]")
 	defCat := fs.String("default-catalog", c.Cache.DefaultCatalog, "catalog of requests that name none, as metastore.catalog.default [cache.default_catalog]")
 	allow := fs.String("cache-allow", "", "comma-separated db or db.table patterns that may be cached; empty: all [cache.allow]")
 	deny := fs.String("cache-deny", "", "comma-separated db or db.table patterns never cached [cache.deny]")
@@ -198,6 +211,10 @@ Flags:
 	reaperAbort := fs.Bool("txn-reaper-abort", false, "abort them; without it the reaper only logs (dry run) [housekeeping.reaper.abort]")
 	txnTimeout := fs.Duration("txn-timeout", c.Housekeeping.Reaper.Timeout, "heartbeat age after which a transaction is stale, as hive.txn.timeout [housekeeping.reaper.timeout]")
 	warmUp := fs.String("warm-up", "", "comma-separated db or db.table to load into the cache at start [housekeeping.warm_up]")
+	rlRead := fs.Float64("ratelimit-read", 0, "read calls per second per user (set_ugi identity); 0 no limit [ratelimit.read.rate]")
+	rlWrite := fs.Float64("ratelimit-write", 0, "write calls per second per user; 0 no limit [ratelimit.write.rate]")
+	rlOther := fs.Float64("ratelimit-other", 0, "other calls per second per user; 0 no limit [ratelimit.other.rate]")
+	rlRedis := fs.Bool("ratelimit-redis", false, "share each user's rate limit across nodes through --redis [ratelimit.redis]")
 	redisURL := fs.String("redis", "", "Redis for invalidations between proxy nodes, host:port or redis://; empty: this node alone [redis.url]")
 	nodeID := fs.String("node-id", "", "this node's name on the invalidation bus; default random [redis.node_id]")
 	adminListen := fs.String("admin", c.Admin.Listen, "admin HTTP address (/metrics, /healthz, /cache/flush); empty disables it [admin.listen]")
@@ -271,6 +288,14 @@ Flags:
 			c.Housekeeping.Reaper.Timeout = *txnTimeout
 		case "warm-up":
 			c.Housekeeping.WarmUp = splitList(*warmUp)
+		case "ratelimit-read":
+			c.RateLimit.Read.Rate = *rlRead
+		case "ratelimit-write":
+			c.RateLimit.Write.Rate = *rlWrite
+		case "ratelimit-other":
+			c.RateLimit.Other.Rate = *rlOther
+		case "ratelimit-redis":
+			c.RateLimit.Redis = *rlRedis
 		case "redis":
 			c.Redis.URL = *redisURL
 		case "node-id":
@@ -289,6 +314,12 @@ Flags:
 			c.Cache.CacheMissing = cacheMissing
 		case "cache-per-user":
 			c.Cache.PerUser = *perUser
+		case "cache-scope":
+			c.Cache.Scope = *scope
+		case "cache-scope-interval":
+			c.Cache.ScopeInterval = *scopeInterval
+		case "warm-up-user":
+			c.Housekeeping.WarmUpUser = *warmUpUser
 		case "default-catalog":
 			c.Cache.DefaultCatalog = *defCat
 		case "cache-allow":

@@ -22,6 +22,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/filter"
 	"github.com/hmsproxy/hmsproxy/internal/admin"
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
+	"github.com/hmsproxy/hmsproxy/internal/ratelimit"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/upstream"
@@ -116,6 +117,9 @@ func run(ctx context.Context, cfg fileConfig) error {
 	}
 	if caching != nil {
 		defer caching.Store.Close()
+		if cfg.Cache.PerUser {
+			log.Warn("cache.per_user (--cache-per-user) is deprecated: it means cache.scope user")
+		}
 	}
 	rdb, err := newRedis(cfg)
 	if err != nil {
@@ -128,13 +132,21 @@ func run(ctx context.Context, cfg fileConfig) error {
 	if err != nil {
 		return err
 	}
-	srv, err := proxy.New(proxy.Config{
+	limiter, err := newLimiter(cfg.RateLimit, rdb, log.With("component", "ratelimit"))
+	if err != nil {
+		return err
+	}
+	pcfg := proxy.Config{
 		Transport:  clientTransport,
 		Limits:     wire.Limits{MaxMessage: cfg.Limits.MaxMessageBytes, MaxDepth: cfg.Limits.MaxDepth},
 		MaxClients: cfg.Limits.MaxClients,
 		Logger:     log.With("component", "proxy"),
 		Cache:      caching,
-	}, group)
+	}
+	if limiter != nil { // a nil *Limiter in the interface would be called
+		pcfg.Limiter = limiter
+	}
+	srv, err := proxy.New(pcfg, group)
 	if err != nil {
 		return err
 	}
@@ -176,7 +188,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 
 	// The admin port starts after the proxy: a scrape or a flush always
 	// finds a proxy to report on.
-	adm, aln, err := newAdmin(cfg, log, srv, group, caching, bus, wk, tlsEP)
+	adm, aln, err := newAdmin(cfg, log, srv, group, caching, bus, wk, tlsEP, limiter)
 	if err != nil {
 		srv.Shutdown(context.Background())
 		<-errc
@@ -233,7 +245,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 // newAdmin builds the admin server and binds its port; nil when
 // cfg.Admin.Listen is empty.
 func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstream.Group, caching *proxy.Caching,
-	bus *cache.Bus, wk *workers, tlsEP *tlsEndpoints) (*admin.Server, net.Listener, error) {
+	bus *cache.Bus, wk *workers, tlsEP *tlsEndpoints, limiter *ratelimit.Limiter) (*admin.Server, net.Listener, error) {
 	if cfg.Admin.Listen == "" {
 		return nil, nil, nil
 	}
@@ -250,9 +262,13 @@ func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstre
 	}
 	if caching != nil {
 		acfg.Store = caching.Store
+		acfg.Scope = srv
 	}
 	if bus != nil { // a nil *cache.Bus in the interface would be called
 		acfg.Bus = bus
+	}
+	if limiter != nil {
+		acfg.RateLimit = limiter
 	}
 	if wk != nil && wk.runner != nil {
 		acfg.Workers = workerStatuses{wk.runner}
@@ -311,9 +327,16 @@ func newCaching(cfg fileConfig) (*proxy.Caching, error) {
 		store.Close()
 		return nil, err
 	}
+	scope, err := proxy.ParseScopeMode(cfg.Cache.Scope)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
 	return &proxy.Caching{
 		Store:          store,
 		Upstream:       strings.Join(cfg.Upstream.URIs, ","),
+		Scope:          scope,
+		ScopeInterval:  cfg.Cache.ScopeInterval,
 		PerUser:        cfg.Cache.PerUser,
 		DefaultCatalog: cfg.Cache.DefaultCatalog,
 		Policy:         policy,

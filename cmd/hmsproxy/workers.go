@@ -154,13 +154,19 @@ func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *
 		if err != nil {
 			return nil, err
 		}
-		self, err := housekeeping.NewClient(housekeeping.ClientConfig{Addrs: []string{proxyAddr}, Transport: clientTransport})
+		// The warm-up loads as a stated identity: with a per-user cache
+		// scope the entries it fills are that user's.
+		user := hk.WarmUpUser
+		if user == "" {
+			user = hk.User
+		}
+		self, err := housekeeping.NewClient(housekeeping.ClientConfig{Addrs: []string{proxyAddr}, Transport: clientTransport, User: user})
 		if err != nil {
 			return nil, err
 		}
 		w.closers = append(w.closers, func() { self.Close() })
 		if w.warmUp, err = housekeeping.NewWarmUp(housekeeping.WarmUpConfig{Caller: self, Targets: targets,
-			Logger: log.With("task", "warm-up")}); err != nil {
+			Logger: log.With("task", "warm-up", "user", user)}); err != nil {
 			return nil, err
 		}
 		task := w.warmUp.Task()

@@ -99,6 +99,11 @@ type Config struct {
 	EventLog EventLog
 	// Certs feeds the hmsproxy_tls_* families. Nil: left out.
 	Certs CertSource
+	// Scope feeds hmsproxy_cache_scope_* and the cache scope on the
+	// status page. Nil: left out.
+	Scope ScopeSource
+	// RateLimit feeds hmsproxy_ratelimit_*. Nil: left out.
+	RateLimit RateLimits
 
 	// ReadHeaderTimeout bounds reading a request's header. Default 10s.
 	ReadHeaderTimeout time.Duration
@@ -183,11 +188,20 @@ func New(cfg Config) (*Server, error) {
 		s.unregister()
 		return nil, err
 	}
+	// Sources the operator did not wire are left out of the scrape.
+	var optional []prometheus.Collector
 	if cfg.Certs != nil {
-		if err := s.register(newCertCollector(cfg.Certs)); err != nil {
-			s.unregister()
-			return nil, err
-		}
+		optional = append(optional, newCertCollector(cfg.Certs))
+	}
+	if cfg.Scope != nil {
+		optional = append(optional, newScopeCollector(cfg.Scope))
+	}
+	if cfg.RateLimit != nil {
+		optional = append(optional, newRateLimitCollector(cfg.RateLimit))
+	}
+	if err := s.register(optional...); err != nil {
+		s.unregister()
+		return nil, err
 	}
 	// The Go and process collectors may already be registered by the
 	// caller; that is not an error.

@@ -32,6 +32,7 @@ type status struct {
 	Bus       *busStatus     `json:"bus"`
 	Events    []event        `json:"events"`
 	Workers   []workerStatus `json:"workers"`
+	Scope     *scopeStatus   `json:"cache_scope"`
 }
 
 type callTotals struct {
@@ -103,7 +104,8 @@ func (s *Server) statusJSON(w http.ResponseWriter, r *http.Request) {
 
 // status renders snap, with the events recorded so far.
 func (s *Server) status(snap *snapshot) *status {
-	st := &status{Time: snap.at, Upstreams: snap.upstreams, Events: s.events.recent(), Workers: []workerStatus{}}
+	st := &status{Time: snap.at, Upstreams: snap.upstreams, Events: s.events.recent(), Workers: []workerStatus{},
+		Scope: takeScope(s.cfg.Scope)}
 	if snap.hasClients {
 		st.Clients = &snap.clients
 	}

@@ -19,6 +19,7 @@ const (
 	exInvalidOperation
 	exUnknownDB
 	exUnknownTable
+	exConfigValSecurity
 )
 
 // hmsError is an exception a handler throws. If the method declares its

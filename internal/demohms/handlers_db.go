@@ -156,7 +156,7 @@ func (c *conn) tablesMatching(dbArg, pattern, typ string, e *wire.Encoder) error
 	var out []string
 	if de := c.s.lookupDB(cat, db); de != nil {
 		for _, n := range de.tableNames() {
-			if matchPattern(pattern, n) && (typ == "" || strings.EqualFold(typ, de.tables[n].t.TableType)) {
+			if matchPattern(pattern, n) && (typ == "" || strings.EqualFold(typ, de.tables[n].t.TableType)) && !c.hides(db, n) {
 				out = append(out, n)
 			}
 		}
@@ -222,7 +222,7 @@ func hGetTable(c *conn, a *tval, e *wire.Encoder) error {
 	c.s.mu.RLock()
 	defer c.s.mu.RUnlock()
 	te := c.s.lookupTable(cat, db, a.str(2))
-	if te == nil {
+	if te == nil || c.hides(db, a.str(2)) {
 		return tableNotFound(cat, db, a.str(2))
 	}
 	e.FieldBegin(wire.TStruct, 0)
@@ -236,7 +236,7 @@ func hGetTableReq(c *conn, a *tval, e *wire.Encoder) error {
 	c.s.mu.RLock()
 	defer c.s.mu.RUnlock()
 	te := c.s.lookupTable(cat, db, tbl)
-	if te == nil {
+	if te == nil || c.hides(db, tbl) {
 		return tableNotFound(cat, db, tbl)
 	}
 	return okWrapped(e, wire.TStruct, func() { encTable(e, te.t) })
@@ -275,6 +275,7 @@ func hGetTableObjectsByName(c *conn, a *tval, e *wire.Encoder) error {
 	if err != nil {
 		return err
 	}
+	ts = c.visible(db, ts)
 	e.FieldBegin(wire.TList, 0)
 	encTableList(e, ts)
 	return nil
@@ -288,7 +289,22 @@ func hGetTableObjectsByNameReq(c *conn, a *tval, e *wire.Encoder) error {
 	if err != nil {
 		return err
 	}
+	ts = c.visible(r.str(1), ts)
 	return okWrapped(e, wire.TList, func() { encTableList(e, ts) })
+}
+
+// visible leaves out the tables Config.Hidden hides from the user.
+func (c *conn) visible(db string, ts []*table) []*table {
+	if c.s.cfg.Hidden == nil {
+		return ts
+	}
+	out := ts[:0:0]
+	for _, t := range ts {
+		if !c.hides(db, t.TableName) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // hGetFields answers get_fields (columns) and get_schema (columns then

@@ -1,6 +1,7 @@
 package demohms
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 
@@ -48,6 +49,40 @@ func hGetMetaConf(c *conn, a *tval, e *wire.Encoder) error {
 		return okString(e, v)
 	}
 	return okString(e, def)
+}
+
+// configDefaults are HMS 3.1's defaults for the keys get_config_value
+// is asked about by the proxy, under both their names.
+var configDefaults = map[string]string{
+	"hive.metastore.filter.hook":         "org.apache.hadoop.hive.metastore.DefaultMetaStoreFilterHookImpl",
+	"metastore.filter.hook":              "org.apache.hadoop.hive.metastore.DefaultMetaStoreFilterHookImpl",
+	"hive.metastore.pre.event.listeners": "",
+	"metastore.pre.event.listeners":      "",
+}
+
+// hGetConfigValue behaves as HMSHandler.get_config_value: only hive.*,
+// hdfs.*, mapred.* and metastore.* keys may be read.
+func hGetConfigValue(c *conn, a *tval, e *wire.Encoder) error {
+	key, def := a.str(1), a.str(2)
+	if !configKeyAllowed.MatchString(key) {
+		return &hmsError{exConfigValSecurity, "For security reasons, the config key " + key + " cannot be accessed"}
+	}
+	if v, ok := c.s.cfg.Conf[key]; ok {
+		return okString(e, v)
+	}
+	if v, ok := configDefaults[key]; ok {
+		return okString(e, v)
+	}
+	return okString(e, def)
+}
+
+var configKeyAllowed = regexp.MustCompile(`^(hive|hdfs|mapred|metastore).*`)
+
+// hides reports whether Config.Hidden hides the table from this
+// connection's user.
+func (c *conn) hides(db, tbl string) bool {
+	h := c.s.cfg.Hidden
+	return h != nil && h(c.user, strings.ToLower(db), strings.ToLower(tbl))
 }
 
 // ---- fb303 ----

@@ -17,6 +17,9 @@ func init() {
 		"setMetaConf": {h: hSetMetaConf, throws: thMeta},
 		"getMetaConf": {h: hGetMetaConf, throws: thMeta},
 
+		// configuration
+		"get_config_value": {h: hGetConfigValue, throws: []exKind{exConfigValSecurity}},
+
 		// fb303 (§7); none declares an exception
 		"getName":          {h: hConstString("new db based metaserver")},
 		"getVersion":       {h: hConstString("3.0")},

@@ -24,6 +24,15 @@ import (
 type Config struct {
 	Transport wire.Transport // Buffered (default) or Framed
 	Logger    *slog.Logger   // nil: discard
+	// Conf answers get_config_value. Keys it lacks get HMS 3.1's defaults
+	// where the demo knows them (the filter hook, pre-event listeners),
+	// else the default the caller sent. Nil: defaults only.
+	Conf map[string]string
+	// Hidden, if set, hides a table from a user as a metastore filter hook
+	// or authorizer does: get_table answers not-found, and name lists and
+	// batches leave it out. Called with the connection's set_ugi user
+	// ("" without one) and lower-case names. Nil: every user sees all.
+	Hidden func(user, db, table string) bool
 }
 
 // Call is one request the server received.

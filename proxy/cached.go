@@ -47,6 +47,11 @@ type Caching struct {
 	// while it may be missing other nodes' invalidations, and then reads
 	// go to the metastore. Nil: always.
 	Synced func() bool
+	// KnownReads are methods outside the method table that only read:
+	// they pass through untouched. Every other unknown method is treated
+	// as a write that may change anything: once answered, it invalidates
+	// everything cached for the upstream group. Default none.
+	KnownReads []string
 }
 
 // Allower is the never-cache policy (filter.Patterns implements it).
@@ -59,6 +64,7 @@ type cacher struct {
 	Caching
 	flights singleflight.Group
 	txns    *cache.TxnTracker
+	unknown *unknownMethods
 	log     *slog.Logger
 
 	jobs chan refreshJob
@@ -82,6 +88,7 @@ func newCacher(c Caching, log *slog.Logger) *cacher {
 	}
 	k := &cacher{Caching: c, txns: cache.NewTxnTracker(100_000), log: log,
 		jobs: make(chan refreshJob, 1024), stop: make(chan struct{})}
+	k.unknown = newUnknownMethods(c.KnownReads, log)
 	return k
 }
 

@@ -103,6 +103,13 @@ func ExtractNames(e *hms.Effect, args []byte, defaultCat string) (Names, error) 
 				}
 				v = db
 			}
+			if e.Scope == hms.ScopeCatalog {
+				// A database *pattern* (get_databases, get_table_meta):
+				// HMS turns it into a case-insensitive regex, where \W
+				// still is not \w: keep it as sent (issue 10 fuzzing).
+				n.DB, n.HasDB = string(v), true
+				return false
+			}
 			n.DB, n.HasDB = lowerASCII(v), true
 			return false
 		}); err != nil {

@@ -103,6 +103,9 @@ func TestAppendKeyDifferent(t *testing.T) {
 		{"prefixed vs plain partition", getPartition("@hive#db0", "t1", "2024"), getPartition("db0", "t1", "2024")},
 		{"prefixed vs plain by_names_req", byNamesReq("@hive#db0", "t1", "p=1"), byNamesReq("db0", "t1", "p=1")},
 		{"prefixed vs plain pattern", getDatabases("@hive#*"), getDatabases("*")},
+		// A database pattern is a regex to HMS: \W is not \w (found by
+		// FuzzKeyCollision).
+		{"pattern escape case", getDatabases("\\W*"), getDatabases("\\w*")},
 		{"null db vs absent", getDatabases("@hive#"), req{"get_databases", hmsreq.Args(), scA}},
 		{"empty db vs plain empty", getTable("@hive#!", "t1"), getTable("", "t1")},
 		{"catalog req", getTableReq("db0", "t1", "spark", ""), getTableReq("db0", "t1", "", "")},

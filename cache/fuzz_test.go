@@ -116,9 +116,9 @@ func (g *gen) next() int {
 	return int(g.b[g.i-1])
 }
 
-// name is a short string over an alphabet that makes normalisation
+// word is a short string over an alphabet that makes normalisation
 // matter: case, '@' '#' '!' of the catalog form, NUL, regex escapes.
-func (g *gen) name() string {
+func (g *gen) word() string {
 	const alpha = "dD@#!hH\x00\\wWs"
 	n := g.next() % 6
 	var sb strings.Builder
@@ -126,6 +126,24 @@ func (g *gen) name() string {
 		sb.WriteByte(alpha[g.next()%len(alpha)])
 	}
 	return sb.String()
+}
+
+// name is a word, or a word in one of the "@cat#" forms. The form is one
+// choice and the catalog and word are read whatever it is, so that a
+// one-byte edit turns "@hive#w" into "w" and nothing else.
+func (g *gen) name() string {
+	form := g.next() % 5
+	cat := [...]string{"hive", "HIVE", "spark", ""}[g.next()%4]
+	w := g.word()
+	switch form {
+	case 2:
+		return "@" + cat + "#" + w
+	case 3:
+		return "@" + cat + "#" // a null database
+	case 4:
+		return "@" + cat + "#!" // the empty one
+	}
+	return w
 }
 
 // field is one encoded field of a struct, in wire order.

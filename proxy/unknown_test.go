@@ -13,6 +13,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/upstream"
 )
 
 // TestUnknownMethodInvalidates (issue 10): a method the proxy does not
@@ -145,5 +146,56 @@ func TestUnknownMethodsBounded(t *testing.T) {
 	}
 	if got := len(h.n); got > maxUnknownNames+1 {
 		t.Errorf("logged %d distinct names; want at most %d", got, maxUnknownNames+1)
+	}
+}
+
+// onewaySink stands for a metastore that knows a oneway method the proxy
+// does not: it takes the call and never replies. Other calls go on.
+type onewaySink struct {
+	Forwarder
+	got atomic.Int32
+}
+
+func (f *onewaySink) Do(ctx context.Context, c upstream.Call, sink upstream.ReplySink) error {
+	if c.Oneway {
+		f.got.Add(1)
+		return nil
+	}
+	return f.Forwarder.Do(ctx, c, sink)
+}
+
+// TestUnknownOnewayInvalidates: an unknown oneway call is forwarded as
+// one (no reply awaited) and still flushes, before the next call on that
+// connection is read.
+func TestUnknownOnewayInvalidates(t *testing.T) {
+	demo, addr := startDemo(t, wire.Buffered)
+	caching := newCaching(t, nil)
+	var published atomic.Int32
+	caching.Invalidated = func(_ context.Context, ents []cache.Entity) {
+		if len(ents) == 1 && ents[0] == (cache.Entity{Level: cache.LevelAll}) {
+			published.Add(1)
+		}
+	}
+	fw := &onewaySink{}
+	paddr := startProxyOver(t, caching, addr, func(f Forwarder) Forwarder { fw.Forwarder = f; return fw })
+	c := dial(t, paddr, wire.Buffered)
+	read := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))
+	call(t, c, "get_table", read)
+	caching.Store.Wait()
+	before := demo.CallCount("get_table")
+	call(t, c, "get_table", read)
+	if n := demo.CallCount("get_table") - before; n != 0 {
+		t.Fatalf("second get_table reached the metastore %d times; want a hit", n)
+	}
+	if err := c.Send(ctxT(t), wire.Oneway, "made_up_oneway", hmsreq.Args()); err != nil {
+		t.Fatal(err)
+	}
+	before = demo.CallCount("get_table")
+	call(t, c, "get_table", read)
+	if n := demo.CallCount("get_table") - before; n != 1 {
+		t.Errorf("get_table after an unknown oneway call reached the metastore %d times; want 1", n)
+	}
+	if fw.got.Load() != 1 || published.Load() != 1 {
+		t.Errorf("oneway calls forwarded %d, flushes published %d; want 1, 1", fw.got.Load(), published.Load())
 	}
 }

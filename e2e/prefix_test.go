@@ -75,6 +75,9 @@ func runCatalogPrefix(t *testing.T, v string) {
 	legacyTable := func(d, tbl string) pstep {
 		return pstep{method: "get_table", args: hmsreq.Args(S(1, d), S(2, tbl))}
 	}
+	byNames := func(d string) pstep {
+		return pstep{method: "get_partitions_by_names_req", args: hmsreq.Req(S(1, d), S(2, "t1"), hmsreq.Strings(3, "ds=2024-01-01"))}
+	}
 	database := func(d string) pstep { return pstep{method: "get_database", args: hmsreq.Args(S(1, d))} }
 	changed := func(s pstep) pstep { s.changed = true; return s }
 	w := func(method string, args []byte) pstep { return pstep{method: method, args: args, write: true} }
@@ -101,6 +104,8 @@ func runCatalogPrefix(t *testing.T, v string) {
 		database(pdb), database(pdb), database(db), database(db),
 		legacyTable(db, "t1"), legacyTable(db, "t1"), legacyTable(pdb, "t1"), legacyTable(pdb, "t1"),
 		legacyTable(pdb, "nope"), legacyTable(pdb, "nope"), legacyTable(db, "nope"), legacyTable(db, "nope"),
+		// 4.0's request without a catalog field, served per partition.
+		byNames(pdb), byNames(pdb), byNames(db), byNames(db),
 	)
 	group(w("alter_table_with_environment_context", hmsreq.Args(S(1, pdb), S(2, "t1"), clTable(db, "t1", kv("p", "v2")).Field(3), envCtx)),
 		changed(tableReq("t1")), changed(legacyTable(pdb, "t1")), changed(legacyTable(db, "t1")))
@@ -148,7 +153,8 @@ func runCatalogPrefix(t *testing.T, v string) {
 				i, s.method, s.args, outcome(t, got), outcome(t, want), got, want)
 		}
 		k := s.method + string(s.args)
-		if prev, ok := last[k]; ok && s.changed && three && bytes.Equal(prev, bodyOnly(got)) {
+		// (Methods a version lacks answer UNKNOWN_METHOD both times.)
+		if prev, ok := last[k]; ok && s.changed && three && outcome(t, got) == "ok" && bytes.Equal(prev, bodyOnly(got)) {
 			t.Errorf("step %d %s %x: same reply as before the write; want the write's change", i, s.method, s.args)
 		}
 		last[k] = bodyOnly(got)

@@ -163,7 +163,9 @@ func runCatalogPrefix(t *testing.T, v string) {
 	if hits < 10 {
 		t.Errorf("%d cache hits; want the repeated reads served from the cache", hits)
 	}
-	fmt.Printf("e2e: catalog prefix HMS %s: %d steps, %d cache hits, replies equal to the metastore's\n", v, len(steps), hits)
+	if !t.Failed() {
+		fmt.Printf("e2e: catalog prefix HMS %s: %d steps, %d cache hits, replies equal to the metastore's\n", v, len(steps), hits)
+	}
 }
 
 func hitsOf(s *proxy.Stats) uint64 {

@@ -14,9 +14,15 @@ import (
 type Names struct {
 	Cat, DB string
 	Tables  []string
-	// HasDB / HasTable: the request named them (a missing name widens an
+	// HasDB: the request named a database (a missing name widens an
 	// invalidation).
 	HasDB bool
+	// Prefixed: the database string came as "@cat#db". A 3.0+ metastore
+	// splits it; a 2.3 one takes it as a literal, unknown name. Keys keep
+	// it apart, so a reply is shared only between requests every
+	// metastore answers alike; invalidation goes by Cat and DB, so a
+	// write in either form still reaches entries of both.
+	Prefixed bool
 }
 
 // Scope is what, besides the request, decides whose entry a reply is.
@@ -94,11 +100,19 @@ func ExtractNames(e *hms.Effect, args []byte, defaultCat string) (Names, error) 
 				cat, db, null := splitCatDB(v)
 				if cat != nil {
 					n.Cat = lowerASCII(cat)
+					n.Prefixed = true
 				}
 				if null {
 					return false
 				}
 				v = db
+			}
+			if e.Scope == hms.ScopeCatalog {
+				// A database *pattern* (get_databases, get_table_meta):
+				// HMS turns it into a case-insensitive regex, where \W
+				// still is not \w: keep it as sent (issue 10 fuzzing).
+				n.DB, n.HasDB = string(v), true
+				return false
 			}
 			n.DB, n.HasDB = lowerASCII(v), true
 			return false
@@ -120,7 +134,9 @@ func ExtractNames(e *hms.Effect, args []byte, defaultCat string) (Names, error) 
 }
 
 // AppendKey appends the cache key of a read: scope, method, normalised
-// names, then the args with the name fields removed, so that every other
+// names (and whether the database came as "@cat#db", which metastores
+// before 3.0 answer differently), then the args with the name fields
+// removed, so that every other
 // field that can change the reply (snapshots, capabilities, engine,
 // filters, partition values, limits) is part of the key as sent.
 //
@@ -141,11 +157,16 @@ func AppendKey(dst []byte, sc Scope, m *hms.Method, n *Names, args []byte) ([]by
 	dst = appendString(dst, sc.User)
 	dst = appendString(dst, m.Name)
 	dst = appendString(dst, n.Cat)
+	var form byte // bit 0: a database is named; bit 1: as "@cat#db"
 	if n.HasDB {
-		dst = append(dst, 1)
+		form |= 1
+	}
+	if n.Prefixed {
+		form |= 2
+	}
+	dst = append(dst, form)
+	if n.HasDB {
 		dst = appendString(dst, n.DB)
-	} else {
-		dst = append(dst, 0)
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(n.Tables)))
 	for _, t := range n.Tables {

@@ -53,6 +53,11 @@ type Caching struct {
 	// while it may be missing other nodes' invalidations, and then reads
 	// go to the metastore. Nil: always.
 	Synced func() bool
+	// KnownReads are methods outside the method table that only read:
+	// they pass through untouched. Every other unknown method is treated
+	// as a write that may change anything: once answered, it invalidates
+	// everything cached for the upstream group. Default none.
+	KnownReads []string
 }
 
 // Allower is the never-cache policy (filter.Patterns implements it).
@@ -66,6 +71,7 @@ type cacher struct {
 	flights singleflight.Group
 	txns    *cache.TxnTracker
 	scoper  *scoper
+	unknown *unknownMethods
 	log     *slog.Logger
 
 	jobs chan refreshJob
@@ -96,6 +102,7 @@ func newCacher(c Caching, log *slog.Logger) *cacher {
 		k.Store.Apply(k.Upstream, []cache.Entity{{Level: cache.LevelAll}})
 		k.Store.Clear()
 	})
+	k.unknown = newUnknownMethods(c.KnownReads, log)
 	return k
 }
 

@@ -127,6 +127,19 @@ func (c *clientConn) handle(meth *hms.Method, m wire.Message) error {
 			return c.refuse(meth, m, err.Error())
 		}
 	}
+	if k := c.s.cache; k != nil && meth == nil && !k.unknown.isKnownRead(name) {
+		// A method the table does not know may be a newer metastore's
+		// write: once it is answered, invalidate everything of the
+		// upstream group, as a write would (issue 10).
+		c.outcome = OutcomeWrite
+		if !oneway {
+			return c.write(k.unknown.writeFor(name), m)
+		}
+		err := c.forward(upstream.Call{Session: c.sess, Class: upstream.Write, Msg: m, Oneway: true}, c)
+		k.unknown.writeFor(name)
+		k.invalidate(c.s.ctx, []cache.Entity{{Level: cache.LevelAll}})
+		return err
+	}
 	if k := c.s.cache; k != nil && meth != nil && !oneway {
 		switch {
 		case meth.Class == hms.Read && meth.Cacheable:

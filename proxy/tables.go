@@ -48,7 +48,7 @@ func (c *clientConn) tableRead(meth *hms.Method, m wire.Message, shape listShape
 	if !ok {
 		return false, nil
 	}
-	one := cache.Names{Cat: names.Cat, DB: names.DB, HasDB: true}
+	one := cache.Names{Cat: names.Cat, DB: names.DB, HasDB: true, Prefixed: names.Prefixed}
 	// The entry's key: the request without its name list, then the table.
 	key, ok = cache.AppendKey(c.key[:0], sc, meth, &one, dropField(args, shape.names))
 	if !ok {

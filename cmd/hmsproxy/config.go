@@ -107,6 +107,10 @@ type cacheConfig struct {
 	Allow           []string      `yaml:"allow"`            // -cache-allow
 	Deny            []string      `yaml:"deny"`             // -cache-deny
 	RefreshWorkers  int           `yaml:"refresh_workers"`  // -cache-refresh-workers
+	// KnownReads lists methods outside the method table that only read
+	// (-cache-known-reads): they pass through. Any other unknown method
+	// invalidates everything cached for the upstream group once answered.
+	KnownReads []string `yaml:"known_reads"`
 	// Kinds overrides per kind: database, database_names, table,
 	// table_names, partition, partitions, partition_names,
 	// partition_filter, statistics, function, config, constraints.
@@ -203,6 +207,7 @@ Flags:
 	allow := fs.String("cache-allow", "", "comma-separated db or db.table patterns that may be cached; empty: all [cache.allow]")
 	deny := fs.String("cache-deny", "", "comma-separated db or db.table patterns never cached [cache.deny]")
 	refreshWorkers := fs.Int("cache-refresh-workers", c.Cache.RefreshWorkers, "concurrent refresh-ahead loads [cache.refresh_workers]")
+	knownReads := fs.String("cache-known-reads", "", "comma-separated methods outside the method table that only read; any other unknown method flushes the cache once answered [cache.known_reads]")
 	evInterval := fs.Duration("eventlog-interval", c.EventLog.Interval, "poll interval of the metastore notification log; 0 turns it off [eventlog.interval]")
 	evBatch := fs.Int("eventlog-batch", int(c.EventLog.Batch), "events asked for per get_next_notification [eventlog.batch]")
 	otInterval := fs.Duration("open-txns-interval", c.Housekeeping.OpenTxnsInterval, "period of the open-transactions gauge; 0 off [housekeeping.open_txns_interval]")
@@ -328,6 +333,8 @@ Flags:
 			c.Cache.Deny = splitList(*deny)
 		case "cache-refresh-workers":
 			c.Cache.RefreshWorkers = *refreshWorkers
+		case "cache-known-reads":
+			c.Cache.KnownReads = splitList(*knownReads)
 		}
 	})
 	if tok := os.Getenv("HMSPROXY_ADMIN_TOKEN"); tok != "" {

@@ -341,6 +341,7 @@ func newCaching(cfg fileConfig) (*proxy.Caching, error) {
 		DefaultCatalog: cfg.Cache.DefaultCatalog,
 		Policy:         policy,
 		RefreshWorkers: cfg.Cache.RefreshWorkers,
+		KnownReads:     cfg.Cache.KnownReads,
 	}, nil
 }
 

@@ -325,7 +325,7 @@ func TestMetrics(t *testing.T) {
 	for range 3 { // a miss, then two hits
 		e.call(t, c, "get_all_databases", hmsclient.Args())
 	}
-	e.call(t, c, "no_such_method_anywhere", hmsclient.Args()) // passthrough as "other"
+	e.call(t, c, "no_such_method_anywhere", hmsclient.Args()) // "other", a write: it flushes (issue 10)
 	if r := do(t, "POST", e.url+"/cache/flush/demo_db1", ""); r.code != http.StatusOK {
 		t.Fatalf("flush: got %d %s; want 200", r.code, r.body)
 	}
@@ -342,6 +342,7 @@ func TestMetrics(t *testing.T) {
 		"hmsproxy_cache_stale_total",
 		"hmsproxy_cache_discarded_loads_total",
 		"hmsproxy_cache_flushes_total",
+		"hmsproxy_unknown_method_flushes_total",
 		"hmsproxy_upstream_up",
 		"hmsproxy_client_connections",
 		"hmsproxy_request_duration_seconds",
@@ -360,7 +361,8 @@ func TestMetrics(t *testing.T) {
 		{`hmsproxy_requests_total{method="get_table",outcome="hit"}`, 1},
 		{`hmsproxy_requests_total{method="get_all_databases",outcome="miss"}`, 1},
 		{`hmsproxy_requests_total{method="get_all_databases",outcome="hit"}`, 2},
-		{`hmsproxy_requests_total{method="other",outcome="passthrough"}`, 1},
+		{`hmsproxy_requests_total{method="other",outcome="write"}`, 1},
+		{`hmsproxy_unknown_method_flushes_total{method="no_such_method_anywhere"}`, 1},
 		{`hmsproxy_cache_requests_total{kind="table",outcome="miss"}`, 1},
 		{`hmsproxy_cache_requests_total{kind="table",outcome="hit"}`, 1},
 		{`hmsproxy_cache_requests_total{kind="database_names",outcome="hit"}`, 2},
@@ -380,7 +382,7 @@ func TestMetrics(t *testing.T) {
 		{`hmsproxy_request_duration_seconds_count{method_class="read",path="hit"}`, 3},
 		{`hmsproxy_request_duration_seconds_count{method_class="read",path="miss"}`, 2},
 		{`hmsproxy_request_duration_seconds_bucket{method_class="read",path="hit",le="+Inf"}`, 3},
-		{`hmsproxy_request_duration_seconds_count{method_class="passthrough",path="passthrough"}`, 1},
+		{`hmsproxy_request_duration_seconds_count{method_class="passthrough",path="write"}`, 1},
 	}
 	for _, w := range want {
 		got, ok := series[w.series]

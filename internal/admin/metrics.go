@@ -56,6 +56,14 @@ type collector struct {
 	workerLastSuccess *prometheus.Desc
 
 	evLatest, evApplied, evLagEvents, evLagSeconds, evEvents, evGaps *prometheus.Desc
+
+	unknownFlushes *prometheus.Desc
+}
+
+// UnknownMethods reports the flushes of methods outside the method table;
+// *proxy.Server implements it, and the Flusher is asked for it.
+type UnknownMethods interface {
+	EachUnknownFlush(fn func(method string, flushes uint64))
 }
 
 func newCollector(cfg *Config, seen func(*snapshot)) *collector {
@@ -128,6 +136,9 @@ func newCollector(cfg *Config, seen func(*snapshot)) *collector {
 			"Age of the oldest unapplied notification-log event; 0 when caught up.", nil, nil),
 		evEvents: prometheus.NewDesc("hmsproxy_eventlog_events_total",
 			"Notification-log events read.", nil, nil),
+		unknownFlushes: prometheus.NewDesc("hmsproxy_unknown_method_flushes_total",
+			"Calls of methods outside the method table, each of which invalidated everything cached for the upstream group, by method (at most 64 names, then \"other\"). List those that only read in cache.known_reads.",
+			[]string{"method"}, nil),
 		evGaps: prometheus.NewDesc("hmsproxy_eventlog_gaps_total",
 			"Times events were missing from the log (purged, or ids going backwards) and the cache was dropped.", nil, nil),
 	}
@@ -160,6 +171,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	if c.cfg.EventLog != nil {
 		ds = append(ds, c.evLatest, c.evApplied, c.evLagEvents, c.evLagSeconds, c.evEvents, c.evGaps)
 	}
+	if _, ok := c.cfg.Flusher.(UnknownMethods); ok {
+		ds = append(ds, c.unknownFlushes)
+	}
 	for _, d := range ds {
 		ch <- d
 	}
@@ -172,6 +186,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		c.seen(s)
 	}
 	c.emit(s, ch)
+	if u, ok := c.cfg.Flusher.(UnknownMethods); ok {
+		u.EachUnknownFlush(func(m string, n uint64) {
+			ch <- prometheus.MustNewConstMetric(c.unknownFlushes, prometheus.CounterValue, float64(n), m)
+		})
+	}
 	if c.cfg.EventLog != nil {
 		st := c.cfg.EventLog.Stats()
 		latest, applied := st.Latest.Load(), st.Applied.Load()

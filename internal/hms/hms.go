@@ -156,7 +156,12 @@ type Effect struct {
 	Scope                Scope
 	Cat, DB, Table, Part Path // where the names live (Part: partition values list or partition name); nil = absent
 	NewDB, NewTable      Path // for renames (alter_table*): the new names inside the new Table struct
-	DBInName             bool // db arg may carry "@cat#db" (3.x/4.0 legacy methods)
+	// DBInName: the db string may carry "@cat#db". 3.0+ servers split it
+	// in every legacy method's plain db_name arg and in the request
+	// structs that have no catalog field (TruncateTableRequest,
+	// GetPartitionsByNamesRequest); 2.3 takes it as a literal name.
+	// testdata/catalog_prefixed.txt lists every entry that has it.
+	DBInName bool
 }
 
 // Method is one Thrift method name and what the proxy does with it.

@@ -284,7 +284,9 @@ var table = []Method{
 	// Truncation rewrites basic-stats params of the table or of the listed
 	// partitions (partNames 3, optional): table scope covers both.
 	wr("truncate_table", "3.0", argTable),
-	wr("truncate_table_req", "4.0", Effect{Scope: ScopeTable, DB: Path{1, 1}, Table: Path{1, 2}}), // TruncateTableRequest has no catalog
+	// TruncateTableRequest has no catalog field: Hive 4 clients fold it
+	// into dbName ("@hive#db"), which the server splits (issue 10).
+	wr("truncate_table_req", "4.0", Effect{Scope: ScopeTable, DB: Path{1, 1}, Table: Path{1, 2}, DBInName: true}),
 	wr("update_creation_metadata", "3.0", Effect{Scope: ScopeTable, Cat: Path{1}, DB: Path{2}, Table: Path{3}}),
 	look("translate_table_dryrun", "4.0"), // dry run: returns the Table the server would create
 

@@ -182,7 +182,12 @@ func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *
 	if len(tasks) == 0 {
 		return w, nil
 	}
-	runner, err := worker.New(worker.Config{Leadership: lead, Logger: log.With("component", "workers")}, tasks...)
+	// A new leader's poller starts within LeaderCheck of the election:
+	// short, so that a hand-over stays well inside the one second the
+	// staleness bound allows beyond the poll interval. The check is a
+	// local read of the elector's state.
+	runner, err := worker.New(worker.Config{Leadership: lead, LeaderCheck: 100 * time.Millisecond,
+		Logger: log.With("component", "workers")}, tasks...)
 	if err != nil {
 		return nil, err
 	}

@@ -80,6 +80,12 @@ type Poller struct {
 	cfg   Config
 	log   *slog.Logger
 	stats Stats
+
+	// local is the id this process applied events up to, whatever became
+	// of its saves: when the shared cursor is lost (Redis restarted empty)
+	// the poller resumes from here instead of dropping every cache again
+	// on each poll. -1: nothing applied yet.
+	local atomic.Int64
 }
 
 // New validates cfg.
@@ -99,7 +105,9 @@ func New(cfg Config) (*Poller, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Poller{cfg: cfg, log: cfg.Logger}, nil
+	p := &Poller{cfg: cfg, log: cfg.Logger}
+	p.local.Store(-1)
+	return p, nil
 }
 
 // Stats are the poller's numbers.
@@ -139,10 +147,20 @@ func (p *Poller) poll(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("eventlog: load cursor: %w", err)
 	}
+	if !ok {
+		if local := p.local.Load(); local >= 0 {
+			// The shared cursor is gone (Redis restarted empty), but this
+			// process knows how far it applied: replaying from there
+			// loses nothing and needs no flush. Replays are harmless.
+			p.log.Info("notification log cursor missing; resuming from this node's position", "id", local)
+			cursor, ok = local, true
+		}
+	}
 	switch {
 	case !ok:
 		// First poll ever: start at the newest event. Anything cached
-		// before now may predate events we will never read.
+		// before now may predate events we will never read. One flush:
+		// the next polls start from here even if the save fails.
 		p.gap("start", cursor, latest)
 		return p.save(ctx, latest)
 	case latest < cursor:
@@ -175,6 +193,7 @@ func (p *Poller) poll(ctx context.Context) error {
 		if len(ents) > 0 {
 			p.cfg.Apply(ctx, ents)
 		}
+		p.local.Store(cursor)
 		last := events[len(events)-1]
 		if cursor < latest {
 			p.stats.BehindNanos.Store(int64(p.cfg.Now().Sub(time.Unix(int64(last.Time), 0))))
@@ -188,6 +207,7 @@ func (p *Poller) poll(ctx context.Context) error {
 }
 
 func (p *Poller) save(ctx context.Context, id int64) error {
+	p.local.Store(id)
 	if err := p.cfg.Cursor.Save(ctx, id); err != nil {
 		return fmt.Errorf("eventlog: save cursor: %w", err)
 	}

@@ -24,6 +24,9 @@ import (
 type Config struct {
 	Transport wire.Transport // Buffered (default) or Framed
 	Logger    *slog.Logger   // nil: discard
+	// NoEventLog keeps the notification log empty, as a metastore
+	// without DbNotificationListener: the current event id stays 0.
+	NoEventLog bool
 }
 
 // Call is one request the server received.

@@ -73,6 +73,9 @@ type Stats struct {
 	BehindNanos     atomic.Int64 // age of the oldest unapplied event, 0 when caught up
 	Events, Gaps    atomic.Uint64
 	Polls, Failures atomic.Uint64
+	// Health is this node's verdict on the log (a HealthState), when a
+	// Health check reports here (HealthConfig.Stats).
+	Health atomic.Int32
 }
 
 // Poller reads the notification log.
@@ -138,7 +141,7 @@ func (p *Poller) Poll(ctx context.Context) error {
 }
 
 func (p *Poller) poll(ctx context.Context) error {
-	latest, err := p.currentID(ctx)
+	latest, err := currentID(ctx, p.cfg.Caller)
 	if err != nil {
 		return err
 	}
@@ -223,8 +226,8 @@ func (p *Poller) gap(why string, from, to int64) {
 	p.cfg.Drop("eventlog " + why)
 }
 
-func (p *Poller) currentID(ctx context.Context) (int64, error) {
-	m, err := p.cfg.Caller.Call(ctx, "get_current_notificationEventId", []byte{wire.TStop})
+func currentID(ctx context.Context, c Caller) (int64, error) {
+	m, err := c.Call(ctx, "get_current_notificationEventId", []byte{wire.TStop})
 	if err != nil {
 		return 0, fmt.Errorf("eventlog: get_current_notificationEventId: %w", err)
 	}

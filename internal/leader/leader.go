@@ -236,9 +236,9 @@ func (e *Elector) Run(ctx context.Context, onElected func(ctx context.Context, t
 func (e *Elector) releasedChannel() string { return e.cfg.Key + ":released" }
 
 // watch signals wake on each release announced on the lease's channel and
-// on each re-subscription after the first: a connection to Redis was lost,
-// and with it maybe Redis's data and the lease. It returns when ctx is
-// done and ps is closed.
+// on each subscription that follows a lost connection: Redis may have
+// restarted without the lease, or come up for the first time. It returns
+// when ctx is done and ps is closed.
 func (e *Elector) watch(ctx context.Context, ps *redis.PubSub, wake chan<- struct{}) {
 	signal := func() {
 		e.wakeups.Add(1)
@@ -247,7 +247,7 @@ func (e *Elector) watch(ctx context.Context, ps *redis.PubSub, wake chan<- struc
 		default:
 		}
 	}
-	subscribed := false
+	lost := false // since the last subscription
 	backoff := time.Duration(0)
 	for ctx.Err() == nil {
 		// A bounded wait with a ping on timeout finds a connection that
@@ -261,6 +261,7 @@ func (e *Elector) watch(ctx context.Context, ps *redis.PubSub, wake chan<- struc
 			}
 			// Refused while Redis is down: retry soon, so that a
 			// restarted Redis is noticed well within a second.
+			lost = true
 			backoff = min(max(2*backoff, 10*time.Millisecond), 200*time.Millisecond, e.cfg.Renew)
 			t := time.NewTimer(backoff)
 			select {
@@ -273,12 +274,10 @@ func (e *Elector) watch(ctx context.Context, ps *redis.PubSub, wake chan<- struc
 		backoff = 0
 		switch m := msg.(type) {
 		case *redis.Subscription:
-			if m.Kind == "subscribe" {
-				if subscribed {
-					e.log.Info("leader: reconnected to Redis; checking the lease now")
-					signal()
-				}
-				subscribed = true
+			if m.Kind == "subscribe" && lost {
+				e.log.Info("leader: reconnected to Redis; checking the lease now")
+				lost = false
+				signal()
 			}
 		case *redis.Message:
 			signal()

@@ -397,3 +397,18 @@ func TestExpiryWakesFollowers(t *testing.T) {
 	}
 	t.Logf("takeover %v after the lease expired (renew period %v)", late, slowRenew)
 }
+
+// TestRedisUpLateLeadsAtOnce: nodes started while Redis is down lead as
+// soon as it comes up, not at their next try a renew period later.
+func TestRedisUpLateLeadsAtOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Stop()
+	n := startSlowNode(t, srv, "a")
+	time.Sleep(slowRenew / 2) // its first try failed; it waits
+	srv.Restart()
+	up := time.Now()
+	waitLeader(t, []*node{n}, slowTTL)
+	if took := time.Since(up); took > handOver {
+		t.Fatalf("led %v after Redis came up; want within %v", took, handOver)
+	}
+}

@@ -195,11 +195,12 @@ func (b *busLog) dropsSince(t time.Time) int {
 }
 
 // TestRedisRestartBeforeRenewal (issue 10, acceptance): Redis restarts,
-// empty, just before the leader's renewal, and a write is made directly on
-// the metastore right after. The write reaches every node's cache (the
-// poller's invalidations, or one flush) within the poll interval plus one
-// second, although the renew period is three seconds; and the lost cursor
-// costs at most one flush.
+// empty, just before the leader's renewal; once the leader's term has
+// ended (it found its lease gone), a write is made directly on the
+// metastore. The write reaches every node's cache (the poller's
+// invalidations, or one flush) within the poll interval plus one second,
+// although the renew period is three seconds; and the lost cursor costs
+// at most one flush.
 func TestRedisRestartBeforeRenewal(t *testing.T) {
 	r := redistest.Start(t)
 	d := demohms.New(demohms.Config{})
@@ -216,8 +217,9 @@ func TestRedisRestartBeforeRenewal(t *testing.T) {
 	var pollers []*Poller
 	for i := range 3 {
 		if i == 1 {
-			// The followers start half a renew period after the leader,
-			// as nodes do: their tries are out of phase with its renewals.
+			// The followers start out of phase with the leader's
+			// renewals, as nodes do: ones that tried once per renew
+			// period would next try 3/4 of one after the restart.
 			deadline := time.Now().Add(5 * time.Second)
 			for ok, _ := els[0].IsLeader(); !ok; ok, _ = els[0].IsLeader() {
 				if time.Now().After(deadline) {
@@ -225,7 +227,7 @@ func TestRedisRestartBeforeRenewal(t *testing.T) {
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
-			time.Sleep(renew / 2)
+			time.Sleep(renew * 3 / 4)
 		}
 		client := r.Client()
 		el, err := leader.New(leader.Config{Client: client, Key: "hmsproxy:leader:rr", NodeID: fmt.Sprint("node", i), TTL: ttl, Renew: renew})
@@ -261,10 +263,11 @@ func TestRedisRestartBeforeRenewal(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	// Just before the renewal: the lease has about a renew period less
-	// than its TTL left.
+	// Just before the renewal (the lease has a little more than a renew
+	// period less than its TTL left), with time for Redis to come back
+	// before it, so that the renewal finds the lease gone.
 	deadline = time.Now().Add(3 * renew)
-	for c.PTTL(ctx, "hmsproxy:leader:rr").Val() > ttl-renew+30*time.Millisecond {
+	for c.PTTL(ctx, "hmsproxy:leader:rr").Val() > ttl-renew+300*time.Millisecond {
 		if time.Now().After(deadline) {
 			t.Fatal("renewal never near")
 		}
@@ -276,8 +279,20 @@ func TestRedisRestartBeforeRenewal(t *testing.T) {
 		}
 		return n
 	}
+	lost := func() (n uint64) {
+		for _, el := range els {
+			n += el.Stats().Lost
+		}
+		return n
+	}
 	restarted := time.Now()
 	r.Restart()
+	for lost() == 0 {
+		if time.Since(restarted) > renew+time.Second {
+			t.Fatal("no term ended after the restart")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	direct := &hmsclient.Redialer{Addr: ln.Addr().String()}
 	defer direct.Close()
 	var e wire.Encoder

@@ -224,6 +224,7 @@ func TestRedisRestartReal(t *testing.T) {
 			)
 			var nodes []*node
 			var buses []*cache.Bus
+			var els []*leader.Elector
 			for i := 0; i < 3; i++ {
 				if i == 1 {
 					// Followers start out of phase with the leader's
@@ -262,7 +263,7 @@ func TestRedisRestartReal(t *testing.T) {
 				}
 				runner.Start()
 				t.Cleanup(runner.Close)
-				nodes, buses = append(nodes, n), append(buses, bus)
+				nodes, buses, els = append(nodes, n), append(buses, bus), append(els, el)
 			}
 			synced := func() {
 				deadline := time.Now().Add(10 * time.Second)
@@ -311,15 +312,26 @@ func TestRedisRestartReal(t *testing.T) {
 			}
 			warm()
 			c := r.Client()
-			// Just before the leader's renewal.
+			// Just before the leader's renewal, with time for Redis to come
+			// back before it; the write waits for the term to end.
 			deadline := time.Now().Add(3 * renew)
-			for c.PTTL(ctx, leaseKey).Val() > ttl-renew+100*time.Millisecond {
+			for c.PTTL(ctx, leaseKey).Val() > ttl-renew+300*time.Millisecond {
 				if time.Now().After(deadline) {
 					t.Fatal("renewal never near")
 				}
 				time.Sleep(2 * time.Millisecond)
 			}
+			restarted := time.Now()
 			r.Restart()
+			for lost := uint64(0); lost == 0; {
+				for _, el := range els {
+					lost += el.Stats().Lost
+				}
+				if time.Since(restarted) > renew+time.Second {
+					t.Fatal("no term ended after the restart")
+				}
+				time.Sleep(time.Millisecond)
+			}
 			synced()
 			warm()
 			args := hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, "t"), clTable(db, "t", map[string]string{"v": "after-restart"}).Field(3))

@@ -262,7 +262,7 @@ func (e *Elector) watch(ctx context.Context, ps *redis.PubSub, wake chan<- struc
 			// Refused while Redis is down: retry soon, so that a
 			// restarted Redis is noticed well within a second.
 			lost = true
-			backoff = min(max(2*backoff, 10*time.Millisecond), 200*time.Millisecond, e.cfg.Renew)
+			backoff = min(max(2*backoff, 10*time.Millisecond), 100*time.Millisecond, e.cfg.Renew)
 			t := time.NewTimer(backoff)
 			select {
 			case <-ctx.Done():

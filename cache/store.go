@@ -110,6 +110,9 @@ type Store struct {
 	now   func() time.Time
 	epoch time.Time // entries keep their load time as seconds from here
 	stats [NumKinds]KindStats
+	// ttlCap, when positive, bounds every kind's TTL (and refresh age)
+	// at lookup: entries cached before it was set age out by it too.
+	ttlCap atomic.Int64
 
 	refreshMu  sync.Mutex          // guards refreshing
 	refreshing map[uint64]struct{} // key hashes with a refresh in flight
@@ -198,6 +201,27 @@ func (s *Store) Policy(k hms.Kind) KindConfig {
 	return s.kinds[k]
 }
 
+// SetTTLCap bounds the TTL of every kind by d, for entries already cached
+// too, until called again; d <= 0 lifts the bound. The event-log health
+// check sets it when writes that bypass the proxy cannot be seen.
+func (s *Store) SetTTLCap(d time.Duration) { s.ttlCap.Store(int64(max(d, 0))) }
+
+// TTLCap is the bound set by SetTTLCap; 0 when none.
+func (s *Store) TTLCap() time.Duration { return time.Duration(s.ttlCap.Load()) }
+
+// policy is kind k's policy under the TTL cap: a capped kind refreshes
+// at half its capped TTL at the latest.
+func (s *Store) policy(k hms.Kind) KindConfig {
+	pol := s.kinds[k]
+	if c := time.Duration(s.ttlCap.Load()); c > 0 && pol.TTL > c {
+		pol.TTL = c
+		if pol.RefreshAfter > 0 {
+			pol.RefreshAfter = min(pol.RefreshAfter, c/2)
+		}
+	}
+	return pol
+}
+
 // Stats are the counters of kind k.
 func (s *Store) Stats(k hms.Kind) *KindStats { return &s.stats[k] }
 
@@ -211,7 +235,7 @@ func (s *Store) Get(key []byte, kind hms.Kind) (Entry, Status) {
 		st.Misses.Add(1)
 		return Entry{}, Miss
 	}
-	pol := s.kinds[kind]
+	pol := s.policy(kind)
 	// The load time was rounded down, so the age errs on the old side.
 	age := s.now().Sub(s.epoch) - time.Duration(binary.LittleEndian.Uint32(v[hdrLoaded:]))*time.Second
 	current, size := s.gens.currentEncoded(v[hdrSnap:])
@@ -241,7 +265,7 @@ func (s *Store) Put(key []byte, kind hms.Kind, body []byte, snap *Snapshot, star
 		s.stats[kind].Invalidated.Add(1)
 		return false
 	}
-	if s.now().Sub(started) >= pol.TTL {
+	if s.now().Sub(started) >= s.policy(kind).TTL {
 		return false
 	}
 	v := make([]byte, 0, hdrSnap+snapshotSize(int(snap.n))+len(body))

@@ -334,3 +334,38 @@ func TestPutStoresSnapshot(t *testing.T) {
 		t.Errorf("Take(%d deps): got true; want false", maxDeps+1)
 	}
 }
+
+// TestTTLCap (issue 10, item 9): a cap bounds every kind's TTL, for
+// entries cached before it was set too, and its refresh age; lifting it
+// restores the kind's own TTL.
+func TestTTLCap(t *testing.T) {
+	c := newClock()
+	s := newTestStore(t, Config{Kinds: DefaultKinds(), Now: c.Now})
+	old := startLoad(t, s, getTable("db0", "t1"))
+	old.put(s, "old", false)
+	s.Wait()
+	c.Advance(20 * time.Second)
+	s.SetTTLCap(30 * time.Second)
+	if got := s.TTLCap(); got != 30*time.Second {
+		t.Fatalf("TTLCap: got %v; want 30s", got)
+	}
+	if _, st := s.Get(old.key, hms.KindTable); st != HitRefresh {
+		t.Fatalf("20s-old entry under a 30s cap: got %v; want HitRefresh (past half the cap)", st)
+	}
+	c.Advance(15 * time.Second)
+	if _, st := s.Get(old.key, hms.KindTable); st != Miss {
+		t.Fatalf("35s-old entry under a 30s cap: got %v; want Miss", st)
+	}
+	if s.Put(old.key, old.kind, []byte("late"), &old.snap, old.started, false) {
+		t.Fatal("Put of a load begun 35s ago under a 30s cap: admitted")
+	}
+
+	s.SetTTLCap(0)
+	l := startLoad(t, s, getTable("db0", "t2"))
+	l.put(s, "new", false)
+	s.Wait()
+	c.Advance(35 * time.Second)
+	if _, st := s.Get(l.key, hms.KindTable); st != Hit {
+		t.Fatalf("35s-old entry with the cap lifted: got %v; want Hit (TTL 10m)", st)
+	}
+}

@@ -12,6 +12,8 @@
 #   HMS_START_TIMEOUT seconds to wait for the port (default 180)
 #   HMS_HEAP         JVM -Xmx (default 1g)
 #   HMS_LISTENERS    override hive.metastore.transactional.event.listeners
+#                    (default: DbNotificationListener; on 4.0 the test bed's
+#                    own listener, built from maven/listener-4.0 by fetch)
 #   HMS_EXTRA_CLASSPATH  appended to the server classpath
 #   HMS_SSL=1        serve TLS (hive.metastore.use.SSL) with a keystore made by keytool
 #                    in WORKDIR/ssl; clients trust WORKDIR/ssl/truststore.jks (password
@@ -143,18 +145,50 @@ fetch_mvn() { # 3.1 | 4.0
   touch "$dir/.stamp-$sum"
 }
 
+# 4.0.x has no DbNotificationListener on Maven Central (and none in the
+# server jar), so the test bed builds its own against the server's message
+# factory: testbed/maven/listener-4.0. Rebuilt when its sources change.
+LISTENER_40=io.hmsproxy.testbed.NotificationLogListener
+
+fetch_listener_40() {
+  local proj="$HERE/maven/listener-4.0" dir="$CACHE/hive-4.0/listener"
+  local sum; sum=$(find "$proj/pom.xml" "$proj/src" -type f -print0 | sort -z | xargs -0 cat | sha1sum | cut -c1-12)
+  if [[ -f "$dir/.stamp-$sum" && -f "$dir/notification-listener.jar" ]]; then return 0; fi
+  log "building the notification-log listener for 4.0 ($LISTENER_40)"
+  rm -rf "$dir"; mkdir -p "$dir"
+  (cd "$proj" && mvnq package "-Dbuild.dir=$dir/build")
+  cp "$dir/build/notification-listener-1.jar" "$dir/notification-listener.jar"
+  rm -rf "$dir/build"
+  touch "$dir/.stamp-$sum"
+}
+
 fetch() {
   case "$1" in
     2.3) fetch_23 ;;
     clients) venv ;;   # the Python venv used by testbed/clients/*.py
-    3.1|4.0) fetch_mvn "$1" ;;
+    3.1) fetch_mvn 3.1 ;;
+    4.0) fetch_mvn 4.0; fetch_listener_40 ;;
     *) die "unknown version '$1' (want 2.3, 3.1 or 4.0)" ;;
   esac
 }
 
-classpath() { cat "$CACHE/hive-$1/classpath"; }
+classpath() {
+  local cp; cp=$(cat "$CACHE/hive-$1/classpath")
+  if [[ $1 == 4.0 && -f "$CACHE/hive-4.0/listener/notification-listener.jar" ]]; then
+    cp="$cp:$CACHE/hive-4.0/listener/notification-listener.jar"
+  fi
+  echo "$cp"
+}
 
-has_listener() { # version: is DbNotificationListener on the classpath?
+listener_class() { # version
+  if [[ $1 == 4.0 ]]; then echo "$LISTENER_40"; else echo org.apache.hive.hcatalog.listener.DbNotificationListener; fi
+}
+
+has_listener() { # version: is a notification-log listener on the classpath?
+  if [[ $1 == 4.0 ]]; then
+    [[ -f "$CACHE/hive-4.0/listener/notification-listener.jar" ]]
+    return
+  fi
   local dir dirs
   IFS=: read -ra dirs <<< "$(classpath "$1")"
   for dir in "${dirs[@]}"; do
@@ -200,14 +234,15 @@ prop() { printf '  <property><name>%s</name><value>%s</value></property>\n' "$1"
 write_conf() { # version port workdir
   local ver=$1 port=$2 work=$3 conf="$3/conf"
   mkdir -p "$conf" "$work/warehouse"
-  local listener=org.apache.hive.hcatalog.listener.DbNotificationListener
+  local listener; listener=$(listener_class "$ver")
   if [[ -n ${HMS_LISTENERS+x} ]]; then
     listener=$HMS_LISTENERS
   elif ! has_listener "$ver"; then
-    log "WARNING: DbNotificationListener not available for $ver: notification log OFF"
+    log "WARNING: $listener not available for $ver: notification log OFF"
     listener=""
   fi
-  # DbNotificationListener ships in hive-hcatalog-server-extensions for every version
+  # DbNotificationListener ships in hive-hcatalog-server-extensions for
+  # 2.3 and 3.1; 4.0 uses the test bed's own listener (fetch_listener_40).
   # 2.3: DataNucleus creates the tables on demand (as Spark's own metastore
   # does). 3.1/4.0: schematool -initSchema, as real deployments do (on-demand
   # creation there misses NOTIFICATION_SEQUENCE and disables direct SQL).

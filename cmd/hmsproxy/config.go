@@ -46,6 +46,10 @@ type fileConfig struct {
 	EventLog struct {
 		Interval time.Duration `yaml:"interval"` // -eventlog-interval; 0 turns the poller off
 		Batch    int32         `yaml:"batch"`    // -eventlog-batch
+		// HealthInterval is how often each node checks that the
+		// notification log records the writes passing through it;
+		// -eventlog-health-interval; 0 turns the check off.
+		HealthInterval time.Duration `yaml:"health_interval"`
 	} `yaml:"eventlog"`
 
 	Housekeeping struct {
@@ -111,6 +115,9 @@ type cacheConfig struct {
 	// (-cache-known-reads): they pass through. Any other unknown method
 	// invalidates everything cached for the upstream group once answered.
 	KnownReads []string `yaml:"known_reads"`
+	// TTLWithoutEventLog bounds every kind's TTL while the metastore's
+	// notification log is missing; -cache-ttl-without-eventlog.
+	TTLWithoutEventLog time.Duration `yaml:"ttl_without_eventlog"`
 	// Kinds overrides per kind: database, database_names, table,
 	// table_names, partition, partitions, partition_names,
 	// partition_filter, statistics, function, config, constraints.
@@ -138,6 +145,8 @@ func defaults() fileConfig {
 	c.Limits.MaxClients = 10000
 	c.EventLog.Interval = 2 * time.Second
 	c.EventLog.Batch = 500
+	c.EventLog.HealthInterval = 10 * time.Second
+	c.Cache.TTLWithoutEventLog = 30 * time.Second
 	c.Housekeeping.OpenTxnsInterval = time.Minute
 	c.Housekeeping.CompactionsInterval = 5 * time.Minute
 	c.Housekeeping.Reaper.Timeout = 300 * time.Second
@@ -210,6 +219,8 @@ Flags:
 	knownReads := fs.String("cache-known-reads", "", "comma-separated methods outside the method table that only read; any other unknown method flushes the cache once answered [cache.known_reads]")
 	evInterval := fs.Duration("eventlog-interval", c.EventLog.Interval, "poll interval of the metastore notification log; 0 turns it off [eventlog.interval]")
 	evBatch := fs.Int("eventlog-batch", int(c.EventLog.Batch), "events asked for per get_next_notification [eventlog.batch]")
+	evHealth := fs.Duration("eventlog-health-interval", c.EventLog.HealthInterval, "how often each node checks that the notification log records the writes through it; 0 off [eventlog.health_interval]")
+	ttlNoLog := fs.Duration("cache-ttl-without-eventlog", c.Cache.TTLWithoutEventLog, "TTL bound of every kind while the metastore keeps no notification log [cache.ttl_without_eventlog]")
 	otInterval := fs.Duration("open-txns-interval", c.Housekeeping.OpenTxnsInterval, "period of the open-transactions gauge; 0 off [housekeeping.open_txns_interval]")
 	cmInterval := fs.Duration("compactions-interval", c.Housekeeping.CompactionsInterval, "period of the compaction monitor; 0 off [housekeeping.compactions_interval]")
 	reaper := fs.Bool("txn-reaper", false, "find transactions whose heartbeats stopped [housekeeping.reaper.enabled]")
@@ -281,6 +292,10 @@ Flags:
 			c.EventLog.Interval = *evInterval
 		case "eventlog-batch":
 			c.EventLog.Batch = int32(*evBatch)
+		case "eventlog-health-interval":
+			c.EventLog.HealthInterval = *evHealth
+		case "cache-ttl-without-eventlog":
+			c.Cache.TTLWithoutEventLog = *ttlNoLog
 		case "open-txns-interval":
 			c.Housekeeping.OpenTxnsInterval = *otInterval
 		case "compactions-interval":

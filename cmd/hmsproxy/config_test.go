@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func TestAdminConfig(t *testing.T) {
@@ -54,5 +55,37 @@ func TestAdminConfig(t *testing.T) {
 func TestNoTokenFlag(t *testing.T) {
 	if _, err := load([]string{"-demo", "-admin-token", "x"}); err == nil {
 		t.Fatal("a token flag was accepted; secrets come from the environment or the file")
+	}
+}
+
+// TestEventLogHealthConfig (issue 10, item 9): the health check's period
+// and the TTL bound without a notification log, from defaults, file and
+// flags.
+func TestEventLogHealthConfig(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(p, []byte("eventlog:\n  health_interval: 1m\ncache:\n  ttl_without_eventlog: 5s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name         string
+		args         []string
+		wantInterval time.Duration
+		wantTTL      time.Duration
+	}{
+		{"defaults", nil, 10 * time.Second, 30 * time.Second},
+		{"file", []string{"-config", p}, time.Minute, 5 * time.Second},
+		{"flags win", []string{"-config", p, "-eventlog-health-interval", "0", "-cache-ttl-without-eventlog", "1m"}, 0, time.Minute},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("HMSPROXY_CONFIG", "")
+			c, err := load(append([]string{"-demo"}, tc.args...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.EventLog.HealthInterval != tc.wantInterval || c.Cache.TTLWithoutEventLog != tc.wantTTL {
+				t.Errorf("got interval %v ttl %v; want %v %v", c.EventLog.HealthInterval, c.Cache.TTLWithoutEventLog, tc.wantInterval, tc.wantTTL)
+			}
+		})
 	}
 }

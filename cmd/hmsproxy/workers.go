@@ -23,6 +23,7 @@ import (
 type workers struct {
 	runner   *worker.Runner
 	poller   *eventlog.Poller
+	health   *eventlog.Health // nil when the poller or its health check is off
 	openTxns *housekeeping.OpenTxns
 	reaper   *housekeeping.Reaper
 	compact  *housekeeping.Compactions
@@ -71,11 +72,6 @@ func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *
 			defer cancel()
 			st.Close(ctx)
 		})
-		if caching != nil {
-			caching.Wrote = func(method string, ents []cache.Entity, ok bool) {
-				st.Add(changes.FromEntities(method, "proxy", ok, 0, time.Now(), ents)...)
-			}
-		}
 	}
 
 	var addrs []string
@@ -119,6 +115,19 @@ func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *
 		}
 		tasks = append(tasks, worker.Task{Name: "eventlog", Every: cfg.EventLog.Interval, Jitter: 0.1,
 			Timeout: time.Minute, Scope: worker.LeaderOnly, Run: w.poller.Poll})
+
+		if cfg.EventLog.HealthInterval > 0 {
+			// Every node: each sees only the writes through itself, and
+			// each caps its own cache's TTLs.
+			w.health, err = eventlog.NewHealth(eventlog.HealthConfig{Caller: caller, Stats: w.poller.Stats(),
+				OnChange: eventlog.CapWhileMissing(caching.Store, cfg.Cache.TTLWithoutEventLog),
+				Logger:   log.With("component", "eventlog-health")})
+			if err != nil {
+				return nil, err
+			}
+			tasks = append(tasks, worker.Task{Name: "eventlog-health", Every: cfg.EventLog.HealthInterval,
+				Timeout: time.Minute, Scope: worker.EveryNode, Run: w.health.Check})
+		}
 	}
 
 	hk := cfg.Housekeeping
@@ -185,10 +194,28 @@ func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *
 		}
 		tasks = append(tasks, task)
 	}
+	if caching != nil && (w.changes != nil || w.health != nil) {
+		// The writes through this node: the change-event stream and the
+		// event-log health check are told of each.
+		st, health := w.changes, w.health
+		caching.Wrote = func(method string, ents []cache.Entity, ok bool) {
+			if st != nil {
+				st.Add(changes.FromEntities(method, "proxy", ok, 0, time.Now(), ents)...)
+			}
+			if health != nil {
+				health.Wrote(method, ents, ok)
+			}
+		}
+	}
 	if len(tasks) == 0 {
 		return w, nil
 	}
-	runner, err := worker.New(worker.Config{Leadership: lead, Logger: log.With("component", "workers")}, tasks...)
+	// A new leader's poller starts within LeaderCheck of the election:
+	// short, so that a hand-over stays well inside the one second the
+	// staleness bound allows beyond the poll interval. The check is a
+	// local read of the elector's state.
+	runner, err := worker.New(worker.Config{Leadership: lead, LeaderCheck: 100 * time.Millisecond,
+		Logger: log.With("component", "workers")}, tasks...)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hmsproxy/hmsproxy/internal/eventlog"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/proxy"
 )
@@ -55,7 +56,7 @@ type collector struct {
 	workerFailures    *prometheus.Desc
 	workerLastSuccess *prometheus.Desc
 
-	evLatest, evApplied, evLagEvents, evLagSeconds, evEvents, evGaps *prometheus.Desc
+	evLatest, evApplied, evLagEvents, evLagSeconds, evEvents, evGaps, evHealthy *prometheus.Desc
 
 	unknownFlushes *prometheus.Desc
 }
@@ -141,6 +142,8 @@ func newCollector(cfg *Config, seen func(*snapshot)) *collector {
 			[]string{"method"}, nil),
 		evGaps: prometheus.NewDesc("hmsproxy_eventlog_gaps_total",
 			"Times events were missing from the log (purged, or ids going backwards) and the cache was dropped.", nil, nil),
+		evHealthy: prometheus.NewDesc("hmsproxy_eventlog_healthy",
+			"0 while the metastore keeps no notification log (writes through this node were not logged, or the log is empty) and every TTL is cut to cache.ttl_without_eventlog; else 1.", nil, nil),
 	}
 }
 
@@ -169,7 +172,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		ds = append(ds, c.workerRuns, c.workerFailures, c.workerLastSuccess)
 	}
 	if c.cfg.EventLog != nil {
-		ds = append(ds, c.evLatest, c.evApplied, c.evLagEvents, c.evLagSeconds, c.evEvents, c.evGaps)
+		ds = append(ds, c.evLatest, c.evApplied, c.evLagEvents, c.evLagSeconds, c.evEvents, c.evGaps, c.evHealthy)
 	}
 	if _, ok := c.cfg.Flusher.(UnknownMethods); ok {
 		ds = append(ds, c.unknownFlushes)
@@ -201,6 +204,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		g(c.evLagSeconds, float64(st.BehindNanos.Load())/1e9)
 		ch <- prometheus.MustNewConstMetric(c.evEvents, prometheus.CounterValue, float64(st.Events.Load()))
 		ch <- prometheus.MustNewConstMetric(c.evGaps, prometheus.CounterValue, float64(st.Gaps.Load()))
+		healthy := 1.0
+		if eventlog.HealthState(st.Health.Load()) == eventlog.HealthMissing {
+			healthy = 0
+		}
+		g(c.evHealthy, healthy)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/internal/eventlog"
 	"github.com/hmsproxy/hmsproxy/proxy"
 )
 
@@ -22,17 +23,26 @@ const topMethods = 10
 // status is the body of /status.json. A null part has no source in
 // Config.
 type status struct {
-	Time      time.Time      `json:"time"`
-	Upstreams []upstreamSnap `json:"upstreams"`
-	Clients   *int           `json:"clients"`
-	Calls     *callTotals    `json:"calls"`
-	Kinds     []kindStatus   `json:"kinds"`
-	Cache     *cacheTotals   `json:"cache"`
-	Methods   []methodStatus `json:"methods"`
-	Bus       *busStatus     `json:"bus"`
-	Events    []event        `json:"events"`
-	Workers   []workerStatus `json:"workers"`
-	Scope     *scopeStatus   `json:"cache_scope"`
+	Time      time.Time       `json:"time"`
+	Upstreams []upstreamSnap  `json:"upstreams"`
+	Clients   *int            `json:"clients"`
+	Calls     *callTotals     `json:"calls"`
+	Kinds     []kindStatus    `json:"kinds"`
+	Cache     *cacheTotals    `json:"cache"`
+	Methods   []methodStatus  `json:"methods"`
+	Bus       *busStatus      `json:"bus"`
+	Events    []event         `json:"events"`
+	Workers   []workerStatus  `json:"workers"`
+	Scope     *scopeStatus    `json:"cache_scope"`
+	EventLog  *eventLogStatus `json:"eventlog"`
+}
+
+// eventLogStatus is the notification log as this node sees it.
+type eventLogStatus struct {
+	// Health is "ok", "missing" (TTLs are cut) or "unknown".
+	Health  string `json:"health"`
+	Latest  int64  `json:"latest_event_id"`
+	Applied int64  `json:"applied_event_id"`
 }
 
 type callTotals struct {
@@ -149,6 +159,11 @@ func (s *Server) status(snap *snapshot) *status {
 			LagP50: finite(b.lag[0]), LagP99: finite(b.lag[1]), LagSamples: b.lagSamples,
 			Losses: b.losses,
 		}
+	}
+	if el := s.cfg.EventLog; el != nil {
+		es := el.Stats()
+		st.EventLog = &eventLogStatus{Health: eventlog.HealthState(es.Health.Load()).String(),
+			Latest: es.Latest.Load(), Applied: es.Applied.Load()}
 	}
 	for _, w := range snap.workers {
 		ws := workerStatus{Name: w.Name, Runs: w.Runs, Failures: w.Failures, LastError: w.LastError}

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/eventlog"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 )
 
@@ -314,5 +315,30 @@ func TestEventsRing(t *testing.T) {
 	if len(got) != maxEvents || got[0].Detail != fmt.Sprint(maxEvents+4) || got[maxEvents-1].Detail != "5" {
 		t.Errorf("got %d events, first %q last %q; want %d, %q, %q",
 			len(got), got[0].Detail, got[len(got)-1].Detail, maxEvents, fmt.Sprint(maxEvents+4), "5")
+	}
+}
+
+// TestEventLogHealth (issue 10, item 9): the node's verdict on the
+// notification log is on /metrics and the status page.
+func TestEventLogHealth(t *testing.T) {
+	e := startEnv(t, envOpts{eventLog: true})
+	st := e.admin.cfg.EventLog.Stats()
+	for _, tc := range []struct {
+		state eventlog.HealthState
+		gauge float64
+	}{
+		{eventlog.HealthUnknown, 1},
+		{eventlog.HealthMissing, 0},
+		{eventlog.HealthOK, 1},
+	} {
+		st.Health.Store(int32(tc.state))
+		series, _ := scrape(t, e.url)
+		if got := series["hmsproxy_eventlog_healthy"]; got != tc.gauge {
+			t.Errorf("%v: hmsproxy_eventlog_healthy %v; want %v", tc.state, got, tc.gauge)
+		}
+		s := getStatus(t, e.url)
+		if s.EventLog == nil || s.EventLog.Health != tc.state.String() {
+			t.Errorf("%v: status.json eventlog %+v; want health %q", tc.state, s.EventLog, tc.state)
+		}
 	}
 }

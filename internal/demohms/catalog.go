@@ -198,6 +198,9 @@ const messageFormat = "json-0.2"
 // JSON messages where they exist; table objects are reduced to their
 // TJSON name fields ("1" tableName, "2" dbName).
 func (s *Server) emit(typ, db, tbl string, msg map[string]any) {
+	if s.cfg.NoEventLog {
+		return
+	}
 	now := time.Now()
 	if msg == nil {
 		msg = map[string]any{}

@@ -33,6 +33,9 @@ type Config struct {
 	// batches leave it out. Called with the connection's set_ugi user
 	// ("" without one) and lower-case names. Nil: every user sees all.
 	Hidden func(user, db, table string) bool
+	// NoEventLog keeps the notification log empty, as a metastore
+	// without DbNotificationListener: the current event id stays 0.
+	NoEventLog bool
 }
 
 // Call is one request the server received.

@@ -73,6 +73,9 @@ type Stats struct {
 	BehindNanos     atomic.Int64 // age of the oldest unapplied event, 0 when caught up
 	Events, Gaps    atomic.Uint64
 	Polls, Failures atomic.Uint64
+	// Health is this node's verdict on the log (a HealthState), when a
+	// Health check reports here (HealthConfig.Stats).
+	Health atomic.Int32
 }
 
 // Poller reads the notification log.
@@ -80,6 +83,12 @@ type Poller struct {
 	cfg   Config
 	log   *slog.Logger
 	stats Stats
+
+	// local is the id this process applied events up to, whatever became
+	// of its saves: when the shared cursor is lost (Redis restarted empty)
+	// the poller resumes from here instead of dropping every cache again
+	// on each poll. -1: nothing applied yet.
+	local atomic.Int64
 }
 
 // New validates cfg.
@@ -99,7 +108,9 @@ func New(cfg Config) (*Poller, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Poller{cfg: cfg, log: cfg.Logger}, nil
+	p := &Poller{cfg: cfg, log: cfg.Logger}
+	p.local.Store(-1)
+	return p, nil
 }
 
 // Stats are the poller's numbers.
@@ -130,7 +141,7 @@ func (p *Poller) Poll(ctx context.Context) error {
 }
 
 func (p *Poller) poll(ctx context.Context) error {
-	latest, err := p.currentID(ctx)
+	latest, err := currentID(ctx, p.cfg.Caller)
 	if err != nil {
 		return err
 	}
@@ -139,10 +150,20 @@ func (p *Poller) poll(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("eventlog: load cursor: %w", err)
 	}
+	if !ok {
+		if local := p.local.Load(); local >= 0 {
+			// The shared cursor is gone (Redis restarted empty), but this
+			// process knows how far it applied: replaying from there
+			// loses nothing and needs no flush. Replays are harmless.
+			p.log.Info("notification log cursor missing; resuming from this node's position", "id", local)
+			cursor, ok = local, true
+		}
+	}
 	switch {
 	case !ok:
 		// First poll ever: start at the newest event. Anything cached
-		// before now may predate events we will never read.
+		// before now may predate events we will never read. One flush:
+		// the next polls start from here even if the save fails.
 		p.gap("start", cursor, latest)
 		return p.save(ctx, latest)
 	case latest < cursor:
@@ -175,6 +196,7 @@ func (p *Poller) poll(ctx context.Context) error {
 		if len(ents) > 0 {
 			p.cfg.Apply(ctx, ents)
 		}
+		p.local.Store(cursor)
 		last := events[len(events)-1]
 		if cursor < latest {
 			p.stats.BehindNanos.Store(int64(p.cfg.Now().Sub(time.Unix(int64(last.Time), 0))))
@@ -188,6 +210,7 @@ func (p *Poller) poll(ctx context.Context) error {
 }
 
 func (p *Poller) save(ctx context.Context, id int64) error {
+	p.local.Store(id)
 	if err := p.cfg.Cursor.Save(ctx, id); err != nil {
 		return fmt.Errorf("eventlog: save cursor: %w", err)
 	}
@@ -203,8 +226,8 @@ func (p *Poller) gap(why string, from, to int64) {
 	p.cfg.Drop("eventlog " + why)
 }
 
-func (p *Poller) currentID(ctx context.Context) (int64, error) {
-	m, err := p.cfg.Caller.Call(ctx, "get_current_notificationEventId", []byte{wire.TStop})
+func currentID(ctx context.Context, c Caller) (int64, error) {
+	m, err := c.Call(ctx, "get_current_notificationEventId", []byte{wire.TStop})
 	if err != nil {
 		return 0, fmt.Errorf("eventlog: get_current_notificationEventId: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/base64"
+	"errors"
 	"net"
 	"slices"
 	"sync"
@@ -279,4 +280,47 @@ func TestBypassingWriteSeenThroughProxy(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Logf("bypassing write visible through the proxy after %v (poll interval %v)", time.Since(start), interval)
+}
+
+// lostCursor is a shared cursor in a Redis that restarted empty, before
+// a new leader is elected: nothing to load, and saves are refused.
+type lostCursor struct{ saves int }
+
+func (*lostCursor) Load(context.Context) (int64, bool, error) { return 0, false, nil }
+func (c *lostCursor) Save(context.Context, int64) error {
+	c.saves++
+	return errors.New("test: not the leader")
+}
+
+// TestMissingCursorFlushesOnce (issue 10, item 6): while the shared cursor
+// is missing and cannot be saved, the poller drops the cache once, then
+// carries on from its own position, applying every event, instead of
+// dropping every cache on each poll.
+func TestMissingCursorFlushesOnce(t *testing.T) {
+	log := &fakeLog{latest: 10, events: []int64{9, 10}}
+	rec := &recorder{}
+	cur := &lostCursor{}
+	p, err := New(Config{Caller: log, Cursor: cur, Apply: rec.apply, Drop: rec.drop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range 3 {
+		p.Poll(ctx) // fails to save; that is the point
+		log.latest++
+		log.events = append(log.events, log.latest)
+		if i == 0 && len(rec.drops) != 1 {
+			t.Fatalf("first poll without a cursor: drops %v; want one", rec.drops)
+		}
+	}
+	p.Poll(ctx)
+	if len(rec.drops) != 1 {
+		t.Fatalf("drops %v over 4 polls without a cursor; want one", rec.drops)
+	}
+	if got := len(rec.ents); got != 3 {
+		t.Fatalf("applied %d events' invalidations; want the 3 written after the first poll", got)
+	}
+	if cur.saves != 4 {
+		t.Fatalf("cursor saves tried %d; want one per poll", cur.saves)
+	}
 }

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/leader"
@@ -141,5 +143,186 @@ func TestLeaderFailoverResumesFromCursor(t *testing.T) {
 	t.Logf("the other node applied the next event %v after the leader died (lease %v)", time.Since(crashed).Round(time.Millisecond), ttl)
 	if drops := other.rec.drops; len(drops) != 0 {
 		t.Fatalf("the new leader dropped the cache (%v): it did not resume from the stored cursor", drops)
+	}
+}
+
+// busLog is what every node's cache would get from the leader's poller
+// through the invalidation bus: the invalidated databases and the drops,
+// with when they came.
+type busLog struct {
+	mu   sync.Mutex
+	dbs  map[string]time.Time
+	drop []time.Time
+}
+
+func (b *busLog) apply(_ context.Context, ents []cache.Entity) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, e := range ents {
+		if _, ok := b.dbs[e.DB]; !ok {
+			b.dbs[e.DB] = time.Now()
+		}
+	}
+}
+
+func (b *busLog) dropAll(string) { b.mu.Lock(); b.drop = append(b.drop, time.Now()); b.mu.Unlock() }
+
+// seen reports whether an invalidation covering db, or a drop, came after t.
+func (b *busLog) seen(db string, t time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if at, ok := b.dbs[db]; ok && !at.Before(t) {
+		return true
+	}
+	for _, d := range b.drop {
+		if !d.Before(t) {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *busLog) dropsSince(t time.Time) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, d := range b.drop {
+		if !d.Before(t) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestRedisRestartBeforeRenewal (issue 10, acceptance): Redis restarts,
+// empty, just before the leader's renewal; once the leader's term has
+// ended (it found its lease gone), a write is made directly on the
+// metastore. The write reaches every node's cache (the poller's
+// invalidations, or one flush) within the poll interval plus one second,
+// although the renew period is three seconds; and the lost cursor costs
+// at most one flush.
+func TestRedisRestartBeforeRenewal(t *testing.T) {
+	r := redistest.Start(t)
+	d := demohms.New(demohms.Config{})
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	go d.Serve(ln)
+	defer d.Close()
+	const (
+		ttl      = 9 * time.Second
+		renew    = 3 * time.Second
+		interval = 200 * time.Millisecond
+	)
+	bus := &busLog{dbs: map[string]time.Time{}}
+	var els []*leader.Elector
+	var pollers []*Poller
+	for i := range 3 {
+		if i == 1 {
+			// The followers start out of phase with the leader's
+			// renewals, as nodes do: ones that tried once per renew
+			// period would next try 3/4 of one after the restart.
+			deadline := time.Now().Add(5 * time.Second)
+			for ok, _ := els[0].IsLeader(); !ok; ok, _ = els[0].IsLeader() {
+				if time.Now().After(deadline) {
+					t.Fatal("first node never led")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(renew * 3 / 4)
+		}
+		client := r.Client()
+		el, err := leader.New(leader.Config{Client: client, Key: "hmsproxy:leader:rr", NodeID: fmt.Sprint("node", i), TTL: ttl, Renew: renew})
+		if err != nil {
+			t.Fatal(err)
+		}
+		els = append(els, el)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); el.Run(ctx, func(ctx context.Context, _ int64) { <-ctx.Done() }) }()
+		p, err := New(Config{Caller: &hmsclient.Redialer{Addr: ln.Addr().String()},
+			Cursor: &RedisCursor{Client: client, Lease: el, Key: "hmsproxy:eventlog:rr"},
+			Apply:  bus.apply, Drop: bus.dropAll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pollers = append(pollers, p)
+		// LeaderCheck as cmd/hmsproxy's workers use it.
+		runner, err := worker.New(worker.Config{Leadership: el, LeaderCheck: 100 * time.Millisecond},
+			worker.Task{Name: "eventlog", Every: interval, Scope: worker.LeaderOnly, Run: p.Poll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runner.Start()
+		t.Cleanup(func() { runner.Close(); cancel(); <-done })
+	}
+	ctx := context.Background()
+	c := r.Client()
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Exists(ctx, "hmsproxy:eventlog:rr").Val() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("cursor never stored")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Just before the renewal (the lease has a little more than a renew
+	// period less than its TTL left), with time for Redis to come back
+	// before it, so that the renewal finds the lease gone.
+	deadline = time.Now().Add(3 * renew)
+	for c.PTTL(ctx, "hmsproxy:leader:rr").Val() > ttl-renew+300*time.Millisecond {
+		if time.Now().After(deadline) {
+			t.Fatal("renewal never near")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	polls := func() (n uint64) {
+		for _, p := range pollers {
+			n += p.Stats().Polls.Load()
+		}
+		return n
+	}
+	lost := func() (n uint64) {
+		for _, el := range els {
+			n += el.Stats().Lost
+		}
+		return n
+	}
+	restarted := time.Now()
+	r.Restart()
+	for lost() == 0 {
+		if time.Since(restarted) > renew+time.Second {
+			t.Fatal("no term ended after the restart")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	direct := &hmsclient.Redialer{Addr: ln.Addr().String()}
+	defer direct.Close()
+	var e wire.Encoder
+	e.FieldBegin(wire.TStruct, 1)
+	e.StringField(1, "rr_after_restart")
+	e.Stop()
+	e.Stop()
+	if _, err := direct.Call(ctx, "create_database", e.B); err != nil {
+		t.Fatal(err)
+	}
+	wrote := time.Now()
+	for !bus.seen("rr_after_restart", wrote) {
+		if time.Since(wrote) > interval+time.Second {
+			t.Fatalf("write on the metastore not seen by the caches %v after it (poll interval %v, renew period %v)",
+				time.Since(wrote).Round(time.Millisecond), interval, renew)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("write on the metastore seen by the caches %v after it (poll interval %v, renew period %v; %d drops)",
+		time.Since(wrote).Round(time.Millisecond), interval, renew, bus.dropsSince(restarted))
+	// Three more polls, and the cursor stored again: still at most one
+	// flush for the lost cursor.
+	seenPolls := polls()
+	for c.Exists(ctx, "hmsproxy:eventlog:rr").Val() == 0 || polls() < seenPolls+3 {
+		if time.Since(restarted) > ttl+renew {
+			t.Fatal("cursor not stored again after the restart")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := bus.dropsSince(restarted); n > 1 {
+		t.Fatalf("%d cache drops after the restart; want at most one", n)
 	}
 }

@@ -8,6 +8,19 @@
 // The leader renews with PEXPIRE and releases with DEL, each only if the
 // value is still its own. A node that cannot confirm its lease steps down
 // before the lease can have expired on the server.
+//
+// Hand-over leaves no renew-period gap. A node whose term ends campaigns
+// again at once. A node that finds the lease taken sleeps until the
+// lease's own expiry (its PTTL, read in the same script), not a fixed
+// period, and is woken earlier by either of the two ways a lease can
+// vanish before it expires: a release, which publishes on Key+":released",
+// and a Redis restart, which the node notices when its subscription to
+// that channel reconnects. The channel is a plain PUBLISH from the release
+// script rather than a keyspace notification, so it needs no
+// notify-keyspace-events setting (which managed Redis services often
+// refuse), and expiry needs no notification at all since the PTTL is
+// known. A leader is woken by a reconnect too, and checks its lease at
+// once instead of at its next renewal.
 package leader
 
 import (
@@ -37,8 +50,8 @@ type Config struct {
 	// TTL is the lease time: how long a crashed leader blocks the others.
 	// Default 10s.
 	TTL time.Duration
-	// Renew is how often the leader renews, and how often the others try
-	// to acquire. Default TTL/3.
+	// Renew is how often the leader renews; also how long a node waits
+	// before trying again after Redis failed to answer. Default TTL/3.
 	Renew time.Duration
 	// Logger receives structured logs. Default: discard.
 	Logger *slog.Logger
@@ -51,13 +64,14 @@ var ErrConfig = errors.New("leader: bad config")
 // given token (any more).
 var ErrNotLeader = errors.New("leader: not the leader")
 
-// acquire sets the lease if nobody holds it; it returns the new token, or
-// 0 when the lease is taken.
+// acquire sets the lease if nobody holds it; it returns {the new token,
+// 0}, or {0, the lease's remaining milliseconds} when it is taken.
 var acquireScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local left = redis.call('PTTL', KEYS[1])
+if left ~= -2 then return {0, left} end
 local t = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. t, 'NX', 'PX', ARGV[2])
-return t`)
+return {t, 0}`)
 
 var renewScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -65,9 +79,13 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0`)
 
+// release deletes the lease and tells the waiting nodes on
+// KEYS[1]..':released'.
 var releaseScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', KEYS[1] .. ':released', ARGV[1])
+  return 1
 end
 return 0`)
 
@@ -83,6 +101,9 @@ type Stats struct {
 	Elected    uint64 // terms won
 	Lost       uint64 // terms ended other than by Run's ctx (renew failed, lease gone)
 	RedisError uint64 // failed acquire/renew/release calls
+	// Wakeups counts early wake-ups: a release announced, or the watch
+	// subscription reconnected (Redis may have lost the lease).
+	Wakeups uint64
 }
 
 // Elector campaigns for one lease.
@@ -95,7 +116,7 @@ type Elector struct {
 	token      int64     // 0: not leader
 	validUntil time.Time // local time before which the lease surely holds
 
-	elected, lost, redisErr atomic.Uint64
+	elected, lost, redisErr, wakeups atomic.Uint64
 
 	// noRelease makes Run keep the lease when its ctx ends, as a crashed
 	// process would (a test seam).
@@ -149,7 +170,7 @@ func (e *Elector) IsLeader() (bool, int64) {
 
 // Stats returns the counters.
 func (e *Elector) Stats() Stats {
-	return Stats{Elected: e.elected.Load(), Lost: e.lost.Load(), RedisError: e.redisErr.Load()}
+	return Stats{Elected: e.elected.Load(), Lost: e.lost.Load(), RedisError: e.redisErr.Load(), Wakeups: e.wakeups.Load()}
 }
 
 func (e *Elector) value(token int64) string {
@@ -178,38 +199,119 @@ func (e *Elector) SetIfLeader(ctx context.Context, token int64, key, value strin
 // campaigning again, and returns after it has, releasing the lease when
 // ctx ends.
 func (e *Elector) Run(ctx context.Context, onElected func(ctx context.Context, token int64)) {
-	for {
-		if token, ok := e.tryAcquire(ctx); ok {
-			e.term(ctx, token, onElected)
+	wake := make(chan struct{}, 1)
+	ps := e.cfg.Client.Subscribe(ctx, e.releasedChannel())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		e.watch(ctx, ps, wake)
+	}()
+	defer func() {
+		ps.Close() // ends watch's blocking receive
+		wg.Wait()
+	}()
+	for ctx.Err() == nil {
+		token, left, err := e.tryAcquire(ctx)
+		if token != 0 {
+			e.term(ctx, token, onElected, wake)
+			continue // the term ended: campaign again at once
 		}
-		t := time.NewTimer(e.cfg.Renew)
+		wait := e.cfg.Renew
+		if err == nil {
+			// Held by another node: try again the moment it expires,
+			// unless a release or a Redis restart comes first.
+			wait = left + time.Millisecond
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-			t.Stop()
-			return
 		case <-t.C:
+		case <-wake:
+		}
+		t.Stop()
+	}
+}
+
+func (e *Elector) releasedChannel() string { return e.cfg.Key + ":released" }
+
+// watch signals wake on each release announced on the lease's channel and
+// on each subscription that follows a lost connection: Redis may have
+// restarted without the lease, or come up for the first time. It returns
+// when ctx is done and ps is closed.
+func (e *Elector) watch(ctx context.Context, ps *redis.PubSub, wake chan<- struct{}) {
+	signal := func() {
+		e.wakeups.Add(1)
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	lost := false // since the last subscription
+	backoff := time.Duration(0)
+	for ctx.Err() == nil {
+		// A bounded wait with a ping on timeout finds a connection that
+		// died silently; the PTTL wait of the campaign is the fallback.
+		msg, err := ps.ReceiveTimeout(ctx, e.cfg.TTL)
+		if err != nil {
+			var ne interface{ Timeout() bool }
+			if errors.As(err, &ne) && ne.Timeout() {
+				ps.Ping(ctx)
+				continue
+			}
+			// Refused while Redis is down: retry soon, so that a
+			// restarted Redis is noticed well within a second.
+			lost = true
+			backoff = min(max(2*backoff, 10*time.Millisecond), 100*time.Millisecond, e.cfg.Renew)
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+			continue
+		}
+		backoff = 0
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" && lost {
+				e.log.Info("leader: reconnected to Redis; checking the lease now")
+				lost = false
+				signal()
+			}
+		case *redis.Message:
+			signal()
 		}
 	}
 }
 
-func (e *Elector) tryAcquire(ctx context.Context) (int64, bool) {
+// tryAcquire returns the new token, or 0 and how long the lease still
+// holds when another node has it.
+func (e *Elector) tryAcquire(ctx context.Context) (int64, time.Duration, error) {
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.Renew)
 	defer cancel()
 	sent := time.Now()
-	tok, err := acquireScript.Run(cctx, e.cfg.Client, []string{e.cfg.Key, e.cfg.Key + ":token"},
-		e.cfg.NodeID, e.cfg.TTL.Milliseconds()).Int64()
+	res, err := acquireScript.Run(cctx, e.cfg.Client, []string{e.cfg.Key, e.cfg.Key + ":token"},
+		e.cfg.NodeID, e.cfg.TTL.Milliseconds()).Int64Slice()
+	if err == nil && len(res) != 2 {
+		err = fmt.Errorf("leader: acquire answered %v", res)
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			e.redisErr.Add(1)
 			e.log.Debug("leader: acquire failed", "err", err)
 		}
-		return 0, false
+		return 0, 0, err
 	}
-	if tok == 0 {
-		return 0, false
+	if res[0] == 0 {
+		left := time.Duration(res[1]) * time.Millisecond
+		if left < 0 || left > e.cfg.TTL {
+			left = e.cfg.TTL // no expiry: a foreign key; keep trying
+		}
+		return 0, left, nil
 	}
-	e.setTerm(tok, sent)
-	return tok, true
+	e.setTerm(res[0], sent)
+	return res[0], 0, nil
 }
 
 // setTerm records a confirmed lease: sent is when the command that set
@@ -229,7 +331,7 @@ func (e *Elector) clearTerm() {
 }
 
 // term runs one leadership term.
-func (e *Elector) term(ctx context.Context, token int64, onElected func(context.Context, int64)) {
+func (e *Elector) term(ctx context.Context, token int64, onElected func(context.Context, int64), wake <-chan struct{}) {
 	e.elected.Add(1)
 	e.log.Info("leader: elected", "token", token)
 	tctx, cancel := context.WithCancel(ctx)
@@ -238,7 +340,7 @@ func (e *Elector) term(ctx context.Context, token int64, onElected func(context.
 		defer close(done)
 		onElected(tctx, token)
 	}()
-	reason := e.hold(tctx, token, done)
+	reason := e.hold(tctx, token, done, wake)
 	// Step down locally first: IsLeader turns false before the workers
 	// are told, and well before the lease could pass to another node.
 	e.clearTerm()
@@ -260,8 +362,10 @@ func (e *Elector) term(ctx context.Context, token int64, onElected func(context.
 	e.log.Info("leader: term ended", "token", token, "reason", reason)
 }
 
-// hold renews the lease until the term ends and says why it ended.
-func (e *Elector) hold(ctx context.Context, token int64, done <-chan struct{}) string {
+// hold renews the lease until the term ends and says why it ended. A wake
+// (Redis reconnected) renews at once: a restarted Redis has no lease, and
+// the sooner the term ends the sooner it is won again.
+func (e *Elector) hold(ctx context.Context, token int64, done <-chan struct{}, wake <-chan struct{}) string {
 	tick := time.NewTicker(e.cfg.Renew)
 	defer tick.Stop()
 	for {
@@ -274,6 +378,7 @@ func (e *Elector) hold(ctx context.Context, token int64, done <-chan struct{}) s
 			done = nil
 			continue
 		case <-tick.C:
+		case <-wake:
 		}
 		e.mu.Lock()
 		until := e.validUntil

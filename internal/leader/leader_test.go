@@ -267,3 +267,149 @@ func TestConfig(t *testing.T) {
 		t.Fatalf("defaults: got ttl %v renew %v node %q", e.cfg.TTL, e.cfg.Renew, e.NodeID())
 	}
 }
+
+// Hand-over tests (issue 10, item 6) use a renew period long against the
+// bound they assert, so a node that waited a renew period would fail them.
+const (
+	slowTTL   = 3 * time.Second
+	slowRenew = time.Second
+	// handOver is the bound on a hand-over that no renew period is in,
+	// with room for a loaded machine (main's elector took 0.9s or more).
+	handOver = 500 * time.Millisecond
+)
+
+func startSlowNode(t *testing.T, srv *redistest.Server, id string) *node {
+	t.Helper()
+	e, err := New(Config{Client: srv.Client(), Key: "hmsproxy:leader:test", NodeID: id, TTL: slowTTL, Renew: slowRenew})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &node{e: e, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(n.done)
+		e.Run(ctx, func(ctx context.Context, token int64) {
+			n.terms.Add(1)
+			n.active.Add(1)
+			<-ctx.Done()
+			n.active.Add(-1)
+		})
+	}()
+	t.Cleanup(n.stop)
+	return n
+}
+
+// waitRenewed waits until the lease was renewed a moment ago (its PTTL is
+// back near the full TTL), so that the next renewal is a renew period away.
+func waitRenewed(t *testing.T, srv *redistest.Server) {
+	t.Helper()
+	c := srv.Client()
+	deadline := time.Now().Add(3 * slowRenew)
+	prev := time.Duration(0)
+	for time.Now().Before(deadline) {
+		left := c.PTTL(context.Background(), "hmsproxy:leader:test").Val()
+		if prev > 0 && left > prev {
+			return // just renewed
+		}
+		prev = left
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatal("lease not renewed within three renew periods")
+}
+
+// TestRedisRestartHandOverWithoutGap: Redis restarts (empty) right after
+// the leader renewed. The leader learns at once that its lease is gone
+// (the watch subscription reconnects) and some node leads again well
+// within a renew period, not a renew period after the next renewal.
+func TestRedisRestartHandOverWithoutGap(t *testing.T) {
+	srv := redistest.Start(t)
+	nodes := []*node{startSlowNode(t, srv, "a"), startSlowNode(t, srv, "b"), startSlowNode(t, srv, "c")}
+	old := waitLeader(t, nodes, 2*time.Second)
+	waitRenewed(t, srv)
+	srv.Restart()
+	back := time.Now()
+	c := srv.Client()
+	// A new term, in the restarted Redis: the lease key exists again.
+	for c.Exists(context.Background(), "hmsproxy:leader:test").Val() == 0 {
+		if time.Since(back) > slowRenew {
+			t.Fatalf("no node took the lease within %v of Redis coming back", slowRenew)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	took := time.Since(back)
+	l := waitLeader(t, nodes, slowRenew)
+	if l == old && old.terms.Load() < 2 {
+		t.Fatalf("old leader kept its term across the restart")
+	}
+	if took > handOver {
+		t.Fatalf("lease taken %v after Redis came back; want within %v", took, handOver)
+	}
+	t.Logf("lease taken %v after Redis came back (renew period %v)", took, slowRenew)
+}
+
+// TestReleaseWakesFollowers: a released lease is taken at once, not at
+// the followers' next try.
+func TestReleaseWakesFollowers(t *testing.T) {
+	srv := redistest.Start(t)
+	nodes := []*node{startSlowNode(t, srv, "a"), startSlowNode(t, srv, "b")}
+	old := waitLeader(t, nodes, 2*time.Second)
+	time.Sleep(50 * time.Millisecond) // let the follower's first try fail and wait
+	start := time.Now()
+	old.stop()
+	var rest []*node
+	for _, n := range nodes {
+		if n != old {
+			rest = append(rest, n)
+		}
+	}
+	waitLeader(t, rest, slowTTL)
+	if took := time.Since(start); took > handOver {
+		t.Fatalf("takeover after release took %v; want within %v", took, handOver)
+	}
+	if w := rest[0].e.Stats().Wakeups; w == 0 {
+		t.Fatal("follower not woken by the release")
+	}
+}
+
+// TestExpiryWakesFollowers: a crashed leader's lease is taken the moment
+// it expires (the follower sleeps until the lease's PTTL), not up to a
+// renew period later.
+func TestExpiryWakesFollowers(t *testing.T) {
+	srv := redistest.Start(t)
+	first := startSlowNode(t, srv, "a")
+	old := waitLeader(t, []*node{first}, 2*time.Second)
+	// Out of phase with the leader's renewals by half a renew period, so
+	// that a follower trying once per renew period would be late by that.
+	time.Sleep(slowRenew / 2)
+	nodes := []*node{first, startSlowNode(t, srv, "b")}
+	c := srv.Client()
+	old.crash()
+	expires := time.Now().Add(c.PTTL(context.Background(), "hmsproxy:leader:test").Val())
+	var rest []*node
+	for _, n := range nodes {
+		if n != old {
+			rest = append(rest, n)
+		}
+	}
+	waitLeader(t, rest, slowTTL+slowRenew)
+	late := time.Since(expires)
+	if late > 250*time.Millisecond {
+		t.Fatalf("takeover %v after the lease expired; want within 250ms", late)
+	}
+	t.Logf("takeover %v after the lease expired (renew period %v)", late, slowRenew)
+}
+
+// TestRedisUpLateLeadsAtOnce: nodes started while Redis is down lead as
+// soon as it comes up, not at their next try a renew period later.
+func TestRedisUpLateLeadsAtOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Stop()
+	n := startSlowNode(t, srv, "a")
+	time.Sleep(slowRenew / 2) // its first try failed; it waits
+	srv.Restart()
+	up := time.Now()
+	waitLeader(t, []*node{n}, slowTTL)
+	if took := time.Since(up); took > handOver {
+		t.Fatalf("led %v after Redis came up; want within %v", took, handOver)
+	}
+}

@@ -1,0 +1,194 @@
+package eventlog
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/demohms"
+	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/proxy"
+	"github.com/hmsproxy/hmsproxy/upstream"
+)
+
+// clock is a settable fake time for the store.
+type clock struct{ ns atomic.Int64 }
+
+func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// TestHealthDemo (issue 10, item 9): with the demo metastore with and
+// without its notification log, writes through a caching proxy decide
+// the verdict; without a log every TTL is cut to the configured bound, so
+// a write made directly on the metastore shows through the proxy after
+// 30s instead of the kind's 5m.
+func TestHealthDemo(t *testing.T) {
+	const capTTL = 30 * time.Second
+	for _, tc := range []struct {
+		name      string
+		noLog     bool
+		want      HealthState
+		wantFresh bool // the bypassing write shows after capTTL
+	}{
+		{"with a notification log", false, HealthOK, false},
+		{"without a notification log", true, HealthMissing, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := demohms.New(demohms.Config{NoEventLog: tc.noLog})
+			d.Seed(1, 1, 3)
+			ln, _ := net.Listen("tcp", "127.0.0.1:0")
+			go d.Serve(ln)
+			defer d.Close()
+			direct := &hmsclient.Redialer{Addr: ln.Addr().String()}
+			defer direct.Close()
+
+			clk := &clock{}
+			clk.ns.Store(time.Now().UnixNano())
+			st, err := cache.New(cache.Config{MaxBytes: 16 << 20, Kinds: cache.DefaultKinds(), Now: clk.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			stats := &Stats{}
+			h, err := NewHealth(HealthConfig{Caller: direct, Stats: stats, OnChange: CapWhileMissing(st, capTTL)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + ln.Addr().String()}, HealthInterval: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			srv, err := proxy.New(proxy.Config{Cache: &proxy.Caching{Store: st, Wrote: h.Wrote}}, g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pln, _ := net.Listen("tcp", "127.0.0.1:0")
+			go srv.Serve(pln)
+			defer srv.Shutdown(context.Background())
+			c := &hmsclient.Redialer{Addr: pln.Addr().String()}
+			defer c.Close()
+			ctx := context.Background()
+
+			// At start: the seeded demo has logged nothing yet either way.
+			if err := h.Check(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := h.State(); got != HealthMissing {
+				t.Fatalf("empty log at start: got %v; want missing", got)
+			}
+			// Writes through the proxy, a check after each.
+			for _, db := range []string{"h_a", "h_b", "h_c"} {
+				var e wire.Encoder
+				e.FieldBegin(wire.TStruct, 1)
+				e.StringField(1, db)
+				e.Stop()
+				e.Stop()
+				if m, err := c.Call(ctx, "create_database", e.B); err != nil || m.Type != wire.Reply {
+					t.Fatalf("create_database through the proxy: %v", err)
+				}
+				if err := h.Check(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := h.State(); got != tc.want {
+				t.Fatalf("after writes through the proxy: got %v; want %v", got, tc.want)
+			}
+			if got := HealthState(stats.Health.Load()); got != tc.want {
+				t.Fatalf("Stats.Health: got %v; want %v", got, tc.want)
+			}
+
+			// A cached list, then a write behind the proxy's back.
+			var na wire.Encoder
+			na.StringField(1, "demo_db0")
+			na.StringField(2, "t0")
+			na.FieldBegin(wire.TI16, 3)
+			na.I16(-1)
+			na.Stop()
+			count := func() int {
+				m, err := c.Call(ctx, "get_partition_names", na.B)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return bytes.Count(m.Body(), []byte("ds="))
+			}
+			before := count()
+			st.Wait()
+			// The store counts the hit before the reply is sent (the
+			// proxy's own stats count after).
+			if count() != before || st.Stats(hms.KindPartitionNames).Hits.Load() != 1 {
+				t.Fatal("second read was not a hit: the test would prove nothing")
+			}
+			var e wire.Encoder
+			e.StringField(1, "demo_db0")
+			e.StringField(2, "t0")
+			e.StringField(3, "ds=2024-01-01/hr=0")
+			e.BoolField(4, true)
+			e.Stop()
+			if m, err := direct.Call(ctx, "drop_partition_by_name", e.B); err != nil || m.Type != wire.Reply {
+				t.Fatalf("direct drop: %v", err)
+			}
+			clk.Advance(capTTL + time.Second)
+			fresh := count() == before-1
+			if fresh != tc.wantFresh {
+				t.Fatalf("%v after a write on the metastore: fresh %v; want %v (TTL cap %v)", capTTL+time.Second, fresh, tc.wantFresh, st.TTLCap())
+			}
+		})
+	}
+}
+
+// TestHealthStrikes: the verdict over a scripted log. One check that saw
+// writes and no new event is not enough (a write's reply may have been in
+// flight while the previous check read the id); two are. Checks without
+// writes are no evidence either way.
+func TestHealthStrikes(t *testing.T) {
+	log := &fakeLog{latest: 7}
+	var changes []HealthState
+	h, err := NewHealth(HealthConfig{Caller: log, OnChange: func(st HealthState, _ string) { changes = append(changes, st) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	write := func() { h.Wrote("alter_table", nil, true) }
+	steps := []struct {
+		name    string
+		writes  int
+		advance int64
+		want    HealthState
+	}{
+		{"first check, log has events", 0, 0, HealthUnknown},
+		{"idle", 0, 0, HealthUnknown},
+		{"writes logged", 2, 2, HealthOK},
+		{"writes not logged, once", 1, 0, HealthOK},
+		{"idle again", 0, 0, HealthOK},
+		{"writes not logged, twice", 1, 0, HealthMissing},
+		{"failed and unlogged writes are no evidence", 0, 0, HealthMissing},
+		{"log moves again", 1, 1, HealthOK},
+	}
+	for _, s := range steps {
+		for range s.writes {
+			write()
+		}
+		if s.name == "failed and unlogged writes are no evidence" {
+			h.Wrote("alter_table", nil, false)
+			h.Wrote("heartbeat", nil, true)
+			h.Wrote("add_partitions_req", nil, true)
+		}
+		log.latest += s.advance
+		if err := h.Check(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := h.State(); got != s.want {
+			t.Fatalf("%s: got %v; want %v", s.name, got, s.want)
+		}
+	}
+	if want := []HealthState{HealthOK, HealthMissing, HealthOK}; len(changes) != len(want) || changes[0] != want[0] || changes[1] != want[1] || changes[2] != want[2] {
+		t.Fatalf("changes told: got %v; want %v", changes, want)
+	}
+}

@@ -40,6 +40,26 @@ func ParseTransport(s string) (Transport, error) {
 // one, grown for a rare huge message, is dropped.
 const keepBuf = 1 << 20
 
+// FreeBuf is the buffer every Reader starts with. A Reader with a Gate
+// claims only the bytes it grows beyond this, and drops a grown buffer
+// once its message is consumed, so an idle connection holds no claim.
+const FreeBuf = 4096
+
+// Gate lets the owner of a Reader pace and bound each message as its
+// bytes arrive. The methods are called from the Read goroutine.
+type Gate interface {
+	// Started is called at most once per message, when some of its bytes
+	// have arrived and the Reader must wait for more: the moment a
+	// message-read deadline starts. A message that arrives with one read
+	// never calls it.
+	Started()
+	// Grow claims n more bytes before the buffer grows past FreeBuf. It
+	// may block (back-pressure); an error fails the Read with it.
+	Grow(n int) error
+	// Shrink returns n bytes claimed by Grow, when the buffer is dropped.
+	Shrink(n int)
+}
+
 // Reader reads whole messages from a connection into a buffer of its own
 // and parses them in place, so a message costs no copy and, once the
 // buffer has grown to the usual message size, no allocation.
@@ -50,6 +70,10 @@ type Reader struct {
 	buf       []byte
 	r, w      int // unread data is buf[r:w]; a message being parsed starts at r
 	next      int // end of the last message returned; consumed by the next Read
+
+	gate    Gate // nil: no claims, no start notice
+	claimed int  // bytes of buf claimed from gate
+	started bool // gate.Started was called for the message at r
 }
 
 // NewReader returns a Reader over rd.
@@ -57,12 +81,37 @@ func NewReader(rd io.Reader, t Transport, lim Limits) *Reader {
 	return &Reader{rd: rd, transport: t, lim: lim.WithDefaults()}
 }
 
+// SetGate makes the Reader report to g; call it before the first Read.
+func (r *Reader) SetGate(g Gate) { r.gate = g }
+
 // Release drops a buffer grown for a large message when nothing more is
 // waiting in it, so an idle connection does not pin the largest reply it
 // ever read. The last message's bytes are invalid afterwards.
 func (r *Reader) Release() {
-	if r.next == r.w && cap(r.buf) > keepBuf {
-		r.buf, r.r, r.w, r.next = nil, 0, 0, 0
+	if r.next == r.w && cap(r.buf) > r.keep() {
+		r.drop()
+	}
+}
+
+// Discard drops the buffer, whatever it holds, and returns its claim:
+// for a connection being closed.
+func (r *Reader) Discard() {
+	r.drop()
+	r.r, r.w, r.next = 0, 0, 0
+}
+
+func (r *Reader) keep() int {
+	if r.gate != nil {
+		return FreeBuf
+	}
+	return keepBuf
+}
+
+func (r *Reader) drop() {
+	r.buf, r.r, r.w, r.next = nil, 0, 0, 0
+	if r.claimed > 0 {
+		r.gate.Shrink(r.claimed)
+		r.claimed = 0
 	}
 }
 
@@ -74,10 +123,12 @@ func (r *Reader) Buffered() int { return r.w - r.next }
 // the bytes broke the protocol or a limit.
 func (r *Reader) Read() (Message, error) {
 	r.r = r.next
+	r.started = false
 	if r.r == r.w {
 		r.r, r.w = 0, 0
-		if cap(r.buf) > keepBuf || r.buf == nil {
-			r.buf = make([]byte, 4096)
+		if cap(r.buf) > r.keep() || r.buf == nil {
+			r.drop()
+			r.buf = make([]byte, FreeBuf)
 		}
 	}
 	if r.transport == Framed {
@@ -128,13 +179,21 @@ func (r *Reader) fill(total int) ([]byte, error) {
 			// chunk ahead of it), or move the message to the front.
 			size := min(total, have+readChunk)
 			if size > len(r.buf) {
-				nb := make([]byte, min(max(size, 2*len(r.buf)), r.lim.MaxMessage+4))
+				size = min(max(size, 2*len(r.buf)), r.lim.MaxMessage+4)
+				if err := r.claim(size, have); err != nil {
+					return r.buf[r.r:r.w], err
+				}
+				nb := make([]byte, size)
 				copy(nb, r.buf[r.r:r.w])
 				r.buf = nb
 			} else {
 				copy(r.buf, r.buf[r.r:r.w])
 			}
 			r.r, r.w = 0, have
+		}
+		if r.gate != nil && !r.started && r.w > r.r {
+			r.started = true
+			r.gate.Started()
 		}
 		n, err := r.rd.Read(r.buf[r.w:])
 		r.w += n
@@ -146,6 +205,27 @@ func (r *Reader) fill(total int) ([]byte, error) {
 		}
 	}
 	return r.buf[r.r:r.w], nil
+}
+
+// claim asks the gate for the bytes a buffer of size needs beyond those
+// claimed already; the old buffer becomes garbage, so the claim follows
+// the buffer the Reader holds.
+func (r *Reader) claim(size, have int) error {
+	if r.gate == nil {
+		return nil
+	}
+	if have > 0 && !r.started {
+		// Before a wait for budget, so the message's deadline covers it.
+		r.started = true
+		r.gate.Started()
+	}
+	if extra := size - FreeBuf - r.claimed; extra > 0 {
+		if err := r.gate.Grow(extra); err != nil {
+			return err
+		}
+		r.claimed += extra
+	}
+	return nil
 }
 
 // Writer writes whole messages to a connection in one system call.

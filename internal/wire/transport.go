@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"time"
 )
 
 // Transport is how messages are delimited on a connection.
@@ -180,8 +181,14 @@ func (r *Reader) fill(total int) ([]byte, error) {
 			size := min(total, have+readChunk)
 			if size > len(r.buf) {
 				size = min(max(size, 2*len(r.buf)), r.lim.MaxMessage+4)
-				if err := r.claim(size, have); err != nil {
-					return r.buf[r.r:r.w], err
+				if r.transport == Framed {
+					size = min(size, total) // the frame is the whole message
+				}
+				if r.gate != nil {
+					var err error
+					if size, err = r.claim(size, total, have); err != nil {
+						return r.buf[r.r:r.w], err
+					}
 				}
 				nb := make([]byte, size)
 				copy(nb, r.buf[r.r:r.w])
@@ -207,25 +214,34 @@ func (r *Reader) fill(total int) ([]byte, error) {
 	return r.buf[r.r:r.w], nil
 }
 
-// claim asks the gate for the bytes a buffer of size needs beyond those
-// claimed already; the old buffer becomes garbage, so the claim follows
-// the buffer the Reader holds.
-func (r *Reader) claim(size, have int) error {
-	if r.gate == nil {
-		return nil
-	}
+// claim makes sure the gate has granted the bytes of a buffer grown to
+// size, for a message that needs total bytes, and returns the size to
+// grow to. The extent a message declares (a frame, a string) is claimed
+// at once, before its bytes arrive, with room for the fields after it,
+// and the buffer then grows within that claim. So a reader mostly waits
+// for budget while holding little, and two large messages rarely each
+// hold part of the budget while waiting for the other's part; when they
+// do, the older one's read deadline ends the wait.
+func (r *Reader) claim(size, total, have int) (int, error) {
 	if have > 0 && !r.started {
 		// Before a wait for budget, so the message's deadline covers it.
 		r.started = true
 		r.gate.Started()
 	}
-	if extra := size - FreeBuf - r.claimed; extra > 0 {
-		if err := r.gate.Grow(extra); err != nil {
-			return err
-		}
-		r.claimed += extra
+	covered := FreeBuf + r.claimed
+	if total <= covered {
+		return min(size, covered), nil
 	}
-	return nil
+	slack := readChunk
+	if r.transport == Framed {
+		slack = 0
+	}
+	want := max(size, min(total+slack, r.lim.MaxMessage+4))
+	if err := r.gate.Grow(want - covered); err != nil {
+		return 0, err
+	}
+	r.claimed = want - FreeBuf
+	return size, nil
 }
 
 // Writer writes whole messages to a connection in one system call.
@@ -235,6 +251,22 @@ type Writer struct {
 	frame     [4]byte
 	bufs      net.Buffers
 	out       net.Buffers // consumed by WriteTo; a field so it does not escape per Write
+
+	conn    interface{ SetWriteDeadline(time.Time) error } // nil: writes are not bounded
+	timeout time.Duration
+	until   time.Time // the write deadline set last
+}
+
+// SetTimeout bounds each Write on conn (the connection w writes to) by d,
+// so a peer that does not read cannot hold the writer forever. The
+// deadline is moved only when less than 7/8 of d is left, so a busy
+// connection does not re-arm a timer on every message: a Write gets
+// between 7/8 of d and d. d <= 0 leaves writes unbounded.
+func (w *Writer) SetTimeout(conn interface{ SetWriteDeadline(time.Time) error }, d time.Duration) {
+	if d <= 0 {
+		conn = nil
+	}
+	w.conn, w.timeout, w.until = conn, d, time.Time{}
 }
 
 // NewWriter returns a Writer over w.
@@ -244,6 +276,14 @@ func NewWriter(w io.Writer, t Transport) *Writer {
 
 // Write sends the concatenation of parts as one message.
 func (w *Writer) Write(parts ...[]byte) error {
+	if w.conn != nil {
+		if now := time.Now(); w.until.Sub(now) < w.timeout-w.timeout/8 {
+			w.until = now.Add(w.timeout)
+			if err := w.conn.SetWriteDeadline(w.until); err != nil {
+				return err
+			}
+		}
+	}
 	w.bufs = w.bufs[:0]
 	if w.transport == Framed {
 		n := 0

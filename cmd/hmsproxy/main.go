@@ -22,6 +22,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/filter"
 	"github.com/hmsproxy/hmsproxy/internal/admin"
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
+	"github.com/hmsproxy/hmsproxy/internal/inflight"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/upstream"
@@ -86,6 +87,9 @@ func run(ctx context.Context, cfg fileConfig) error {
 		log.Info("demo metastore started (a test double, not the product)", "addr", dl.Addr().String())
 	}
 
+	// One budget for request bytes being read (proxy) and reply bytes
+	// being held (upstream), so together they stay within the limit.
+	budget := inflight.New(cfg.Limits.InflightBytes)
 	group, err := upstream.New(upstream.Config{
 		URIs:           cfg.Upstream.URIs,
 		Transport:      upTransport,
@@ -96,6 +100,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 		IdleTimeout:    cfg.Upstream.IdleTimeout,
 		HealthInterval: cfg.Upstream.HealthInterval,
 		Logger:         log.With("component", "upstream"),
+		// MERGE(iso-upstream): Budget: budget,
 	})
 	if err != nil {
 		return err
@@ -126,6 +131,11 @@ func run(ctx context.Context, cfg fileConfig) error {
 		MaxClients: cfg.Limits.MaxClients,
 		Logger:     log.With("component", "proxy"),
 		Cache:      caching,
+
+		ReadTimeout:  cfg.Limits.ClientReadTimeout,
+		IdleTimeout:  cfg.Limits.ClientIdleTimeout,
+		WriteTimeout: cfg.Limits.ClientWriteTimeout,
+		Budget:       budget,
 	}, group)
 	if err != nil {
 		return err
@@ -164,7 +174,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 
 	// The admin port starts after the proxy: a scrape or a flush always
 	// finds a proxy to report on.
-	adm, aln, err := newAdmin(cfg, log, srv, group, caching, bus, wk)
+	adm, aln, err := newAdmin(cfg, log, srv, group, caching, bus, wk, budget)
 	if err != nil {
 		srv.Shutdown(context.Background())
 		<-errc
@@ -218,7 +228,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 // newAdmin builds the admin server and binds its port; nil when
 // cfg.Admin.Listen is empty.
 func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstream.Group, caching *proxy.Caching,
-	bus *cache.Bus, wk *workers) (*admin.Server, net.Listener, error) {
+	bus *cache.Bus, wk *workers, budget *inflight.Budget) (*admin.Server, net.Listener, error) {
 	if cfg.Admin.Listen == "" {
 		return nil, nil, nil
 	}
@@ -231,6 +241,8 @@ func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstre
 		Calls:          srv.Stats(),
 		Upstreams:      group,
 		Clients:        srv,
+		InFlight:       budget,
+		Timeouts:       srv.Stats(),
 	}
 	if caching != nil {
 		acfg.Store = caching.Store

@@ -56,6 +56,9 @@ type collector struct {
 	workerLastSuccess *prometheus.Desc
 
 	evLatest, evApplied, evLagEvents, evLagSeconds, evEvents, evGaps *prometheus.Desc
+
+	inflightBytes, inflightLimit, inflightWaits *prometheus.Desc
+	clientTimeouts                              *prometheus.Desc
 }
 
 func newCollector(cfg *Config, seen func(*snapshot)) *collector {
@@ -130,6 +133,16 @@ func newCollector(cfg *Config, seen func(*snapshot)) *collector {
 			"Notification-log events read.", nil, nil),
 		evGaps: prometheus.NewDesc("hmsproxy_eventlog_gaps_total",
 			"Times events were missing from the log (purged, or ids going backwards) and the cache was dropped.", nil, nil),
+
+		inflightBytes: prometheus.NewDesc("hmsproxy_inflight_bytes",
+			"Bytes of requests being read and replies being held, claimed from the in-flight budget.", nil, nil),
+		inflightLimit: prometheus.NewDesc("hmsproxy_inflight_limit_bytes",
+			"The in-flight budget (limits.inflight_bytes); 0 when unbounded.", nil, nil),
+		inflightWaits: prometheus.NewDesc("hmsproxy_inflight_waits_total",
+			"Claims on the in-flight budget that had to wait for others to release bytes (back-pressure).", nil, nil),
+		clientTimeouts: prometheus.NewDesc("hmsproxy_client_timeouts_total",
+			"Client connections cut off by a deadline: read (request not complete in time), idle, write (reply not taken).",
+			[]string{"deadline"}, nil),
 	}
 }
 
@@ -157,6 +170,12 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	if c.cfg.Workers != nil {
 		ds = append(ds, c.workerRuns, c.workerFailures, c.workerLastSuccess)
 	}
+	if c.cfg.InFlight != nil {
+		ds = append(ds, c.inflightBytes, c.inflightLimit, c.inflightWaits)
+	}
+	if c.cfg.Timeouts != nil {
+		ds = append(ds, c.clientTimeouts)
+	}
 	if c.cfg.EventLog != nil {
 		ds = append(ds, c.evLatest, c.evApplied, c.evLagEvents, c.evLagSeconds, c.evEvents, c.evGaps)
 	}
@@ -172,6 +191,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		c.seen(s)
 	}
 	c.emit(s, ch)
+	if b := c.cfg.InFlight; b != nil {
+		ch <- prometheus.MustNewConstMetric(c.inflightBytes, prometheus.GaugeValue, float64(b.InUse()))
+		ch <- prometheus.MustNewConstMetric(c.inflightLimit, prometheus.GaugeValue, float64(b.Max()))
+		ch <- prometheus.MustNewConstMetric(c.inflightWaits, prometheus.CounterValue, float64(b.Waits()))
+	}
+	if t := c.cfg.Timeouts; t != nil {
+		for _, d := range []proxy.ClientTimeout{proxy.TimeoutRead, proxy.TimeoutIdle, proxy.TimeoutWrite} {
+			ch <- prometheus.MustNewConstMetric(c.clientTimeouts, prometheus.CounterValue, float64(t.ClientTimeouts(d)), d.String())
+		}
+	}
 	if c.cfg.EventLog != nil {
 		st := c.cfg.EventLog.Stats()
 		latest, applied := st.Latest.Load(), st.Applied.Load()

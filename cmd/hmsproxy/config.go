@@ -88,6 +88,8 @@ type fileConfig struct {
 	} `yaml:"log"`
 
 	Demo bool `yaml:"demo"` // -demo
+
+	strippedUserinfo bool // load dropped credentials from upstream URIs
 }
 
 // cacheConfig uses the names of Trino's metastore cache settings
@@ -326,6 +328,12 @@ Flags:
 		// One legal request must fit, or it would wait forever.
 		return c, fmt.Errorf("limits.inflight_bytes (%d) is smaller than limits.max_message_bytes (%d)",
 			c.Limits.InflightBytes, c.Limits.MaxMessageBytes)
+	}
+	for i, u := range c.Upstream.URIs {
+		var stripped bool
+		if c.Upstream.URIs[i], stripped = stripUserinfo(u); stripped {
+			c.strippedUserinfo = true
+		}
 	}
 	if len(c.Upstream.URIs) == 0 && !c.Demo {
 		return c, errors.New("no upstream: give --upstream thrift://host:port (or --demo)")

@@ -1,0 +1,305 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/demohms"
+	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// binary builds cmd/hmsproxy once for the tests that run the real
+// process (signals, exit status, what it prints).
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "hmsproxy-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "hmsproxy")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = errors.New(string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build: %v", buildErr)
+	}
+	return binPath
+}
+
+// syncBuf is the process's stderr, read while it is written.
+type syncBuf struct {
+	mu sync.Mutex // guards b
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type proc struct {
+	cmd    *exec.Cmd
+	stderr *syncBuf
+	addr   string // the proxy's listen address
+	admin  string // the admin address, "" when off
+	done   chan struct{}
+}
+
+// startBinary runs hmsproxy with args (JSON logs on loopback ports) and
+// waits until it is listening.
+func startBinary(t *testing.T, args ...string) *proc {
+	t.Helper()
+	p := &proc{stderr: &syncBuf{}, done: make(chan struct{})}
+	args = append([]string{"--listen", "127.0.0.1:0", "--log-format", "json"}, args...)
+	p.cmd = exec.Command(binary(t), args...)
+	p.cmd.Stderr = p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("hmsproxy stderr:\n%s", p.stderr)
+		}
+	})
+	for end := time.Now().Add(20 * time.Second); !strings.Contains(p.stderr.String(), "hmsproxy is ready"); time.Sleep(10 * time.Millisecond) {
+		select {
+		case <-p.done:
+			t.Fatalf("hmsproxy exited early:\n%s", p.stderr)
+		default:
+		}
+		if time.Now().After(end) {
+			t.Fatalf("hmsproxy not listening after 20s:\n%s", p.stderr)
+		}
+	}
+	for _, line := range strings.Split(p.stderr.String(), "\n") {
+		var rec struct{ Msg, Addr string }
+		if json.Unmarshal([]byte(line), &rec) != nil {
+			continue
+		}
+		switch rec.Msg {
+		case "hmsproxy listening":
+			p.addr = rec.Addr
+		case "admin listening":
+			p.admin = rec.Addr
+		}
+	}
+	return p
+}
+
+// stop sends SIGTERM and returns how long the process took to exit and
+// its exit status.
+func (p *proc) stop(t *testing.T, within time.Duration) (time.Duration, int) {
+	t.Helper()
+	start := time.Now()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(within):
+		t.Fatalf("still running %v after SIGTERM", within)
+	}
+	return time.Since(start), p.cmd.ProcessState.ExitCode()
+}
+
+// hungMetastore accepts connections and reads calls but never answers,
+// as a metastore stuck on its database. Each call's first bytes are
+// signalled on got.
+func hungMetastore(t *testing.T) (addr string, got chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = make(chan struct{}, 100)
+	var wg sync.WaitGroup
+	var mu sync.Mutex // guards conns
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				buf := make([]byte, 4096)
+				for {
+					if _, err := c.Read(buf); err != nil {
+						return
+					}
+					select {
+					case got <- struct{}{}:
+					default:
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), got
+}
+
+// With a metastore that accepts and never answers, the process exits
+// within shutdown_timeout plus a second, cancelling its background work
+// rather than waiting it out, and says with exit status 3 that it cut a
+// call off (#9: it lived 60-86s after SIGTERM with a 30s timeout, and
+// exited 0).
+func TestShutdownBoundedWithHungMetastore(t *testing.T) {
+	hung, got := hungMetastore(t)
+	const timeout = 2 * time.Second
+	// Background work on: the event-log poller, housekeeping and health
+	// checks all talk to the hung metastore.
+	p := startBinary(t, "--upstream", "thrift://"+hung, "--shutdown-timeout", timeout.String(), "--admin", "127.0.0.1:0",
+		"--health-interval", "100ms", "--eventlog-interval", "100ms", "--open-txns-interval", "100ms", "--compactions-interval", "100ms")
+
+	c, err := hmsclient.Dial(context.Background(), p.addr, wire.Buffered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Send(context.Background(), wire.Call, "get_table", hmsclient.Args("db", "t")); err != nil {
+		t.Fatal(err)
+	}
+	// The metastore has calls in hand: the client's, the workers'.
+	for range 3 {
+		select {
+		case <-got:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no call reached the metastore")
+		}
+	}
+	took, code := p.stop(t, 30*time.Second)
+	if took > timeout+time.Second {
+		t.Errorf("exited %v after SIGTERM; want within the %v timeout plus 1s", took, timeout)
+	}
+	if code != exitCallsCut {
+		t.Errorf("exit status %d; want %d (calls were cut off)", code, exitCallsCut)
+	}
+	if strings.Contains(p.stderr.String(), "shutdown overran") {
+		t.Error("the exit came from the last-resort timer: some part did not stop when cancelled")
+	}
+}
+
+// With nothing in flight the process stops at once and exits 0.
+func TestShutdownIdleExitsZero(t *testing.T) {
+	hung, _ := hungMetastore(t)
+	p := startBinary(t, "--upstream", "thrift://"+hung, "--shutdown-timeout", "5s", "--admin", "")
+	took, code := p.stop(t, 30*time.Second)
+	if code != 0 {
+		t.Errorf("exit status %d; want 0", code)
+	}
+	if took > 2*time.Second {
+		t.Errorf("exited %v after SIGTERM with nothing in flight; want well within the 5s timeout", took)
+	}
+}
+
+// A password given in --redis, or credentials in an upstream URI, appear
+// nowhere: not in the logs, the status page, the metrics or the error
+// printed when the URL is bad (#9: the startup log printed it).
+func TestSecretsRedacted(t *testing.T) {
+	const redisPW, upPW = "S3cretRedisPW", "S3cretUpstreamPW"
+	demo := demohms.New(demohms.Config{})
+	demo.Seed(1, 1, 2)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go demo.Serve(ln)
+	t.Cleanup(func() { demo.Close() })
+	rd := redistest.Start(t)
+
+	p := startBinary(t, "--upstream", "thrift://hive:"+upPW+"@"+ln.Addr().String(),
+		"--redis", "redis://:"+redisPW+"@"+rd.Addr, "--admin", "127.0.0.1:0", "--log-level", "debug")
+	c, err := hmsclient.Dial(context.Background(), p.addr, wire.Buffered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Call(ctx, "get_table", hmsclient.Args("demo_db0", "t0")); err != nil {
+		t.Fatal(err)
+	}
+	var pages []string
+	for _, path := range []string{"/", "/status.json", "/metrics", "/healthz"} {
+		resp, err := http.Get("http://" + p.admin + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		pages = append(pages, path+":\n"+string(b))
+	}
+	p.stop(t, 30*time.Second)
+
+	// A bad URL fails at start; its error quotes the URL.
+	bad := exec.Command(binary(t), "--upstream", "thrift://"+ln.Addr().String(), "--listen", "127.0.0.1:0",
+		"--admin", "", "--redis", "redis://:"+redisPW+"@127.0.0.1:notaport")
+	badOut, _ := bad.CombinedOutput()
+
+	seen := map[string]string{"log": p.stderr.String(), "bad url error": string(badOut)}
+	for _, pg := range pages {
+		seen[strings.SplitN(pg, ":", 2)[0]] = pg
+	}
+	if !strings.Contains(p.stderr.String(), "xxxxx") {
+		t.Error("the log shows no redacted URL: the test did not exercise the redaction")
+	}
+	for where, text := range seen {
+		for _, secret := range []string{redisPW, upPW} {
+			if strings.Contains(text, secret) {
+				t.Errorf("%s shows the secret %q:\n%s", where, secret, text)
+			}
+		}
+	}
+	if !strings.Contains(string(badOut), "hmsproxy:") {
+		t.Errorf("a bad Redis URL did not fail the start:\n%s", badOut)
+	}
+}

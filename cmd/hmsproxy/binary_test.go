@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -302,4 +304,91 @@ func TestSecretsRedacted(t *testing.T) {
 	if !strings.Contains(string(badOut), "hmsproxy:") {
 		t.Errorf("a bad Redis URL did not fail the start:\n%s", badOut)
 	}
+}
+
+// rssMiB is a process's resident set.
+func rssMiB(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.Atoi(f[1])
+			return kb >> 10
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}
+
+// Four clients each holding a legal 48 MiB request, incomplete, take the
+// process's resident memory up by no more than the in-flight budget: two
+// fit, the other two wait with their bytes in their sockets (#9: RSS went
+// from 22 MB to 421 MB).
+func TestRSSWithinBudget(t *testing.T) {
+	hung, _ := hungMetastore(t)
+	const budgetMiB = 100 // the smallest allowed: max_message_bytes
+	p := startBinary(t, "--upstream", "thrift://"+hung, "--admin", "127.0.0.1:0", "--eventlog-interval", "0",
+		"--inflight-bytes", strconv.Itoa(budgetMiB<<20))
+	base := rssMiB(t, p.cmd.Process.Pid)
+
+	var e wire.Encoder
+	e.FieldBegin(wire.TString, 1)
+	e.I32(48 << 20) // the string's length: its bytes follow, all but the last MiB
+	head := append(wire.AppendHeader(nil, wire.Call, []byte("get_table"), 1), e.B...)
+	body := make([]byte, 47<<20)
+	sent := make(chan struct{}, 4)
+	for range 4 {
+		nc, err := net.Dial("tcp", p.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		go func() {
+			if _, err := nc.Write(head); err == nil {
+				if _, err := nc.Write(body); err == nil {
+					sent <- struct{}{}
+				}
+			}
+		}()
+	}
+	for range 2 { // two requests fit the budget and arrive whole
+		select {
+		case <-sent:
+		case <-time.After(30 * time.Second):
+			t.Fatal("not even two 47 MiB sends completed in 30s")
+		}
+	}
+	// The other two are waiting for budget: all four are as large as
+	// they will get.
+	for end := time.Now().Add(30 * time.Second); inflightWaits(t, p.admin) < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the other two requests never waited for budget")
+		}
+	}
+	grew := rssMiB(t, p.cmd.Process.Pid) - base
+	t.Logf("RSS grew %d MiB holding 4 incomplete 48 MiB requests; budget %d MiB", grew, budgetMiB)
+	if grew > budgetMiB+16 {
+		t.Errorf("RSS grew %d MiB; want at most the %d MiB budget (+16 MiB)", grew, budgetMiB)
+	}
+}
+
+// inflightWaits reads hmsproxy_inflight_waits_total from the admin port.
+func inflightWaits(t *testing.T, admin string) int {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "hmsproxy_inflight_waits_total "); ok {
+			n, _ := strconv.ParseFloat(v, 64)
+			return int(n)
+		}
+	}
+	return 0
 }

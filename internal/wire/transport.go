@@ -216,12 +216,15 @@ func (r *Reader) fill(total int) ([]byte, error) {
 
 // claim makes sure the gate has granted the bytes of a buffer grown to
 // size, for a message that needs total bytes, and returns the size to
-// grow to. The extent a message declares (a frame, a string) is claimed
-// at once, before its bytes arrive, with room for the fields after it,
-// and the buffer then grows within that claim. So a reader mostly waits
-// for budget while holding little, and two large messages rarely each
-// hold part of the budget while waiting for the other's part; when they
-// do, the older one's read deadline ends the wait.
+// grow to. An extent a message declares well ahead of its bytes (a
+// frame, a long string) is claimed at once, with room for the fields
+// after it, and the buffer is made that size at once: a reader that must
+// wait for budget holds little meanwhile, two large messages rarely each
+// hold part of the budget while waiting for the other's, and no garbage
+// of intermediate buffers is left for the collector (the memory is
+// touched only as the bytes arrive). Other growth is claimed step by
+// step; should two such messages wait on each other, the older one's
+// read deadline ends the wait.
 func (r *Reader) claim(size, total, have int) (int, error) {
 	if have > 0 && !r.started {
 		// Before a wait for budget, so the message's deadline covers it.
@@ -232,16 +235,20 @@ func (r *Reader) claim(size, total, have int) (int, error) {
 	if total <= covered {
 		return min(size, covered), nil
 	}
-	slack := readChunk
-	if r.transport == Framed {
-		slack = 0
+	want := size
+	declared := total-have > readChunk
+	if declared {
+		slack := readChunk
+		if r.transport == Framed {
+			slack = 0
+		}
+		want = max(size, min(total+slack, r.lim.MaxMessage+4))
 	}
-	want := max(size, min(total+slack, r.lim.MaxMessage+4))
 	if err := r.gate.Grow(want - covered); err != nil {
 		return 0, err
 	}
 	r.claimed = want - FreeBuf
-	return size, nil
+	return want, nil
 }
 
 // Writer writes whole messages to a connection in one system call.

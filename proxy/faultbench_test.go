@@ -49,7 +49,12 @@ func startFaultEnv(b *testing.B) *faultEnv {
 	}
 	go d.Serve(ln)
 	b.Cleanup(func() { d.Close() })
-	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + ln.Addr().String()}, HealthInterval: time.Hour})
+	budget := inflight.New(faultBudget)
+	g, err := upstream.New(upstream.Config{
+		URIs:           []string{"thrift://" + ln.Addr().String()},
+		HealthInterval: time.Hour,
+		// MERGE(iso-upstream): Budget: budget, so replies share it.
+	})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -58,7 +63,7 @@ func startFaultEnv(b *testing.B) *faultEnv {
 	if caching.Policy, err = filter.Compile(nil, []string{"demo_db1"}); err != nil {
 		b.Fatal(err)
 	}
-	e := &faultEnv{demo: d, budget: inflight.New(faultBudget)}
+	e := &faultEnv{demo: d, budget: budget}
 	// Client deadlines at their defaults: the faults stay open for the
 	// whole run, as they would for the first minutes of an attack.
 	e.srv, err = New(Config{Cache: caching, Budget: e.budget}, g)

@@ -43,8 +43,10 @@ func (c *Client) Conn() net.Conn { return c.nc }
 func (c *Client) Call(ctx context.Context, method string, args []byte) (wire.Message, error) {
 	// A cancelled ctx (a worker stopped at shutdown) ends the call at once,
 	// not at its deadline: the connection is unusable afterwards.
-	stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(time.Unix(1, 0)) })
+		defer stop()
+	}
 	if err := c.Send(ctx, wire.Call, method, args); err != nil {
 		return wire.Message{}, err
 	}

@@ -138,15 +138,15 @@ func (p *proc) stop(t *testing.T, within time.Duration) (time.Duration, int) {
 }
 
 // hungMetastore accepts connections and reads calls but never answers,
-// as a metastore stuck on its database. Each call's first bytes are
-// signalled on got.
-func hungMetastore(t *testing.T) (addr string, got chan struct{}) {
+// as a metastore stuck on its database. The method of each call read is
+// sent on got (when there is room).
+func hungMetastore(t *testing.T) (addr string, got chan string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got = make(chan struct{}, 100)
+	got = make(chan string, 100)
 	var wg sync.WaitGroup
 	var mu sync.Mutex // guards conns
 	var conns []net.Conn
@@ -173,13 +173,14 @@ func hungMetastore(t *testing.T) (addr string, got chan struct{}) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				buf := make([]byte, 4096)
+				r := wire.NewReader(c, wire.Buffered, wire.Limits{})
 				for {
-					if _, err := c.Read(buf); err != nil {
+					m, err := r.Read()
+					if err != nil {
 						return
 					}
 					select {
-					case got <- struct{}{}:
+					case got <- string(m.Name()):
 					default:
 					}
 				}
@@ -211,11 +212,13 @@ func TestShutdownBoundedWithHungMetastore(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The metastore has calls in hand: the client's, the workers'.
-	for range 3 {
+	seen := map[string]bool{}
+	for !seen["get_table"] || len(seen) < 3 {
 		select {
-		case <-got:
+		case m := <-got:
+			seen[m] = true
 		case <-time.After(10 * time.Second):
-			t.Fatal("no call reached the metastore")
+			t.Fatalf("calls at the metastore: %v; want the client's get_table and the workers'", seen)
 		}
 	}
 	took, code := p.stop(t, 30*time.Second)

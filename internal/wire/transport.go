@@ -226,7 +226,7 @@ func (r *Reader) fill(total int) ([]byte, error) {
 // step; should two such messages wait on each other, the older one's
 // read deadline ends the wait.
 func (r *Reader) claim(size, total, have int) (int, error) {
-	if have > 0 && !r.started {
+	if !r.started {
 		// Before a wait for budget, so the message's deadline covers it.
 		r.started = true
 		r.gate.Started()

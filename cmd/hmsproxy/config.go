@@ -168,6 +168,8 @@ Clients point hive.metastore.uris at the proxy's listen address.
 Flags override the YAML file; the file's keys are given in brackets.
 Environment: HMSPROXY_CONFIG names the config file when -config is not given;
 HMSPROXY_ADMIN_TOKEN is the bearer token of the admin flush API [admin.token].
+Exit status: 0 clean stop, 1 error, 2 bad flags or config, 3 shutdown_timeout
+cut off calls in flight.
 
 Flags:
 `)

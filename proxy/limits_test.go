@@ -264,3 +264,77 @@ func TestRequestBudget(t *testing.T) {
 	wg.Wait()
 	eventually(t, "budget returned", func() bool { return b.InUse() == 0 })
 }
+
+// A client waiting for in-flight budget is not a call in flight:
+// Shutdown ends its wait at once, while it drains the call that holds
+// the budget (#9).
+func TestShutdownEndsBudgetWaits(t *testing.T) {
+	up := echoServer(t, []byte{wire.TStop})
+	b := inflight.New(3 << 19) // room for one of the requests below
+	hold := &heldForwarder{up: group(t, up), release: make(chan struct{}), entered: make(chan struct{}, 1)}
+	s, err := New(Config{Budget: b, Logger: testLogger(t)}, hold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+
+	// The first client's 768 KiB request arrives whole and its call is
+	// held at the forwarder, its bytes still claimed; the second
+	// announces the same and waits for budget.
+	var e wire.Encoder
+	e.StringField(1, string(make([]byte, 768<<10)))
+	e.Stop()
+	req := append(wire.AppendHeader(nil, wire.Call, []byte("get_table"), 1), e.B...)
+	dial := func(b []byte) net.Conn {
+		nc, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		go nc.Write(b)
+		return nc
+	}
+	holder := dial(req)
+	<-hold.entered
+	dial(req[:64<<10])
+	eventually(t, "a client waiting for budget", func() bool { return b.Waits() == 1 })
+
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		shut <- s.Shutdown(ctx)
+	}()
+	eventually(t, "the waiting client gone while the call drains", func() bool { return s.Clients() == 1 })
+	close(hold.release)
+	holder.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := wire.NewReader(holder, wire.Buffered, wire.Limits{}).Read(); err != nil {
+		t.Errorf("the call in flight got no reply: %v", err)
+	}
+	if err := <-shut; err != nil {
+		t.Errorf("shutdown: %v; want a clean drain", err)
+	}
+	if got := b.InUse(); got != 0 {
+		t.Errorf("%d bytes still claimed after shutdown; want 0", got)
+	}
+}
+
+// heldForwarder holds each call until release is closed.
+type heldForwarder struct {
+	up      Forwarder
+	release chan struct{}
+	entered chan struct{}
+}
+
+func (f *heldForwarder) Do(ctx context.Context, c upstream.Call, sink upstream.ReplySink) error {
+	select {
+	case f.entered <- struct{}{}:
+	default:
+	}
+	<-f.release
+	return f.up.Do(ctx, c, sink)
+}

@@ -244,6 +244,9 @@ func (r *Reader) claim(size, total, have int) (int, error) {
 		}
 		want = max(size, min(total+slack, r.lim.MaxMessage+4))
 	}
+	if want <= covered {
+		return want, nil // within what is claimed already
+	}
 	if err := r.gate.Grow(want - covered); err != nil {
 		return 0, err
 	}

@@ -2,9 +2,11 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"syscall"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/internal/inflight"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -38,14 +41,75 @@ type clientConn struct {
 	frame []byte   // their wrapper bytes
 
 	outcome Outcome // how the call in progress was answered
+
+	// Read deadlines: the idle deadline is moved only when it has less
+	// than 7/8 of the idle timeout left, or a request deadline replaced
+	// it, so most calls re-arm no timer.
+	idleUntil time.Time
+	reqStart  time.Time // when the request being read began to arrive
+	reqArmed  bool      // the read deadline is a request deadline
 }
 
 func newClientConn(s *Server, nc net.Conn) *clientConn {
-	return &clientConn{s: s, nc: nc,
+	c := &clientConn{s: s, nc: nc,
 		r:    wire.NewReader(nc, s.cfg.Transport, s.cfg.Limits),
 		w:    wire.NewWriter(nc, s.cfg.Transport),
 		sess: upstream.NoSession}
+	c.r.SetGate((*requestGate)(c))
+	c.w.SetTimeout(nc, s.cfg.WriteTimeout)
+	return c
 }
+
+// armIdle sets the deadline of the wait for the next request.
+func (c *clientConn) armIdle(now time.Time) {
+	idle := c.s.cfg.IdleTimeout
+	if !c.reqArmed && (idle == 0 || c.idleUntil.Sub(now) >= idle-idle/8) {
+		return
+	}
+	c.reqArmed = false
+	c.idleUntil = time.Time{}
+	if idle > 0 {
+		c.idleUntil = now.Add(idle)
+	}
+	c.nc.SetReadDeadline(c.idleUntil)
+}
+
+// requestGate is a clientConn seen by its request reader: it starts the
+// request deadline once a request has begun to arrive, and claims the
+// request's bytes from the in-flight budget as the reader's buffer grows.
+type requestGate clientConn
+
+func (g *requestGate) Started() {
+	c := (*clientConn)(g)
+	c.reqStart = time.Now()
+	if t := c.s.cfg.ReadTimeout; t > 0 {
+		c.nc.SetReadDeadline(c.reqStart.Add(t))
+		c.reqArmed = true
+	}
+}
+
+func (g *requestGate) Grow(n int) error {
+	c := (*clientConn)(g)
+	b := c.s.cfg.Budget
+	if b.TryAcquire(int64(n)) {
+		return nil
+	}
+	// Back-pressure: the client's bytes wait in its socket meanwhile. The
+	// wait counts against the request deadline, so clients holding
+	// partial requests cannot wait on each other for longer than that.
+	ctx := c.s.stopping
+	if t := c.s.cfg.ReadTimeout; t > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, c.reqStart.Add(t))
+		defer cancel()
+	}
+	if err := b.Acquire(ctx, int64(n)); err != nil {
+		return fmt.Errorf("proxy: claim %d request bytes: %w", n, err)
+	}
+	return nil
+}
+
+func (g *requestGate) Shrink(n int) { g.s.cfg.Budget.Release(int64(n)) }
 
 // Reply writes an upstream reply to the client. The upstream echoed the
 // client's own seqid and name, which the forwarder has checked.
@@ -71,8 +135,16 @@ func (k *sessionSink) Reply(m wire.Message) error {
 func (c *clientConn) serve() {
 	defer c.s.untrack(c)
 	defer c.nc.Close()
+	defer c.r.Discard() // returns the claim of a request cut off
 	log := c.s.log.With("remote", c.nc.RemoteAddr().String())
-	for !c.s.isClosing() {
+	now := time.Now()
+	for {
+		// Armed before the check: Shutdown's wake-up deadline set after
+		// the check is not overwritten. now is when the last call ended.
+		c.armIdle(now)
+		if c.s.isClosing() {
+			return
+		}
 		m, err := c.r.Read()
 		if err != nil {
 			c.readFailed(err, log)
@@ -85,12 +157,27 @@ func (c *clientConn) serve() {
 		if err != nil {
 			c.outcome = OutcomeError
 		}
-		c.s.stats.observe(meth, c.outcome, time.Since(start))
+		now = time.Now()
+		c.s.stats.observe(meth, c.outcome, now.Sub(start))
 		if err != nil {
+			if c.writeTimedOut(err) {
+				c.s.stats.clientTimeouts[TimeoutWrite].Add(1)
+				log.Info("client cut off: reply not taken within the write timeout", "method", string(m.Name()),
+					"user", c.sess.User(), "timeout", c.s.cfg.WriteTimeout)
+				return
+			}
 			log.Warn("closing client connection", "method", string(m.Name()), "user", c.sess.User(), "err", err)
 			return
 		}
 	}
+}
+
+// writeTimedOut tells whether err is this client's write deadline, not
+// an upstream connection's.
+func (c *clientConn) writeTimedOut(err error) bool {
+	var oe *net.OpError
+	return errors.Is(err, os.ErrDeadlineExceeded) && errors.As(err, &oe) && oe.Op == "write" &&
+		oe.Addr != nil && oe.Addr.String() == c.nc.RemoteAddr().String()
 }
 
 var (
@@ -210,16 +297,24 @@ func (c *clientConn) setMetaConf(m wire.Message) error {
 }
 
 // readFailed answers a refused message where the protocol allows a reply.
-func (c *clientConn) readFailed(err error, log interface {
-	Warn(string, ...any)
-	Debug(string, ...any)
-}) {
+func (c *clientConn) readFailed(err error, log *slog.Logger) {
 	var re *wire.ReadError
 	switch {
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
 		return
-	case errors.Is(err, os.ErrDeadlineExceeded) && c.s.isClosing():
+	case errors.Is(err, os.ErrDeadlineExceeded) && c.s.isClosing(),
+		errors.Is(err, context.Canceled) && c.s.isClosing():
 		return
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
+		if c.reqArmed || errors.Is(err, context.DeadlineExceeded) {
+			c.s.stats.clientTimeouts[TimeoutRead].Add(1)
+			log.Info("client cut off: request not complete within the read timeout", "timeout", c.s.cfg.ReadTimeout)
+		} else {
+			c.s.stats.clientTimeouts[TimeoutIdle].Add(1)
+			log.Debug("closing idle client connection", "timeout", c.s.cfg.IdleTimeout)
+		}
+	case errors.Is(err, inflight.ErrTooLarge):
+		log.Warn("client cut off: request larger than the whole in-flight budget", "err", err)
 	case errors.As(err, &re):
 		code := wire.ExProtocolError
 		if errors.Is(err, wire.ErrNotStrict) || errors.Is(err, wire.ErrCompact) || errors.Is(err, wire.ErrBadVersion) {

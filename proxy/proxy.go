@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/internal/inflight"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -34,6 +35,23 @@ type Config struct {
 	// MaxClients bounds concurrent client connections; more are closed
 	// on accept. Default 10,000.
 	MaxClients int
+	// ReadTimeout bounds reading one request once its first bytes have
+	// arrived, so a client trickling a request (slowloris) is cut off.
+	// Waiting for in-flight budget counts against it. Default 60s;
+	// negative: none.
+	ReadTimeout time.Duration
+	// IdleTimeout closes a connection that starts no request for this
+	// long (enforced to within an eighth of it). Default 1h; negative:
+	// none.
+	IdleTimeout time.Duration
+	// WriteTimeout bounds writing one reply, so a client that does not
+	// read is cut off. Default 2m; negative: none.
+	WriteTimeout time.Duration
+	// Budget bounds the bytes of requests being read, across all
+	// connections, beyond the first wire.FreeBuf of each: a reader waits
+	// for room (back-pressure) rather than fail. Shared with the upstream
+	// side for replies. Nil: unbounded.
+	Budget *inflight.Budget
 	// Logger receives structured logs. Default: discard.
 	Logger *slog.Logger
 	// Cache, if set, serves cacheable reads and invalidates on writes.
@@ -61,6 +79,10 @@ type Server struct {
 
 	ctx    context.Context // cancelled when shutdown gives up draining
 	cancel context.CancelFunc
+	// stopping is cancelled when Shutdown starts: waits that are not yet
+	// a call (for request budget) end at once.
+	stopping context.Context
+	stop     context.CancelFunc
 
 	mu        sync.Mutex // guards listeners, conns, closing
 	listeners map[net.Listener]struct{}
@@ -68,6 +90,24 @@ type Server struct {
 	closing   bool
 
 	wg sync.WaitGroup // one per connection goroutine
+}
+
+// Client timeouts by default; see Config.
+const (
+	DefaultReadTimeout  = time.Minute
+	DefaultIdleTimeout  = time.Hour
+	DefaultWriteTimeout = 2 * time.Minute
+)
+
+// orDefault maps 0 to def and a negative duration to 0 (none).
+func orDefault(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
 }
 
 // ErrServerClosed is returned by Serve after Shutdown.
@@ -85,9 +125,13 @@ func New(cfg Config, up Forwarder) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.ReadTimeout = orDefault(cfg.ReadTimeout, DefaultReadTimeout)
+	cfg.IdleTimeout = orDefault(cfg.IdleTimeout, DefaultIdleTimeout)
+	cfg.WriteTimeout = orDefault(cfg.WriteTimeout, DefaultWriteTimeout)
 	s := &Server{cfg: cfg, up: up, log: cfg.Logger, stats: newStats(),
 		listeners: map[net.Listener]struct{}{}, conns: map[*clientConn]struct{}{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.stopping, s.stop = context.WithCancel(s.ctx)
 	if cfg.Cache != nil {
 		if cfg.Cache.Store == nil {
 			return nil, errors.New("proxy: caching without a store")
@@ -187,6 +231,7 @@ func (s *Server) Clients() int {
 // then closes it. When ctx ends first, calls still running are cut off.
 // Safe to call twice.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.stop()
 	s.mu.Lock()
 	s.closing = true
 	for ln := range s.listeners {

@@ -58,6 +58,8 @@ type Stats struct {
 	methods map[*hms.Method]*methodStats
 	unknown methodStats
 	kinds   [cache.NumKinds][numOutcomes]atomic.Uint64
+
+	clientTimeouts [numTimeouts]atomic.Uint64
 }
 
 func newStats() *Stats {
@@ -133,3 +135,23 @@ func (s *Stats) EachMethod(fn func(name string, o Outcome, n uint64)) {
 		}
 	}
 }
+
+// ClientTimeout is why a client connection was cut off by a deadline.
+type ClientTimeout uint8
+
+const (
+	// TimeoutRead: a request was not complete within the read timeout.
+	TimeoutRead ClientTimeout = iota
+	// TimeoutIdle: no request started within the idle timeout.
+	TimeoutIdle
+	// TimeoutWrite: a reply was not taken within the write timeout.
+	TimeoutWrite
+	numTimeouts
+)
+
+var timeoutNames = [numTimeouts]string{"read", "idle", "write"}
+
+func (t ClientTimeout) String() string { return timeoutNames[t] }
+
+// ClientTimeouts reports how many client connections deadline t cut off.
+func (s *Stats) ClientTimeouts(t ClientTimeout) uint64 { return s.clientTimeouts[t].Load() }

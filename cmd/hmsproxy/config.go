@@ -14,6 +14,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/proxy"
 )
 
 // fileConfig is the YAML config file. Every field can also be set by the
@@ -39,6 +40,13 @@ type fileConfig struct {
 		MaxMessageBytes int `yaml:"max_message_bytes"` // -max-message-bytes
 		MaxDepth        int `yaml:"max_depth"`         // -max-depth
 		MaxClients      int `yaml:"max_clients"`       // -max-clients
+		// Client deadlines; negative for none.
+		ClientReadTimeout  time.Duration `yaml:"client_read_timeout"`  // -client-read-timeout
+		ClientIdleTimeout  time.Duration `yaml:"client_idle_timeout"`  // -client-idle-timeout
+		ClientWriteTimeout time.Duration `yaml:"client_write_timeout"` // -client-write-timeout
+		// InflightBytes bounds request and reply bytes held in flight
+		// across all connections; 0 or negative for no bound.
+		InflightBytes int64 `yaml:"inflight_bytes"` // -inflight-bytes
 	} `yaml:"limits"`
 
 	Cache cacheConfig `yaml:"cache"`
@@ -93,6 +101,8 @@ type fileConfig struct {
 	} `yaml:"log"`
 
 	Demo bool `yaml:"demo"` // -demo
+
+	strippedUserinfo bool // load dropped credentials from upstream URIs
 }
 
 // cacheConfig uses the names of Trino's metastore cache settings
@@ -143,6 +153,10 @@ func defaults() fileConfig {
 	c.Limits.MaxMessageBytes = 100 << 20
 	c.Limits.MaxDepth = 64
 	c.Limits.MaxClients = 10000
+	c.Limits.ClientReadTimeout = proxy.DefaultReadTimeout
+	c.Limits.ClientIdleTimeout = proxy.DefaultIdleTimeout
+	c.Limits.ClientWriteTimeout = proxy.DefaultWriteTimeout
+	c.Limits.InflightBytes = 256 << 20
 	c.EventLog.Interval = 2 * time.Second
 	c.EventLog.Batch = 500
 	c.EventLog.HealthInterval = 10 * time.Second
@@ -181,6 +195,8 @@ Flags override the YAML file; the file's keys are given in brackets.
 Environment: HMSPROXY_CONFIG names the config file when -config is not given;
 HMSPROXY_ADMIN_TOKEN is the bearer token of the admin flush API [admin.token].
 TLS is set in the file only [tls.*, upstream.tls.*, admin.tls.*]; SIGHUP reloads its files.
+Exit status: 0 clean stop, 1 error, 2 bad flags or config, 3 shutdown_timeout
+cut off calls in flight.
 
 Flags:
 `)
@@ -200,6 +216,10 @@ Flags:
 	maxMsg := fs.Int("max-message-bytes", c.Limits.MaxMessageBytes, "largest client request accepted, as hive.metastore.server.max.message.size [limits.max_message_bytes]")
 	maxDepth := fs.Int("max-depth", c.Limits.MaxDepth, "deepest struct/container nesting accepted [limits.max_depth]")
 	maxClients := fs.Int("max-clients", c.Limits.MaxClients, "max concurrent client connections [limits.max_clients]")
+	clientRead := fs.Duration("client-read-timeout", c.Limits.ClientReadTimeout, "cut off a client whose request is not complete this long after its first bytes (slowloris); negative for none [limits.client_read_timeout]")
+	clientIdle := fs.Duration("client-idle-timeout", c.Limits.ClientIdleTimeout, "close a client connection that starts no request for this long; negative for none [limits.client_idle_timeout]")
+	clientWrite := fs.Duration("client-write-timeout", c.Limits.ClientWriteTimeout, "cut off a client that has not taken a reply within this; negative for none [limits.client_write_timeout]")
+	inflightBytes := fs.Int64("inflight-bytes", c.Limits.InflightBytes, "bytes of requests and replies held in flight across all connections; beyond it readers wait; 0 for no bound [limits.inflight_bytes]")
 	shutdown := fs.Duration("shutdown-timeout", c.ShutdownTimeout, "on SIGTERM, how long in-flight calls may finish [shutdown_timeout]")
 	level := fs.String("log-level", c.Log.Level, "debug, info, warn or error [log.level]")
 	format := fs.String("log-format", c.Log.Format, "text or json [log.format]")
@@ -280,6 +300,14 @@ Flags:
 			c.Limits.MaxDepth = *maxDepth
 		case "max-clients":
 			c.Limits.MaxClients = *maxClients
+		case "client-read-timeout":
+			c.Limits.ClientReadTimeout = *clientRead
+		case "client-idle-timeout":
+			c.Limits.ClientIdleTimeout = *clientIdle
+		case "client-write-timeout":
+			c.Limits.ClientWriteTimeout = *clientWrite
+		case "inflight-bytes":
+			c.Limits.InflightBytes = *inflightBytes
 		case "shutdown-timeout":
 			c.ShutdownTimeout = *shutdown
 		case "log-level":
@@ -354,6 +382,17 @@ Flags:
 	})
 	if tok := os.Getenv("HMSPROXY_ADMIN_TOKEN"); tok != "" {
 		c.Admin.Token = tok
+	}
+	if c.Limits.InflightBytes > 0 && c.Limits.InflightBytes < int64(c.Limits.MaxMessageBytes) {
+		// One legal request must fit, or it would wait forever.
+		return c, fmt.Errorf("limits.inflight_bytes (%d) is smaller than limits.max_message_bytes (%d)",
+			c.Limits.InflightBytes, c.Limits.MaxMessageBytes)
+	}
+	for i, u := range c.Upstream.URIs {
+		var stripped bool
+		if c.Upstream.URIs[i], stripped = stripUserinfo(u); stripped {
+			c.strippedUserinfo = true
+		}
 	}
 	if len(c.Upstream.URIs) == 0 && !c.Demo {
 		return c, errors.New("no upstream: give --upstream thrift://host:port (or --demo)")

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/filter"
 	"github.com/hmsproxy/hmsproxy/internal/admin"
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
+	"github.com/hmsproxy/hmsproxy/internal/inflight"
 	"github.com/hmsproxy/hmsproxy/internal/ratelimit"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/proxy"
@@ -34,14 +36,17 @@ func main() {
 		return
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "hmsproxy:", err)
-		os.Exit(2)
+		fmt.Fprintln(os.Stderr, "hmsproxy:", redact(err.Error()))
+		os.Exit(exitConfig)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := run(ctx, cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "hmsproxy:", err)
-		os.Exit(1)
+		fmt.Fprintln(os.Stderr, "hmsproxy:", redact(err.Error()))
+		if errors.Is(err, errCallsCut) {
+			os.Exit(exitCallsCut)
+		}
+		os.Exit(exitError)
 	}
 }
 
@@ -51,11 +56,13 @@ func newLogger(cfg fileConfig) (*slog.Logger, error) {
 		return nil, fmt.Errorf("log level: %w", err)
 	}
 	opts := &slog.HandlerOptions{Level: level}
+	// Every record passes the redactor: a secret in a URL (a Redis
+	// password) never reaches the log, whatever part logs it.
 	switch cfg.Log.Format {
 	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		return slog.New(redactingHandler{slog.NewJSONHandler(os.Stderr, opts)}), nil
 	case "text", "":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+		return slog.New(redactingHandler{slog.NewTextHandler(os.Stderr, opts)}), nil
 	}
 	return nil, fmt.Errorf("log format must be text or json, got %q", cfg.Log.Format)
 }
@@ -64,6 +71,9 @@ func run(ctx context.Context, cfg fileConfig) error {
 	log, err := newLogger(cfg)
 	if err != nil {
 		return err
+	}
+	if cfg.strippedUserinfo {
+		log.Warn("credentials in an upstream URI were dropped: metastore URIs carry none", "upstreams", cfg.Upstream.URIs)
 	}
 	clientTransport, err := wire.ParseTransport(cfg.Transport)
 	if err != nil {
@@ -94,6 +104,9 @@ func run(ctx context.Context, cfg fileConfig) error {
 		log.Info("demo metastore started (a test double, not the product)", "addr", dl.Addr().String())
 	}
 
+	// One budget for request bytes being read (proxy) and reply bytes
+	// being held (upstream), so together they stay within the limit.
+	budget := inflight.New(cfg.Limits.InflightBytes)
 	group, err := upstream.New(upstream.Config{
 		URIs:           cfg.Upstream.URIs,
 		Transport:      upTransport,
@@ -105,6 +118,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 		HealthInterval: cfg.Upstream.HealthInterval,
 		TLS:            upTLS,
 		Logger:         log.With("component", "upstream"),
+		// MERGE(iso-upstream): Budget: budget,
 	})
 	if err != nil {
 		return err
@@ -142,6 +156,11 @@ func run(ctx context.Context, cfg fileConfig) error {
 		MaxClients: cfg.Limits.MaxClients,
 		Logger:     log.With("component", "proxy"),
 		Cache:      caching,
+
+		ReadTimeout:  cfg.Limits.ClientReadTimeout,
+		IdleTimeout:  cfg.Limits.ClientIdleTimeout,
+		WriteTimeout: cfg.Limits.ClientWriteTimeout,
+		Budget:       budget,
 	}
 	if limiter != nil { // a nil *Limiter in the interface would be called
 		pcfg.Limiter = limiter
@@ -172,7 +191,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 			bus.Run(busCtx, srv.ApplyRemote, srv.DropAll)
 		}()
 		defer func() { stopBus(); <-busDone }()
-		log.Info("invalidation bus on", "redis", cfg.Redis.URL, "node", bus.NodeID())
+		log.Info("invalidation bus on", "redis", redact(cfg.Redis.URL), "node", bus.NodeID())
 	}
 	nodeID := cfg.Redis.NodeID
 	if bus != nil {
@@ -188,7 +207,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 
 	// The admin port starts after the proxy: a scrape or a flush always
 	// finds a proxy to report on.
-	adm, aln, err := newAdmin(cfg, log, srv, group, caching, bus, wk, tlsEP, limiter)
+	adm, aln, err := newAdmin(cfg, log, srv, group, caching, bus, wk, tlsEP, limiter, budget)
 	if err != nil {
 		srv.Shutdown(context.Background())
 		<-errc
@@ -222,15 +241,27 @@ func run(ctx context.Context, cfg fileConfig) error {
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: draining in-flight calls", "timeout", cfg.ShutdownTimeout)
+	// Everything below honours cancellation, so the process stops within
+	// the timeout whatever the metastores do; this is the guarantee
+	// should some part ever not.
+	time.AfterFunc(cfg.ShutdownTimeout+shutdownGrace, func() {
+		log.Error("shutdown overran its timeout; exiting now", "timeout", cfg.ShutdownTimeout)
+		os.Exit(exitCallsCut)
+	})
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
+	// Background work serves no client: it stops first, at once, so that
+	// none of it is still waiting on a metastore when the drain ends.
+	wk.Close()
 	if adm != nil {
 		if err := adm.Shutdown(sctx); err != nil {
 			log.Warn("admin shutdown", "err", err)
 		}
 	}
+	cut := false
 	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("shutdown", "err", err)
+		log.Warn("shutdown cut off calls in flight", "err", err)
+		cut = true
 	}
 	if err := <-errc; serveErr == nil && !errors.Is(err, proxy.ErrServerClosed) {
 		serveErr = err
@@ -238,14 +269,33 @@ func run(ctx context.Context, cfg fileConfig) error {
 	if serveErr != nil {
 		return serveErr
 	}
+	if cut {
+		return errCallsCut
+	}
 	log.Info("stopped")
 	return nil
 }
 
+// Exit statuses: 0 after a clean stop, 1 on an error, 2 for bad flags or
+// config, 3 when shutdown_timeout cut off calls in flight.
+const (
+	exitError    = 1
+	exitConfig   = 2
+	exitCallsCut = 3
+)
+
+// shutdownGrace is how long past shutdown_timeout the process may take
+// to close what remains before it exits regardless.
+const shutdownGrace = 900 * time.Millisecond
+
+// errCallsCut reports a shutdown that cut off calls in flight.
+var errCallsCut = errors.New("stopped, but shutdown_timeout cut off calls in flight")
+
 // newAdmin builds the admin server and binds its port; nil when
 // cfg.Admin.Listen is empty.
 func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstream.Group, caching *proxy.Caching,
-	bus *cache.Bus, wk *workers, tlsEP *tlsEndpoints, limiter *ratelimit.Limiter) (*admin.Server, net.Listener, error) {
+	bus *cache.Bus, wk *workers, tlsEP *tlsEndpoints, limiter *ratelimit.Limiter,
+	budget *inflight.Budget) (*admin.Server, net.Listener, error) {
 	if cfg.Admin.Listen == "" {
 		return nil, nil, nil
 	}
@@ -259,6 +309,8 @@ func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstre
 		Upstreams:      group,
 		Clients:        srv,
 		Certs:          tlsEP,
+		InFlight:       budget,
+		Timeouts:       srv.Stats(),
 	}
 	if caching != nil {
 		acfg.Store = caching.Store

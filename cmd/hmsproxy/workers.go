@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,6 +33,7 @@ type workers struct {
 	changes  *changes.Stream // nil without Redis
 
 	closers []func()
+	once    sync.Once // Close runs once
 }
 
 // startWorkers builds and starts the event-log poller and the
@@ -229,12 +231,14 @@ func (w *workers) Close() {
 	if w == nil {
 		return
 	}
-	if w.runner != nil {
-		w.runner.Close()
-	}
-	for i := len(w.closers) - 1; i >= 0; i-- {
-		w.closers[i]()
-	}
+	w.once.Do(func() {
+		if w.runner != nil {
+			w.runner.Close()
+		}
+		for i := len(w.closers) - 1; i >= 0; i-- {
+			w.closers[i]()
+		}
+	})
 }
 
 // workerStatuses shows the runner's tasks on the admin port.

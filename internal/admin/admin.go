@@ -53,6 +53,19 @@ type ClientCounter interface {
 	Clients() int
 }
 
+// InFlight is the in-flight byte budget; *inflight.Budget implements it.
+type InFlight interface {
+	InUse() int64
+	Max() int64
+	Waits() uint64
+}
+
+// TimeoutStats counts client connections cut off by a deadline;
+// *proxy.Stats implements it.
+type TimeoutStats interface {
+	ClientTimeouts(t proxy.ClientTimeout) uint64
+}
+
 // Config configures a Server. The zero value of each field selects the
 // default in its comment. Pass an interface field only with a non-nil
 // value behind it (a nil *cache.Store in Store is not "no store").
@@ -104,6 +117,12 @@ type Config struct {
 	Scope ScopeSource
 	// RateLimit feeds hmsproxy_ratelimit_*. Nil: left out.
 	RateLimit RateLimits
+	// InFlight feeds hmsproxy_inflight_bytes,
+	// hmsproxy_inflight_limit_bytes and hmsproxy_inflight_waits_total.
+	// Nil: left out.
+	InFlight InFlight
+	// Timeouts feeds hmsproxy_client_timeouts_total. Nil: left out.
+	Timeouts TimeoutStats
 
 	// ReadHeaderTimeout bounds reading a request's header. Default 10s.
 	ReadHeaderTimeout time.Duration

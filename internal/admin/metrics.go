@@ -59,6 +59,9 @@ type collector struct {
 	evLatest, evApplied, evLagEvents, evLagSeconds, evEvents, evGaps, evHealthy *prometheus.Desc
 
 	unknownFlushes *prometheus.Desc
+
+	inflightBytes, inflightLimit, inflightWaits *prometheus.Desc
+	clientTimeouts                              *prometheus.Desc
 }
 
 // UnknownMethods reports the flushes of methods outside the method table;
@@ -144,6 +147,16 @@ func newCollector(cfg *Config, seen func(*snapshot)) *collector {
 			"Times events were missing from the log (purged, or ids going backwards) and the cache was dropped.", nil, nil),
 		evHealthy: prometheus.NewDesc("hmsproxy_eventlog_healthy",
 			"0 while the metastore keeps no notification log (writes through this node were not logged, or the log is empty) and every TTL is cut to cache.ttl_without_eventlog; else 1.", nil, nil),
+
+		inflightBytes: prometheus.NewDesc("hmsproxy_inflight_bytes",
+			"Bytes of requests being read and replies being held, claimed from the in-flight budget.", nil, nil),
+		inflightLimit: prometheus.NewDesc("hmsproxy_inflight_limit_bytes",
+			"The in-flight budget (limits.inflight_bytes); 0 when unbounded.", nil, nil),
+		inflightWaits: prometheus.NewDesc("hmsproxy_inflight_waits_total",
+			"Claims on the in-flight budget that had to wait for others to release bytes (back-pressure).", nil, nil),
+		clientTimeouts: prometheus.NewDesc("hmsproxy_client_timeouts_total",
+			"Client connections cut off by a deadline: read (request not complete in time), idle, write (reply not taken).",
+			[]string{"deadline"}, nil),
 	}
 }
 
@@ -171,6 +184,12 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	if c.cfg.Workers != nil {
 		ds = append(ds, c.workerRuns, c.workerFailures, c.workerLastSuccess)
 	}
+	if c.cfg.InFlight != nil {
+		ds = append(ds, c.inflightBytes, c.inflightLimit, c.inflightWaits)
+	}
+	if c.cfg.Timeouts != nil {
+		ds = append(ds, c.clientTimeouts)
+	}
 	if c.cfg.EventLog != nil {
 		ds = append(ds, c.evLatest, c.evApplied, c.evLagEvents, c.evLagSeconds, c.evEvents, c.evGaps, c.evHealthy)
 	}
@@ -193,6 +212,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		u.EachUnknownFlush(func(m string, n uint64) {
 			ch <- prometheus.MustNewConstMetric(c.unknownFlushes, prometheus.CounterValue, float64(n), m)
 		})
+	}
+	if b := c.cfg.InFlight; b != nil {
+		ch <- prometheus.MustNewConstMetric(c.inflightBytes, prometheus.GaugeValue, float64(b.InUse()))
+		ch <- prometheus.MustNewConstMetric(c.inflightLimit, prometheus.GaugeValue, float64(b.Max()))
+		ch <- prometheus.MustNewConstMetric(c.inflightWaits, prometheus.CounterValue, float64(b.Waits()))
+	}
+	if t := c.cfg.Timeouts; t != nil {
+		for _, d := range []proxy.ClientTimeout{proxy.TimeoutRead, proxy.TimeoutIdle, proxy.TimeoutWrite} {
+			ch <- prometheus.MustNewConstMetric(c.clientTimeouts, prometheus.CounterValue, float64(t.ClientTimeouts(d)), d.String())
+		}
 	}
 	if c.cfg.EventLog != nil {
 		st := c.cfg.EventLog.Stats()

@@ -46,6 +46,12 @@ func (c *Client) Conn() net.Conn { return c.nc }
 // returns the reply, valid until the next call. An EXCEPTION reply is
 // returned as a message too; callers decode it as they need.
 func (c *Client) Call(ctx context.Context, method string, args []byte) (wire.Message, error) {
+	// A cancelled ctx (a worker stopped at shutdown) ends the call at once,
+	// not at its deadline: the connection is unusable afterwards.
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(time.Unix(1, 0)) })
+		defer stop()
+	}
 	if err := c.Send(ctx, wire.Call, method, args); err != nil {
 		return wire.Message{}, err
 	}
@@ -84,10 +90,10 @@ func (c *Client) Recv(ctx context.Context) (wire.Message, error) {
 }
 
 func (c *Client) deadline(ctx context.Context) {
-	if d, ok := ctx.Deadline(); ok {
-		c.nc.SetDeadline(d)
-	} else {
-		c.nc.SetDeadline(time.Time{})
+	d, _ := ctx.Deadline()
+	c.nc.SetDeadline(d)
+	if ctx.Err() != nil { // checked after the set: Call's AfterFunc may have run before it
+		c.nc.SetDeadline(time.Unix(1, 0))
 	}
 }
 

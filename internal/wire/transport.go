@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"time"
 )
 
 // Transport is how messages are delimited on a connection.
@@ -40,6 +41,26 @@ func ParseTransport(s string) (Transport, error) {
 // one, grown for a rare huge message, is dropped.
 const keepBuf = 1 << 20
 
+// FreeBuf is the buffer every Reader starts with. A Reader with a Gate
+// claims only the bytes it grows beyond this, and drops a grown buffer
+// once its message is consumed, so an idle connection holds no claim.
+const FreeBuf = 4096
+
+// Gate lets the owner of a Reader pace and bound each message as its
+// bytes arrive. The methods are called from the Read goroutine.
+type Gate interface {
+	// Started is called at most once per message, when some of its bytes
+	// have arrived and the Reader must wait for more: the moment a
+	// message-read deadline starts. A message that arrives with one read
+	// never calls it.
+	Started()
+	// Grow claims n more bytes before the buffer grows past FreeBuf. It
+	// may block (back-pressure); an error fails the Read with it.
+	Grow(n int) error
+	// Shrink returns n bytes claimed by Grow, when the buffer is dropped.
+	Shrink(n int)
+}
+
 // Reader reads whole messages from a connection into a buffer of its own
 // and parses them in place, so a message costs no copy and, once the
 // buffer has grown to the usual message size, no allocation.
@@ -50,6 +71,10 @@ type Reader struct {
 	buf       []byte
 	r, w      int // unread data is buf[r:w]; a message being parsed starts at r
 	next      int // end of the last message returned; consumed by the next Read
+
+	gate    Gate // nil: no claims, no start notice
+	claimed int  // bytes of buf claimed from gate
+	started bool // gate.Started was called for the message at r
 }
 
 // NewReader returns a Reader over rd.
@@ -57,12 +82,37 @@ func NewReader(rd io.Reader, t Transport, lim Limits) *Reader {
 	return &Reader{rd: rd, transport: t, lim: lim.WithDefaults()}
 }
 
+// SetGate makes the Reader report to g; call it before the first Read.
+func (r *Reader) SetGate(g Gate) { r.gate = g }
+
 // Release drops a buffer grown for a large message when nothing more is
 // waiting in it, so an idle connection does not pin the largest reply it
 // ever read. The last message's bytes are invalid afterwards.
 func (r *Reader) Release() {
-	if r.next == r.w && cap(r.buf) > keepBuf {
-		r.buf, r.r, r.w, r.next = nil, 0, 0, 0
+	if r.next == r.w && cap(r.buf) > r.keep() {
+		r.drop()
+	}
+}
+
+// Discard drops the buffer, whatever it holds, and returns its claim:
+// for a connection being closed.
+func (r *Reader) Discard() {
+	r.drop()
+	r.r, r.w, r.next = 0, 0, 0
+}
+
+func (r *Reader) keep() int {
+	if r.gate != nil {
+		return FreeBuf
+	}
+	return keepBuf
+}
+
+func (r *Reader) drop() {
+	r.buf, r.r, r.w, r.next = nil, 0, 0, 0
+	if r.claimed > 0 {
+		r.gate.Shrink(r.claimed)
+		r.claimed = 0
 	}
 }
 
@@ -74,10 +124,12 @@ func (r *Reader) Buffered() int { return r.w - r.next }
 // the bytes broke the protocol or a limit.
 func (r *Reader) Read() (Message, error) {
 	r.r = r.next
+	r.started = false
 	if r.r == r.w {
 		r.r, r.w = 0, 0
-		if cap(r.buf) > keepBuf || r.buf == nil {
-			r.buf = make([]byte, 4096)
+		if cap(r.buf) > r.keep() || r.buf == nil {
+			r.drop()
+			r.buf = make([]byte, FreeBuf)
 		}
 	}
 	if r.transport == Framed {
@@ -128,13 +180,27 @@ func (r *Reader) fill(total int) ([]byte, error) {
 			// chunk ahead of it), or move the message to the front.
 			size := min(total, have+readChunk)
 			if size > len(r.buf) {
-				nb := make([]byte, min(max(size, 2*len(r.buf)), r.lim.MaxMessage+4))
+				size = min(max(size, 2*len(r.buf)), r.lim.MaxMessage+4)
+				if r.transport == Framed {
+					size = min(size, total) // the frame is the whole message
+				}
+				if r.gate != nil {
+					var err error
+					if size, err = r.claim(size, total, have); err != nil {
+						return r.buf[r.r:r.w], err
+					}
+				}
+				nb := make([]byte, size)
 				copy(nb, r.buf[r.r:r.w])
 				r.buf = nb
 			} else {
 				copy(r.buf, r.buf[r.r:r.w])
 			}
 			r.r, r.w = 0, have
+		}
+		if r.gate != nil && !r.started && r.w > r.r {
+			r.started = true
+			r.gate.Started()
 		}
 		n, err := r.rd.Read(r.buf[r.w:])
 		r.w += n
@@ -148,6 +214,46 @@ func (r *Reader) fill(total int) ([]byte, error) {
 	return r.buf[r.r:r.w], nil
 }
 
+// claim makes sure the gate has granted the bytes of a buffer grown to
+// size, for a message that needs total bytes, and returns the size to
+// grow to. An extent a message declares well ahead of its bytes (a
+// frame, a long string) is claimed at once, with room for the fields
+// after it, and the buffer is made that size at once: a reader that must
+// wait for budget holds little meanwhile, two large messages rarely each
+// hold part of the budget while waiting for the other's, and no garbage
+// of intermediate buffers is left for the collector (the memory is
+// touched only as the bytes arrive). Other growth is claimed step by
+// step; should two such messages wait on each other, the older one's
+// read deadline ends the wait.
+func (r *Reader) claim(size, total, have int) (int, error) {
+	if !r.started {
+		// Before a wait for budget, so the message's deadline covers it.
+		r.started = true
+		r.gate.Started()
+	}
+	covered := FreeBuf + r.claimed
+	if total <= covered {
+		return min(size, covered), nil
+	}
+	want := size
+	declared := total-have > readChunk
+	if declared {
+		slack := readChunk
+		if r.transport == Framed {
+			slack = 0
+		}
+		want = max(size, min(total+slack, r.lim.MaxMessage+4))
+	}
+	if want <= covered {
+		return want, nil // within what is claimed already
+	}
+	if err := r.gate.Grow(want - covered); err != nil {
+		return 0, err
+	}
+	r.claimed = want - FreeBuf
+	return want, nil
+}
+
 // Writer writes whole messages to a connection in one system call.
 type Writer struct {
 	w         io.Writer
@@ -155,6 +261,22 @@ type Writer struct {
 	frame     [4]byte
 	bufs      net.Buffers
 	out       net.Buffers // consumed by WriteTo; a field so it does not escape per Write
+
+	conn    interface{ SetWriteDeadline(time.Time) error } // nil: writes are not bounded
+	timeout time.Duration
+	until   time.Time // the write deadline set last
+}
+
+// SetTimeout bounds each Write on conn (the connection w writes to) by d,
+// so a peer that does not read cannot hold the writer forever. The
+// deadline is moved only when less than 7/8 of d is left, so a busy
+// connection does not re-arm a timer on every message: a Write gets
+// between 7/8 of d and d. d <= 0 leaves writes unbounded.
+func (w *Writer) SetTimeout(conn interface{ SetWriteDeadline(time.Time) error }, d time.Duration) {
+	if d <= 0 {
+		conn = nil
+	}
+	w.conn, w.timeout, w.until = conn, d, time.Time{}
 }
 
 // NewWriter returns a Writer over w.
@@ -164,6 +286,14 @@ func NewWriter(w io.Writer, t Transport) *Writer {
 
 // Write sends the concatenation of parts as one message.
 func (w *Writer) Write(parts ...[]byte) error {
+	if w.conn != nil {
+		if now := time.Now(); w.until.Sub(now) < w.timeout-w.timeout/8 {
+			w.until = now.Add(w.timeout)
+			if err := w.conn.SetWriteDeadline(w.until); err != nil {
+				return err
+			}
+		}
+	}
 	w.bufs = w.bufs[:0]
 	if w.transport == Framed {
 		n := 0

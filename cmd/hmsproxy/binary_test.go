@@ -1,0 +1,397 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/demohms"
+	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// binary builds cmd/hmsproxy once for the tests that run the real
+// process (signals, exit status, what it prints).
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "hmsproxy-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "hmsproxy")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = errors.New(string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build: %v", buildErr)
+	}
+	return binPath
+}
+
+// syncBuf is the process's stderr, read while it is written.
+type syncBuf struct {
+	mu sync.Mutex // guards b
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type proc struct {
+	cmd    *exec.Cmd
+	stderr *syncBuf
+	addr   string // the proxy's listen address
+	admin  string // the admin address, "" when off
+	done   chan struct{}
+}
+
+// startBinary runs hmsproxy with args (JSON logs on loopback ports) and
+// waits until it is listening.
+func startBinary(t *testing.T, args ...string) *proc {
+	t.Helper()
+	p := &proc{stderr: &syncBuf{}, done: make(chan struct{})}
+	args = append([]string{"--listen", "127.0.0.1:0", "--log-format", "json"}, args...)
+	p.cmd = exec.Command(binary(t), args...)
+	p.cmd.Stderr = p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("hmsproxy stderr:\n%s", p.stderr)
+		}
+	})
+	for end := time.Now().Add(20 * time.Second); !strings.Contains(p.stderr.String(), "hmsproxy is ready"); time.Sleep(10 * time.Millisecond) {
+		select {
+		case <-p.done:
+			t.Fatalf("hmsproxy exited early:\n%s", p.stderr)
+		default:
+		}
+		if time.Now().After(end) {
+			t.Fatalf("hmsproxy not listening after 20s:\n%s", p.stderr)
+		}
+	}
+	for _, line := range strings.Split(p.stderr.String(), "\n") {
+		var rec struct{ Msg, Addr string }
+		if json.Unmarshal([]byte(line), &rec) != nil {
+			continue
+		}
+		switch rec.Msg {
+		case "hmsproxy listening":
+			p.addr = rec.Addr
+		case "admin listening":
+			p.admin = rec.Addr
+		}
+	}
+	return p
+}
+
+// stop sends SIGTERM and returns how long the process took to exit and
+// its exit status.
+func (p *proc) stop(t *testing.T, within time.Duration) (time.Duration, int) {
+	t.Helper()
+	start := time.Now()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(within):
+		t.Fatalf("still running %v after SIGTERM", within)
+	}
+	return time.Since(start), p.cmd.ProcessState.ExitCode()
+}
+
+// hungMetastore accepts connections and reads calls but never answers,
+// as a metastore stuck on its database. The method of each call read is
+// sent on got (when there is room).
+func hungMetastore(t *testing.T) (addr string, got chan string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = make(chan string, 100)
+	var wg sync.WaitGroup
+	var mu sync.Mutex // guards conns
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := wire.NewReader(c, wire.Buffered, wire.Limits{})
+				for {
+					m, err := r.Read()
+					if err != nil {
+						return
+					}
+					select {
+					case got <- string(m.Name()):
+					default:
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), got
+}
+
+// With a metastore that accepts and never answers, the process exits
+// within shutdown_timeout plus a second, cancelling its background work
+// rather than waiting it out, and says with exit status 3 that it cut a
+// call off (#9: it lived 60-86s after SIGTERM with a 30s timeout, and
+// exited 0).
+func TestShutdownBoundedWithHungMetastore(t *testing.T) {
+	hung, got := hungMetastore(t)
+	const timeout = 2 * time.Second
+	// Background work on: the event-log poller, housekeeping and health
+	// checks all talk to the hung metastore.
+	p := startBinary(t, "--upstream", "thrift://"+hung, "--shutdown-timeout", timeout.String(), "--admin", "127.0.0.1:0",
+		"--health-interval", "100ms", "--eventlog-interval", "100ms", "--open-txns-interval", "100ms", "--compactions-interval", "100ms")
+
+	c, err := hmsclient.Dial(context.Background(), p.addr, wire.Buffered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Send(context.Background(), wire.Call, "get_table", hmsclient.Args("db", "t")); err != nil {
+		t.Fatal(err)
+	}
+	// The metastore has calls in hand: the client's, the workers'.
+	seen := map[string]bool{}
+	for !seen["get_table"] || len(seen) < 3 {
+		select {
+		case m := <-got:
+			seen[m] = true
+		case <-time.After(10 * time.Second):
+			t.Fatalf("calls at the metastore: %v; want the client's get_table and the workers'", seen)
+		}
+	}
+	took, code := p.stop(t, 30*time.Second)
+	if took > timeout+time.Second {
+		t.Errorf("exited %v after SIGTERM; want within the %v timeout plus 1s", took, timeout)
+	}
+	if code != exitCallsCut {
+		t.Errorf("exit status %d; want %d (calls were cut off)", code, exitCallsCut)
+	}
+	if strings.Contains(p.stderr.String(), "shutdown overran") {
+		t.Error("the exit came from the last-resort timer: some part did not stop when cancelled")
+	}
+}
+
+// With nothing in flight the process stops at once and exits 0.
+func TestShutdownIdleExitsZero(t *testing.T) {
+	hung, _ := hungMetastore(t)
+	p := startBinary(t, "--upstream", "thrift://"+hung, "--shutdown-timeout", "5s", "--admin", "")
+	took, code := p.stop(t, 30*time.Second)
+	if code != 0 {
+		t.Errorf("exit status %d; want 0", code)
+	}
+	if took > 2*time.Second {
+		t.Errorf("exited %v after SIGTERM with nothing in flight; want well within the 5s timeout", took)
+	}
+}
+
+// A password given in --redis, or credentials in an upstream URI, appear
+// nowhere: not in the logs, the status page, the metrics or the error
+// printed when the URL is bad (#9: the startup log printed it).
+func TestSecretsRedacted(t *testing.T) {
+	const redisPW, upPW = "S3cretRedisPW", "S3cretUpstreamPW"
+	demo := demohms.New(demohms.Config{})
+	demo.Seed(1, 1, 2)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go demo.Serve(ln)
+	t.Cleanup(func() { demo.Close() })
+	rd := redistest.Start(t)
+
+	p := startBinary(t, "--upstream", "thrift://hive:"+upPW+"@"+ln.Addr().String(),
+		"--redis", "redis://:"+redisPW+"@"+rd.Addr, "--admin", "127.0.0.1:0", "--log-level", "debug")
+	c, err := hmsclient.Dial(context.Background(), p.addr, wire.Buffered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Call(ctx, "get_table", hmsclient.Args("demo_db0", "t0")); err != nil {
+		t.Fatal(err)
+	}
+	var pages []string
+	for _, path := range []string{"/", "/status.json", "/metrics", "/healthz"} {
+		resp, err := http.Get("http://" + p.admin + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		pages = append(pages, path+":\n"+string(b))
+	}
+	p.stop(t, 30*time.Second)
+
+	// A bad URL fails at start; its error quotes the URL.
+	bad := exec.Command(binary(t), "--upstream", "thrift://"+ln.Addr().String(), "--listen", "127.0.0.1:0",
+		"--admin", "", "--redis", "redis://:"+redisPW+"@127.0.0.1:notaport")
+	badOut, _ := bad.CombinedOutput()
+
+	seen := map[string]string{"log": p.stderr.String(), "bad url error": string(badOut)}
+	for _, pg := range pages {
+		seen[strings.SplitN(pg, ":", 2)[0]] = pg
+	}
+	if !strings.Contains(p.stderr.String(), "xxxxx") {
+		t.Error("the log shows no redacted URL: the test did not exercise the redaction")
+	}
+	for where, text := range seen {
+		for _, secret := range []string{redisPW, upPW} {
+			if strings.Contains(text, secret) {
+				t.Errorf("%s shows the secret %q:\n%s", where, secret, text)
+			}
+		}
+	}
+	if !strings.Contains(string(badOut), "hmsproxy:") {
+		t.Errorf("a bad Redis URL did not fail the start:\n%s", badOut)
+	}
+}
+
+// rssMiB is a process's resident set.
+func rssMiB(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.Atoi(f[1])
+			return kb >> 10
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}
+
+// Four clients each holding a legal 48 MiB request, incomplete, take the
+// process's resident memory up by no more than the in-flight budget: two
+// fit, the other two wait with their bytes in their sockets (#9: RSS went
+// from 22 MB to 421 MB).
+func TestRSSWithinBudget(t *testing.T) {
+	hung, _ := hungMetastore(t)
+	const budgetMiB = 100 // the smallest allowed: max_message_bytes
+	p := startBinary(t, "--upstream", "thrift://"+hung, "--admin", "127.0.0.1:0", "--eventlog-interval", "0",
+		"--inflight-bytes", strconv.Itoa(budgetMiB<<20))
+	base := rssMiB(t, p.cmd.Process.Pid)
+
+	var e wire.Encoder
+	e.FieldBegin(wire.TString, 1)
+	e.I32(48 << 20) // the string's length: its bytes follow, all but the last MiB
+	head := append(wire.AppendHeader(nil, wire.Call, []byte("get_table"), 1), e.B...)
+	body := make([]byte, 47<<20)
+	sent := make(chan struct{}, 4)
+	for range 4 {
+		nc, err := net.Dial("tcp", p.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		go func() {
+			if _, err := nc.Write(head); err == nil {
+				if _, err := nc.Write(body); err == nil {
+					sent <- struct{}{}
+				}
+			}
+		}()
+	}
+	for range 2 { // two requests fit the budget and arrive whole
+		select {
+		case <-sent:
+		case <-time.After(30 * time.Second):
+			t.Fatal("not even two 47 MiB sends completed in 30s")
+		}
+	}
+	// The other two are waiting for budget: all four are as large as
+	// they will get.
+	for end := time.Now().Add(30 * time.Second); inflightWaits(t, p.admin) < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the other two requests never waited for budget")
+		}
+	}
+	grew := rssMiB(t, p.cmd.Process.Pid) - base
+	t.Logf("RSS grew %d MiB holding 4 incomplete 48 MiB requests; budget %d MiB", grew, budgetMiB)
+	if grew > budgetMiB+16 {
+		t.Errorf("RSS grew %d MiB; want at most the %d MiB budget (+16 MiB)", grew, budgetMiB)
+	}
+}
+
+// inflightWaits reads hmsproxy_inflight_waits_total from the admin port.
+func inflightWaits(t *testing.T, admin string) int {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "hmsproxy_inflight_waits_total "); ok {
+			n, _ := strconv.ParseFloat(v, 64)
+			return int(n)
+		}
+	}
+	return 0
+}

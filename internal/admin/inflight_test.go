@@ -1,0 +1,58 @@
+package admin
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hmsproxy/hmsproxy/internal/inflight"
+	"github.com/hmsproxy/hmsproxy/proxy"
+)
+
+type fakeTimeouts [3]uint64
+
+func (f fakeTimeouts) ClientTimeouts(t proxy.ClientTimeout) uint64 { return f[t] }
+
+// The in-flight budget and the client deadlines are visible to the
+// operator (#9).
+func TestInFlightMetrics(t *testing.T) {
+	b := inflight.New(1000)
+	if !b.TryAcquire(600) {
+		t.Fatal("claim refused")
+	}
+	reg := prometheus.NewRegistry()
+	if _, err := New(Config{Registerer: reg, InFlight: b, Timeouts: fakeTimeouts{3, 4, 5}}); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range m.GetLabel() {
+				name += "/" + l.GetValue()
+			}
+			switch {
+			case m.Gauge != nil:
+				got[name] = m.GetGauge().GetValue()
+			case m.Counter != nil:
+				got[name] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	for name, want := range map[string]float64{
+		"hmsproxy_inflight_bytes":              600,
+		"hmsproxy_inflight_limit_bytes":        1000,
+		"hmsproxy_inflight_waits_total":        0,
+		"hmsproxy_client_timeouts_total/read":  3,
+		"hmsproxy_client_timeouts_total/idle":  4,
+		"hmsproxy_client_timeouts_total/write": 5,
+	} {
+		if v, ok := got[name]; !ok || v != want {
+			t.Errorf("%s = %v (present %v); want %v", name, v, ok, want)
+		}
+	}
+}

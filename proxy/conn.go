@@ -56,6 +56,36 @@ func (c *clientConn) Reply(m wire.Message) error {
 	return nil
 }
 
+// BorrowsReply: Reply keeps nothing of the reply.
+func (c *clientConn) BorrowsReply() {}
+
+// gone reports, without blocking, whether the client has closed its
+// connection: a peek that finds EOF or an error. Bytes waiting (a
+// pipelined next request) mean it is still there. Upstream asks this
+// before sending a call, so a call queued behind busy connections does
+// not run after its client gave up.
+func (c *clientConn) gone() bool {
+	if c.r.Buffered() > 0 {
+		return false
+	}
+	sc, ok := c.nc.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return true
+	}
+	gone := false
+	var one [1]byte
+	err = rc.Read(func(fd uintptr) bool {
+		n, _, rerr := syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		gone = n == 0 && rerr == nil || rerr != nil && rerr != syscall.EAGAIN && rerr != syscall.EWOULDBLOCK && rerr != syscall.EINTR
+		return true
+	})
+	return err != nil || gone
+}
+
 // sessionSink forwards a session call's reply and notes whether it
 // succeeded.
 type sessionSink struct {
@@ -67,6 +97,8 @@ func (k *sessionSink) Reply(m wire.Message) error {
 	k.ok = upstream.Succeeded(m)
 	return k.c.Reply(m)
 }
+
+func (k *sessionSink) BorrowsReply() {}
 
 func (c *clientConn) serve() {
 	defer c.s.untrack(c)
@@ -108,8 +140,21 @@ func (c *clientConn) handle(meth *hms.Method, m wire.Message) error {
 			fmt.Sprintf("proxy: message type %d is not a call", m.Type))
 		return errClose
 	}
+	if m.Type == wire.Oneway && meth != nil && !meth.Oneway {
+		// HMS would answer this two-way method anyway, and a reply with no
+		// caller waiting for it could reach another client on a shared
+		// connection. The client does not expect an answer, so after this
+		// one its stream is out of step: close it, as for any other
+		// refused message type, and its next call reconnects.
+		c.appError(string(m.Name()), m.SeqID, wire.ExInvalidMsgType,
+			fmt.Sprintf("proxy: %s is not a oneway method", m.Name()))
+		return errClose
+	}
 	name := m.Name()
-	oneway := m.Type == wire.Oneway || meth != nil && meth.Oneway
+	// Only the method table makes a call oneway. An unknown method typed
+	// ONEWAY is forwarded on a connection that is then closed (upstream
+	// does that for any ONEWAY message not marked Oneway).
+	oneway := meth != nil && meth.Oneway
 	switch {
 	case bytes.Equal(name, nameSetUGI):
 		return c.setUGI(m)
@@ -149,6 +194,7 @@ func classOf(meth *hms.Method) upstream.Class {
 }
 
 func (c *clientConn) forward(call upstream.Call, sink upstream.ReplySink) error {
+	call.ClientGone = c.gone
 	if err := c.s.up.Do(c.s.ctx, call, sink); err != nil {
 		// The client must see a transport failure, never a made-up
 		// answer: its retry logic reconnects on exactly that.

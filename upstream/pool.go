@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,9 +19,12 @@ import (
 // pool is the connections to one metastore. Each connection holds a slot in
 // sem for its whole life, idle or not, so MaxConns bounds open sockets.
 type pool struct {
-	g       *Group
-	addr    string
-	sem     chan struct{}
+	g    *Group
+	addr string
+	sem  chan struct{}
+	// writers bounds the write calls in progress, so that
+	// ReservedReadConns of sem stay for reads.
+	writers chan struct{}
 	healthy atomic.Bool
 
 	mu      sync.Mutex         // guards idle, nidle, wake, waiters
@@ -45,10 +49,28 @@ type conn struct {
 var aLongTimeAgo = time.Unix(1, 0)
 
 func (p *pool) do(ctx context.Context, c Call, sink ReplySink) error {
+	wait := ctx
+	if t := p.g.acquireWait(c.Class); t > 0 {
+		var cancel context.CancelFunc
+		wait, cancel = context.WithTimeout(ctx, t)
+		defer cancel()
+	}
+	if c.Class == Write {
+		// Writes share what the reserved read connections leave.
+		if err := p.queue(wait, ctx, &c, p.writers); err != nil {
+			return err
+		}
+		defer func() { <-p.writers }()
+	}
 	for attempt := 0; ; attempt++ {
-		cn, reused, err := p.checkout(ctx, c.Session, c.Class != Read)
+		cn, reused, err := p.checkout(wait, ctx, &c, c.Class != Read)
 		if err != nil {
-			return &notSentError{err}
+			return err
+		}
+		if c.ClientGone != nil && c.ClientGone() {
+			p.put(cn, cn.sessKey)
+			p.g.n.clientGone.Add(1)
+			return &notSentError{fmt.Errorf("%s to %s: %w", c.Msg.Name(), p.addr, ErrClientGone)}
 		}
 		err = p.exchange(ctx, cn, c, sink)
 		var fe *failedBeforeReplyError
@@ -59,6 +81,45 @@ func (p *pool) do(ctx context.Context, c Call, sink ReplySink) error {
 		}
 		return err
 	}
+}
+
+// queue waits for a slot in sem, bounded by wait, polling the call's
+// ClientGone meanwhile. ctx is the call's own context: its end is not a
+// wait timeout.
+func (p *pool) queue(wait, ctx context.Context, c *Call, sem chan struct{}) error {
+	select {
+	case sem <- struct{}{}:
+		return nil
+	default:
+	}
+	var poll <-chan time.Time
+	if c.ClientGone != nil {
+		t := time.NewTicker(p.g.cfg.ClientGonePoll)
+		defer t.Stop()
+		poll = t.C
+	}
+	for {
+		select {
+		case sem <- struct{}{}:
+			return nil
+		case <-poll:
+			if c.ClientGone() {
+				p.g.n.clientGone.Add(1)
+				return &notSentError{fmt.Errorf("%s to %s: %w", c.Msg.Name(), p.addr, ErrClientGone)}
+			}
+		case <-wait.Done():
+			return p.waitErr(wait, ctx)
+		}
+	}
+}
+
+// waitErr is the error of a wait for a connection that ended.
+func (p *pool) waitErr(wait, ctx context.Context) error {
+	if ctx.Err() == nil && errors.Is(wait.Err(), context.DeadlineExceeded) {
+		p.g.n.acquireTimeouts.Add(1)
+		return &notSentError{fmt.Errorf("%w to %s", ErrAcquireTimeout, p.addr)}
+	}
+	return &notSentError{fmt.Errorf("upstream: waiting for a connection to %s: %w", p.addr, wait.Err())}
 }
 
 func (p *pool) exchange(ctx context.Context, cn *conn, c Call, sink ReplySink) error {
@@ -79,6 +140,14 @@ func (p *pool) exchange(ctx context.Context, cn *conn, c Call, sink ReplySink) e
 		p.put(cn, c.Session.key)
 		return nil
 	}
+	if c.Msg.Type == wire.Oneway {
+		// Oneway-typed but not known to be oneway: whatever the metastore
+		// answers, if anything, belongs to no later call on this socket.
+		stop()
+		cn.close()
+		p.g.n.onewayClosed.Add(1)
+		return nil
+	}
 	m, err := cn.r.Read()
 	stop() // the reply is in: a late cancel must not hit the next user
 	if err != nil {
@@ -89,26 +158,72 @@ func (p *pool) exchange(ctx context.Context, cn *conn, c Call, sink ReplySink) e
 		}
 		return fmt.Errorf("%w: %w", ErrBroken, err)
 	}
-	if m.SeqID != c.Msg.SeqID || (m.Type != wire.Reply && m.Type != wire.Exception) {
+	if !answers(m, c.Msg) {
 		cn.close()
-		return fmt.Errorf("%w: reply to %s from %s has seqid %d type %d, want seqid %d",
-			ErrBroken, c.Msg.Name(), p.addr, m.SeqID, m.Type, c.Msg.SeqID)
+		p.g.n.mismatched.Add(1)
+		return fmt.Errorf("%w: %w: %s sent %q seqid %d type %d in answer to %q seqid %d",
+			ErrBroken, ErrMismatchedReply, p.addr, m.Name(), m.SeqID, m.Type, c.Msg.Name(), c.Msg.SeqID)
 	}
 	next := c.Session.key
+	// Bytes past the reply were sent unasked: the connection is not
+	// reused (put would refuse it too).
+	reuse := cn.r.Buffered() == 0
 	if c.Becomes != nil {
 		if Succeeded(m) {
 			next = c.Becomes.key
 		} else if c.Becomes.HasUGI() != c.Session.HasUGI() {
 			// A refused set_ugi leaves the server's view of this
 			// connection unclear; don't reuse it.
-			err := sink.Reply(m)
-			cn.close()
-			return err
+			reuse = false
 		}
 	}
+	_, borrows := sink.(BorrowingSink)
+	n := int64(len(m.Buf))
+	if !p.g.cfg.Budget.TryAcquire(n) {
+		// No room to hold the reply apart from its connection: the
+		// connection is held while the sink writes it out.
+		p.g.n.held.Add(1)
+		err = sink.Reply(m)
+		p.release(cn, reuse, next)
+		return err
+	}
+	var fresh []byte
+	if b, ok := bufPool.Get().(*[]byte); ok {
+		fresh = *b
+	}
+	buf := cn.r.Detach(fresh)
+	p.release(cn, reuse, next)
 	err = sink.Reply(m)
-	p.put(cn, next)
+	p.g.cfg.Budget.Release(n)
+	if borrows && cap(buf) <= maxPooledBuf {
+		bufPool.Put(&buf)
+	}
 	return err
+}
+
+// bufPool holds reply buffers given back by borrowing sinks, handed to
+// readers in exchange for the buffer of the reply they detach.
+var bufPool sync.Pool
+
+// maxPooledBuf is the largest buffer kept for reuse: a rare huge reply
+// is left to the garbage collector rather than pinned.
+const maxPooledBuf = 1 << 20
+
+// release returns a connection after a call: to the idle set, now
+// carrying the session with key next, or closed.
+func (p *pool) release(cn *conn, reuse bool, next string) {
+	if reuse {
+		p.put(cn, next)
+	} else {
+		cn.close()
+	}
+}
+
+// answers reports whether reply m answers the call req: same method
+// name, same seqid, and a REPLY or EXCEPTION.
+func answers(m, req wire.Message) bool {
+	return (m.Type == wire.Reply || m.Type == wire.Exception) && m.SeqID == req.SeqID &&
+		bytes.Equal(m.Name(), req.Name())
 }
 
 // Succeeded reports whether a reply is a normal return (not an
@@ -138,10 +253,14 @@ func isConnFailure(err error) bool {
 	return errors.As(err, &ne) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
-// checkout returns a connection carrying session s. probe asks that a
-// reused connection be checked for a close by the metastore first, for
-// calls that may not be retried.
-func (p *pool) checkout(ctx context.Context, s *Session, probe bool) (cn *conn, reused bool, err error) {
+// checkout returns a connection carrying the call's session. probe asks
+// that a reused connection be checked for a close by the metastore first,
+// for calls that may not be retried. Waiting for a free slot ends with
+// wait, and is abandoned if the call's client goes; dialling and session
+// replay are bounded by ctx and their own timeouts.
+func (p *pool) checkout(wait, ctx context.Context, c *Call, probe bool) (cn *conn, reused bool, err error) {
+	s := c.Session
+	var poll <-chan time.Time
 	for {
 		p.mu.Lock()
 		if list := p.idle[s.key]; len(list) > 0 {
@@ -160,14 +279,18 @@ func (p *pool) checkout(ctx context.Context, s *Session, probe bool) (cn *conn, 
 
 		select {
 		case p.sem <- struct{}{}:
-			cn, err = p.dial(ctx, s)
-			return cn, false, err
+			return p.dialSlot(ctx, s)
 		default:
 		}
 		// Full: close an idle connection in another state to make room.
 		if victim := p.popAnyIdle(); victim != nil {
 			victim.close()
 			continue
+		}
+		if poll == nil && c.ClientGone != nil {
+			t := time.NewTicker(p.g.cfg.ClientGonePoll)
+			defer t.Stop()
+			poll = t.C
 		}
 		p.mu.Lock()
 		wake := p.wake
@@ -176,15 +299,28 @@ func (p *pool) checkout(ctx context.Context, s *Session, probe bool) (cn *conn, 
 		select {
 		case p.sem <- struct{}{}:
 			p.unwait()
-			cn, err = p.dial(ctx, s)
-			return cn, false, err
+			return p.dialSlot(ctx, s)
 		case <-wake:
 			p.unwait()
-		case <-ctx.Done():
+		case <-poll:
 			p.unwait()
-			return nil, false, fmt.Errorf("upstream: waiting for a connection to %s: %w", p.addr, ctx.Err())
+			if c.ClientGone() {
+				p.g.n.clientGone.Add(1)
+				return nil, false, &notSentError{fmt.Errorf("%s to %s: %w", c.Msg.Name(), p.addr, ErrClientGone)}
+			}
+		case <-wait.Done():
+			p.unwait()
+			return nil, false, p.waitErr(wait, ctx)
 		}
 	}
+}
+
+func (p *pool) dialSlot(ctx context.Context, s *Session) (*conn, bool, error) {
+	cn, err := p.dial(ctx, s)
+	if err != nil {
+		return nil, false, &notSentError{err}
+	}
+	return cn, false, nil
 }
 
 func (p *pool) unwait() {
@@ -306,8 +442,9 @@ func (cn *conn) roundTrip(ctx context.Context, method string, args []byte, timeo
 	if err != nil {
 		return err
 	}
-	if m.SeqID != cn.seq {
-		return fmt.Errorf("reply seqid %d, want %d", m.SeqID, cn.seq)
+	if m.SeqID != cn.seq || string(m.Name()) != method || (m.Type != wire.Reply && m.Type != wire.Exception) {
+		return fmt.Errorf("%w: %q seqid %d type %d in answer to %s seqid %d",
+			ErrMismatchedReply, m.Name(), m.SeqID, m.Type, method, cn.seq)
 	}
 	if m.Type == wire.Exception {
 		if ex, err := wire.DecodeApplicationException(m.Body()); err == nil {

@@ -69,6 +69,21 @@ func (r *Reader) Release() {
 // Buffered reports how many bytes past the last message have arrived.
 func (r *Reader) Buffered() int { return r.w - r.next }
 
+// Detach hands the caller the buffer holding the last message read, which
+// stays valid for as long as the caller keeps it, and gives the reader buf
+// (nil: a fresh one on the next Read) for what follows. It lets a reply
+// outlive its connection's turn without a copy. Bytes that arrived past the
+// last message are dropped: call it only when Buffered is 0, or when the
+// connection is to be closed.
+func (r *Reader) Detach(buf []byte) []byte {
+	old := r.buf
+	r.buf, r.r, r.w, r.next = buf[:cap(buf)], 0, 0, 0
+	if len(r.buf) == 0 {
+		r.buf = nil
+	}
+	return old
+}
+
 // Read returns the next message. Its bytes are valid until the next call.
 // io.EOF means the peer closed cleanly between messages; a *ReadError means
 // the bytes broke the protocol or a limit.

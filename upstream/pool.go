@@ -25,6 +25,7 @@ type pool struct {
 	// writers bounds the write calls in progress, so that
 	// ReservedReadConns of sem stay for reads.
 	writers chan struct{}
+	queued  atomic.Int32 // calls waiting in queue: a seam for tests
 	healthy atomic.Bool
 
 	mu      sync.Mutex         // guards idle, nidle, wake, waiters
@@ -92,6 +93,8 @@ func (p *pool) queue(wait, ctx context.Context, c *Call, sem chan struct{}) erro
 		return nil
 	default:
 	}
+	p.queued.Add(1)
+	defer p.queued.Add(-1)
 	var poll <-chan time.Time
 	if c.ClientGone != nil {
 		t := time.NewTicker(p.g.cfg.ClientGonePoll)

@@ -359,24 +359,27 @@ func TestReservedReadConns(t *testing.T) {
 func TestClientGoneDropped(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
+		class    Class // Write waits for a write slot, Read for a connection
 		goes     bool
 		wantSent int
 	}{
-		{"client stays", false, 1},
-		{"client gone", true, 0},
+		{"write, client stays", Write, false, 1},
+		{"write, client gone", Write, true, 0},
+		{"read, client stays", Read, false, 1},
+		{"read, client gone", Read, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, release := hangingFake(t)
 			g := newGroup(t, Config{MaxConns: 1, ClientGonePoll: 5 * time.Millisecond}, f.addr)
 			first := make(chan error, 1)
 			go func() {
-				first <- g.Do(context.Background(), Call{Session: NoSession, Class: Write, Msg: msg(t, wire.Call, "hang", 1)}, &copySink{})
+				first <- g.Do(context.Background(), Call{Session: NoSession, Class: tc.class, Msg: msg(t, wire.Call, "hang", 1)}, &copySink{})
 			}()
 			f.waitCalls(1)
 			var gone, asked atomic.Bool
 			done := make(chan error, 1)
 			go func() {
-				done <- g.Do(context.Background(), Call{Session: NoSession, Class: Write,
+				done <- g.Do(context.Background(), Call{Session: NoSession, Class: tc.class,
 					Msg: msg(t, wire.Call, "create_database", 2),
 					ClientGone: func() bool {
 						asked.Store(true)
@@ -384,12 +387,23 @@ func TestClientGoneDropped(t *testing.T) {
 					}}, &copySink{})
 			}()
 			// Queued: ClientGone is being polled.
+			deadline := time.Now().Add(5 * time.Second)
 			for !asked.Load() {
+				if time.Now().After(deadline) {
+					t.Fatal("ClientGone not asked while the call was queued")
+				}
 				time.Sleep(time.Millisecond)
 			}
 			gone.Store(tc.goes)
 			if tc.goes {
-				err := <-done
+				// Dropped while queued: the first call still holds the
+				// only connection.
+				var err error
+				select {
+				case err = <-done:
+				case <-time.After(5 * time.Second):
+					t.Fatal("a call whose client went was still queued after 5s")
+				}
 				if !errors.Is(err, ErrClientGone) {
 					t.Fatalf("got %v; want ErrClientGone", err)
 				}

@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -198,6 +199,12 @@ func wireMsg(t testing.TB, b []byte) wire.Message {
 // write) runs after the connection went back to the pool, so with
 // MaxConns 1 another call can run while the sink is still busy.
 func TestConnectionReleasedBeforeSink(t *testing.T) {
+	for _, class := range []Class{Read, Write} {
+		t.Run(fmt.Sprint(class), func(t *testing.T) { testReleasedBeforeSink(t, class) })
+	}
+}
+
+func testReleasedBeforeSink(t *testing.T, class Class) {
 	f := startFake(t, nil)
 	g := newGroup(t, Config{MaxConns: 1}, f.addr)
 	var inner copySink
@@ -205,9 +212,9 @@ func TestConnectionReleasedBeforeSink(t *testing.T) {
 	outer := copySink{hook: func(wire.Message) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		innerErr = g.Do(ctx, Call{Session: NoSession, Class: Read, Msg: msg(t, wire.Call, "get_database", 2)}, &inner)
+		innerErr = g.Do(ctx, Call{Session: NoSession, Class: class, Msg: msg(t, wire.Call, "get_database", 2)}, &inner)
 	}}
-	if err := g.Do(ctxT(t), Call{Session: NoSession, Class: Read, Msg: msg(t, wire.Call, "get_table", 1)}, &outer); err != nil {
+	if err := g.Do(ctxT(t), Call{Session: NoSession, Class: class, Msg: msg(t, wire.Call, "get_table", 1)}, &outer); err != nil {
 		t.Fatal(err)
 	}
 	if innerErr != nil {

@@ -56,12 +56,17 @@ func (p *pool) do(ctx context.Context, c Call, sink ReplySink) error {
 		wait, cancel = context.WithTimeout(ctx, t)
 		defer cancel()
 	}
+	free := func() {}
 	if c.Class == Write {
-		// Writes share what the reserved read connections leave.
+		// Writes share what the reserved read connections leave. The
+		// slot goes with the connection: it is freed before the reply is
+		// written to the client.
 		if err := p.queue(wait, ctx, &c, p.writers); err != nil {
 			return err
 		}
-		defer func() { <-p.writers }()
+		var once sync.Once
+		free = func() { once.Do(func() { <-p.writers }) }
+		defer free()
 	}
 	for attempt := 0; ; attempt++ {
 		cn, reused, err := p.checkout(wait, ctx, &c, c.Class != Read)
@@ -73,7 +78,7 @@ func (p *pool) do(ctx context.Context, c Call, sink ReplySink) error {
 			p.g.n.clientGone.Add(1)
 			return &notSentError{fmt.Errorf("%s to %s: %w", c.Msg.Name(), p.addr, ErrClientGone)}
 		}
-		err = p.exchange(ctx, cn, c, sink)
+		err = p.exchange(ctx, cn, c, sink, free)
 		var fe *failedBeforeReplyError
 		if reused && attempt == 0 && c.Class == Read && errors.As(err, &fe) {
 			// An idle connection the metastore had already dropped: one
@@ -125,7 +130,10 @@ func (p *pool) waitErr(wait, ctx context.Context) error {
 	return &notSentError{fmt.Errorf("upstream: waiting for a connection to %s: %w", p.addr, wait.Err())}
 }
 
-func (p *pool) exchange(ctx context.Context, cn *conn, c Call, sink ReplySink) error {
+// exchange sends the call on cn and hands the reply to sink. released is
+// called once the connection is no longer the call's, before the sink
+// runs.
+func (p *pool) exchange(ctx context.Context, cn *conn, c Call, sink ReplySink, released func()) error {
 	if t := p.g.timeout(c.Class); t > 0 {
 		cn.nc.SetDeadline(time.Now().Add(t))
 	} else {
@@ -196,6 +204,7 @@ func (p *pool) exchange(ctx context.Context, cn *conn, c Call, sink ReplySink) e
 	}
 	buf := cn.r.Detach(fresh)
 	p.release(cn, reuse, next)
+	released()
 	err = sink.Reply(m)
 	p.g.cfg.Budget.Release(n)
 	if borrows && cap(buf) <= maxPooledBuf {

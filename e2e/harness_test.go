@@ -111,11 +111,13 @@ type nodeOpts struct {
 	// kinds, when set, replaces cache.DefaultKinds (e.g. to cache
 	// KindOther, which the defaults leave uncached).
 	kinds *[cache.NumKinds]cache.KindConfig
+	// maxConns, when set, bounds the upstream connections (default 64).
+	maxConns int
 }
 
 func startProxy(t *testing.T, ms *metastore, o nodeOpts) *node {
 	t.Helper()
-	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + ms.addr}, HealthInterval: time.Hour})
+	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + ms.addr}, HealthInterval: time.Hour, MaxConns: o.maxConns})
 	if err != nil {
 		t.Fatal(err)
 	}

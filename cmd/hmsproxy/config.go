@@ -31,6 +31,12 @@ type fileConfig struct {
 		WriteTimeout   time.Duration `yaml:"write_timeout"`   // -write-timeout
 		IdleTimeout    time.Duration `yaml:"idle_timeout"`    // -upstream-idle-timeout
 		HealthInterval time.Duration `yaml:"health_interval"` // -health-interval
+		// AcquireTimeout bounds the wait for a connection of calls with
+		// no timeout of their own (writes by default).
+		AcquireTimeout time.Duration `yaml:"acquire_timeout"` // -acquire-timeout
+		// ReservedReadConns: connections per metastore only reads may
+		// use; 0 picks max_conns/4, negative none.
+		ReservedReadConns int `yaml:"reserved_read_conns"` // -upstream-reserved-read-conns
 	} `yaml:"upstream"`
 
 	Limits struct {
@@ -118,6 +124,7 @@ func defaults() fileConfig {
 	c.Upstream.ReadTimeout = 10 * time.Minute
 	c.Upstream.IdleTimeout = 5 * time.Minute
 	c.Upstream.HealthInterval = 5 * time.Second
+	c.Upstream.AcquireTimeout = time.Minute
 	c.Limits.MaxMessageBytes = 100 << 20
 	c.Limits.MaxDepth = 64
 	c.Limits.MaxClients = 10000
@@ -170,6 +177,8 @@ Flags:
 	writeTimeout := fs.Duration("write-timeout", c.Upstream.WriteTimeout, "timeout of write calls, 0 for none: DDL on wide tables can run for half an hour [upstream.write_timeout]")
 	idleTimeout := fs.Duration("upstream-idle-timeout", c.Upstream.IdleTimeout, "close upstream connections idle longer than this [upstream.idle_timeout]")
 	health := fs.Duration("health-interval", c.Upstream.HealthInterval, "period of upstream health checks [upstream.health_interval]")
+	acquire := fs.Duration("acquire-timeout", c.Upstream.AcquireTimeout, "longest wait for an upstream connection of a call with no timeout of its own (writes), negative for none [upstream.acquire_timeout]")
+	reserved := fs.Int("upstream-reserved-read-conns", c.Upstream.ReservedReadConns, "connections per metastore kept for reads so long writes cannot take them all; 0: max_conns/4, negative: none [upstream.reserved_read_conns]")
 	maxMsg := fs.Int("max-message-bytes", c.Limits.MaxMessageBytes, "largest client request accepted, as hive.metastore.server.max.message.size [limits.max_message_bytes]")
 	maxDepth := fs.Int("max-depth", c.Limits.MaxDepth, "deepest struct/container nesting accepted [limits.max_depth]")
 	maxClients := fs.Int("max-clients", c.Limits.MaxClients, "max concurrent client connections [limits.max_clients]")
@@ -237,6 +246,10 @@ Flags:
 			c.Upstream.IdleTimeout = *idleTimeout
 		case "health-interval":
 			c.Upstream.HealthInterval = *health
+		case "acquire-timeout":
+			c.Upstream.AcquireTimeout = *acquire
+		case "upstream-reserved-read-conns":
+			c.Upstream.ReservedReadConns = *reserved
 		case "max-message-bytes":
 			c.Limits.MaxMessageBytes = *maxMsg
 		case "max-depth":

@@ -76,14 +76,15 @@ func (c *clientConn) gone() bool {
 	if err != nil {
 		return true
 	}
+	// Control, not Read: a read deadline that has passed (the request
+	// was read long ago) must not count as the client being gone.
 	gone := false
 	var one [1]byte
-	err = rc.Read(func(fd uintptr) bool {
+	err = rc.Control(func(fd uintptr) {
 		n, _, rerr := syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		gone = n == 0 && rerr == nil || rerr != nil && rerr != syscall.EAGAIN && rerr != syscall.EWOULDBLOCK && rerr != syscall.EINTR
-		return true
 	})
-	return err != nil || gone
+	return err == nil && gone
 }
 
 // sessionSink forwards a session call's reply and notes whether it

@@ -468,3 +468,49 @@ func TestQueuedWriteDroppedWhenClientGone(t *testing.T) {
 		})
 	}
 }
+
+// TestClientGonePeek: gone sees a closed client, not a live one, and not
+// a read deadline that has passed while the call waited.
+func TestClientGonePeek(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cl, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	sv, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sv.Close()
+	s := &Server{cfg: Config{Limits: wire.Limits{}.WithDefaults()}}
+	c := newClientConn(s, sv)
+	sv.SetReadDeadline(time.Now().Add(-time.Second))
+	if c.gone() {
+		t.Fatal("gone with the client still connected (deadline passed)")
+	}
+	if _, err := cl.Write([]byte{0x80}); err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+	// The pipelined byte is there, then EOF: not gone until it is read.
+	if c.gone() {
+		t.Fatal("gone with unread bytes waiting")
+	}
+	one := make([]byte, 1)
+	sv.SetReadDeadline(time.Time{})
+	if _, err := sv.Read(one); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !c.gone() {
+		if time.Now().After(deadline) {
+			t.Fatal("not gone 5s after the client closed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -483,12 +483,13 @@ func (cn *conn) alive() bool {
 	if err != nil {
 		return false
 	}
+	// Control, not Read: a deadline left from the last call must not
+	// make a live connection look dead.
 	alive := false
 	var one [1]byte
-	err = rc.Read(func(fd uintptr) bool {
+	err = rc.Control(func(fd uintptr) {
 		_, _, rerr := syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		alive = rerr == syscall.EAGAIN || rerr == syscall.EWOULDBLOCK
-		return true
 	})
 	return err == nil && alive
 }

@@ -625,3 +625,29 @@ func TestCloseTwice(t *testing.T) {
 		t.Fatalf("got %v; want ErrClosed", err)
 	}
 }
+
+// TestAliveIgnoresStaleDeadline: an idle connection whose last call's
+// deadline has passed is still alive.
+func TestAliveIgnoresStaleDeadline(t *testing.T) {
+	f := startFake(t, nil)
+	g := newGroup(t, Config{}, f.addr)
+	p := g.pools[0]
+	p.sem <- struct{}{}
+	cn, err := p.dial(ctxT(t), NoSession)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cn.close()
+	cn.nc.SetDeadline(time.Now().Add(-time.Second))
+	if !cn.alive() {
+		t.Fatal("a live connection with a stale deadline looks dead")
+	}
+	f.close()
+	deadline := time.Now().Add(5 * time.Second)
+	for cn.alive() {
+		if time.Now().After(deadline) {
+			t.Fatal("alive 5s after the metastore closed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -38,6 +38,8 @@ type clientConn struct {
 	frame []byte   // their wrapper bytes
 
 	outcome Outcome // how the call in progress was answered
+
+	goneFn func() bool // c.gone, bound once
 }
 
 func newClientConn(s *Server, nc net.Conn) *clientConn {
@@ -195,7 +197,10 @@ func classOf(meth *hms.Method) upstream.Class {
 }
 
 func (c *clientConn) forward(call upstream.Call, sink upstream.ReplySink) error {
-	call.ClientGone = c.gone
+	if c.goneFn == nil {
+		c.goneFn = c.gone
+	}
+	call.ClientGone = c.goneFn
 	if err := c.s.up.Do(c.s.ctx, call, sink); err != nil {
 		// The client must see a transport failure, never a made-up
 		// answer: its retry logic reconnects on exactly that.

@@ -50,18 +50,14 @@ type conn struct {
 var aLongTimeAgo = time.Unix(1, 0)
 
 func (p *pool) do(ctx context.Context, c Call, sink ReplySink) error {
-	wait := ctx
-	if t := p.g.acquireWait(c.Class); t > 0 {
-		var cancel context.CancelFunc
-		wait, cancel = context.WithTimeout(ctx, t)
-		defer cancel()
-	}
+	w := waiter{p: p, ctx: ctx, c: &c, limit: p.g.acquireWait(c.Class)}
+	defer w.stop()
 	free := func() {}
 	if c.Class == Write {
 		// Writes share what the reserved read connections leave. The
 		// slot goes with the connection: it is freed before the reply is
 		// written to the client.
-		if err := p.queue(wait, ctx, &c, p.writers); err != nil {
+		if err := p.queue(&w, p.writers); err != nil {
 			return err
 		}
 		var once sync.Once
@@ -69,14 +65,15 @@ func (p *pool) do(ctx context.Context, c Call, sink ReplySink) error {
 		defer free()
 	}
 	for attempt := 0; ; attempt++ {
-		cn, reused, err := p.checkout(wait, ctx, &c, c.Class != Read)
+		cn, reused, err := p.checkout(&w, c.Class != Read)
 		if err != nil {
 			return err
 		}
-		if c.ClientGone != nil && c.ClientGone() {
+		// A call that did not wait was read from its client moments ago:
+		// only one that waited may have lost it.
+		if w.waited && c.ClientGone != nil && c.ClientGone() {
 			p.put(cn, cn.sessKey)
-			p.g.n.clientGone.Add(1)
-			return &notSentError{fmt.Errorf("%s to %s: %w", c.Msg.Name(), p.addr, ErrClientGone)}
+			return w.goneErr()
 		}
 		err = p.exchange(ctx, cn, c, sink, free)
 		var fe *failedBeforeReplyError
@@ -89,10 +86,65 @@ func (p *pool) do(ctx context.Context, c Call, sink ReplySink) error {
 	}
 }
 
-// queue waits for a slot in sem, bounded by wait, polling the call's
-// ClientGone meanwhile. ctx is the call's own context: its end is not a
-// wait timeout.
-func (p *pool) queue(wait, ctx context.Context, c *Call, sem chan struct{}) error {
+// waiter is one call's wait for a write slot or a connection: bounded by
+// the call's wait limit (from its first wait on), and abandoned when its
+// client goes. Timers start only if the call has to wait.
+type waiter struct {
+	p      *pool
+	ctx    context.Context
+	c      *Call
+	limit  time.Duration // 0: none
+	waited bool
+	timer  *time.Timer
+	ticker *time.Ticker
+}
+
+// block returns the channels a blocked wait selects on, starting the
+// timers on the first wait.
+func (w *waiter) block() (timeout, poll <-chan time.Time) {
+	if !w.waited {
+		w.waited = true
+		if w.limit > 0 {
+			w.timer = time.NewTimer(w.limit)
+		}
+		if w.c.ClientGone != nil {
+			w.ticker = time.NewTicker(w.p.g.cfg.ClientGonePoll)
+		}
+	}
+	if w.timer != nil {
+		timeout = w.timer.C
+	}
+	if w.ticker != nil {
+		poll = w.ticker.C
+	}
+	return timeout, poll
+}
+
+func (w *waiter) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	if w.ticker != nil {
+		w.ticker.Stop()
+	}
+}
+
+func (w *waiter) goneErr() error {
+	w.p.g.n.clientGone.Add(1)
+	return &notSentError{fmt.Errorf("%s to %s: %w", w.c.Msg.Name(), w.p.addr, ErrClientGone)}
+}
+
+func (w *waiter) timeoutErr() error {
+	w.p.g.n.acquireTimeouts.Add(1)
+	return &notSentError{fmt.Errorf("%w to %s after %v", ErrAcquireTimeout, w.p.addr, w.limit)}
+}
+
+func (w *waiter) cancelErr() error {
+	return &notSentError{fmt.Errorf("upstream: waiting for a connection to %s: %w", w.p.addr, w.ctx.Err())}
+}
+
+// queue waits for a slot in sem.
+func (p *pool) queue(w *waiter, sem chan struct{}) error {
 	select {
 	case sem <- struct{}{}:
 		return nil
@@ -100,34 +152,21 @@ func (p *pool) queue(wait, ctx context.Context, c *Call, sem chan struct{}) erro
 	}
 	p.queued.Add(1)
 	defer p.queued.Add(-1)
-	var poll <-chan time.Time
-	if c.ClientGone != nil {
-		t := time.NewTicker(p.g.cfg.ClientGonePoll)
-		defer t.Stop()
-		poll = t.C
-	}
 	for {
+		timeout, poll := w.block()
 		select {
 		case sem <- struct{}{}:
 			return nil
 		case <-poll:
-			if c.ClientGone() {
-				p.g.n.clientGone.Add(1)
-				return &notSentError{fmt.Errorf("%s to %s: %w", c.Msg.Name(), p.addr, ErrClientGone)}
+			if w.c.ClientGone() {
+				return w.goneErr()
 			}
-		case <-wait.Done():
-			return p.waitErr(wait, ctx)
+		case <-timeout:
+			return w.timeoutErr()
+		case <-w.ctx.Done():
+			return w.cancelErr()
 		}
 	}
-}
-
-// waitErr is the error of a wait for a connection that ended.
-func (p *pool) waitErr(wait, ctx context.Context) error {
-	if ctx.Err() == nil && errors.Is(wait.Err(), context.DeadlineExceeded) {
-		p.g.n.acquireTimeouts.Add(1)
-		return &notSentError{fmt.Errorf("%w to %s", ErrAcquireTimeout, p.addr)}
-	}
-	return &notSentError{fmt.Errorf("upstream: waiting for a connection to %s: %w", p.addr, wait.Err())}
 }
 
 // exchange sends the call on cn and hands the reply to sink. released is
@@ -198,24 +237,29 @@ func (p *pool) exchange(ctx context.Context, cn *conn, c Call, sink ReplySink, r
 		p.release(cn, reuse, next)
 		return err
 	}
-	var fresh []byte
-	if b, ok := bufPool.Get().(*[]byte); ok {
-		fresh = *b
+	rb, _ := bufPool.Get().(*replyBuf)
+	if rb == nil {
+		rb = new(replyBuf)
 	}
-	buf := cn.r.Detach(fresh)
+	rb.b = cn.r.Detach(rb.b)
 	p.release(cn, reuse, next)
 	released()
 	err = sink.Reply(m)
 	p.g.cfg.Budget.Release(n)
-	if borrows && cap(buf) <= maxPooledBuf {
-		bufPool.Put(&buf)
+	if !borrows || cap(rb.b) > maxPooledBuf {
+		rb.b = nil // the sink keeps the bytes, or they are too many to pin
 	}
+	bufPool.Put(rb)
 	return err
 }
 
 // bufPool holds reply buffers given back by borrowing sinks, handed to
 // readers in exchange for the buffer of the reply they detach.
 var bufPool sync.Pool
+
+// replyBuf holds a pooled buffer; the holder itself is reused so that
+// pooling allocates nothing.
+type replyBuf struct{ b []byte }
 
 // maxPooledBuf is the largest buffer kept for reuse: a rare huge reply
 // is left to the garbage collector rather than pinned.
@@ -267,12 +311,10 @@ func isConnFailure(err error) bool {
 
 // checkout returns a connection carrying the call's session. probe asks
 // that a reused connection be checked for a close by the metastore first,
-// for calls that may not be retried. Waiting for a free slot ends with
-// wait, and is abandoned if the call's client goes; dialling and session
-// replay are bounded by ctx and their own timeouts.
-func (p *pool) checkout(wait, ctx context.Context, c *Call, probe bool) (cn *conn, reused bool, err error) {
-	s := c.Session
-	var poll <-chan time.Time
+// for calls that may not be retried. A wait for a free slot is bounded by
+// w; dialling and session replay by their own timeouts.
+func (p *pool) checkout(w *waiter, probe bool) (cn *conn, reused bool, err error) {
+	s := w.c.Session
 	for {
 		p.mu.Lock()
 		if list := p.idle[s.key]; len(list) > 0 {
@@ -291,7 +333,7 @@ func (p *pool) checkout(wait, ctx context.Context, c *Call, probe bool) (cn *con
 
 		select {
 		case p.sem <- struct{}{}:
-			return p.dialSlot(ctx, s)
+			return p.dialSlot(w.ctx, s)
 		default:
 		}
 		// Full: close an idle connection in another state to make room.
@@ -299,11 +341,7 @@ func (p *pool) checkout(wait, ctx context.Context, c *Call, probe bool) (cn *con
 			victim.close()
 			continue
 		}
-		if poll == nil && c.ClientGone != nil {
-			t := time.NewTicker(p.g.cfg.ClientGonePoll)
-			defer t.Stop()
-			poll = t.C
-		}
+		timeout, poll := w.block()
 		p.mu.Lock()
 		wake := p.wake
 		p.waiters++
@@ -311,18 +349,20 @@ func (p *pool) checkout(wait, ctx context.Context, c *Call, probe bool) (cn *con
 		select {
 		case p.sem <- struct{}{}:
 			p.unwait()
-			return p.dialSlot(ctx, s)
+			return p.dialSlot(w.ctx, s)
 		case <-wake:
 			p.unwait()
 		case <-poll:
 			p.unwait()
-			if c.ClientGone() {
-				p.g.n.clientGone.Add(1)
-				return nil, false, &notSentError{fmt.Errorf("%s to %s: %w", c.Msg.Name(), p.addr, ErrClientGone)}
+			if w.c.ClientGone() {
+				return nil, false, w.goneErr()
 			}
-		case <-wait.Done():
+		case <-timeout:
 			p.unwait()
-			return nil, false, p.waitErr(wait, ctx)
+			return nil, false, w.timeoutErr()
+		case <-w.ctx.Done():
+			p.unwait()
+			return nil, false, w.cancelErr()
 		}
 	}
 }

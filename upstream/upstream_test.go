@@ -434,14 +434,49 @@ func TestClientGoneDropped(t *testing.T) {
 	}
 }
 
-// TestClientGoneAfterCheckout: a client that went while the call was
-// being given a connection is caught before the send.
+// TestClientGoneAfterCheckout: a client that went while its call waited,
+// between two polls, is caught once the call has a connection, before the
+// send. A call that did not wait is not asked (its client was read from a
+// moment ago).
 func TestClientGoneAfterCheckout(t *testing.T) {
-	f := startFake(t, nil)
-	g := newGroup(t, Config{}, f.addr)
-	err := g.Do(ctxT(t), Call{Session: NoSession, Class: Write, Msg: msg(t, wire.Call, "create_database", 1),
-		ClientGone: func() bool { return true }}, &copySink{})
-	if !errors.Is(err, ErrClientGone) {
+	f, release := hangingFake(t)
+	g := newGroup(t, Config{MaxConns: 1, ClientGonePoll: time.Hour}, f.addr)
+	var asked atomic.Int32
+	gone := func() bool { asked.Add(1); return true }
+	if err := g.Do(ctxT(t), Call{Session: NoSession, Class: Read, Msg: msg(t, wire.Call, "get_table", 1), ClientGone: gone}, &copySink{}); err != nil {
+		t.Fatalf("a call that did not wait: %v", err)
+	}
+	if asked.Load() != 0 {
+		t.Fatal("ClientGone asked of a call that did not wait")
+	}
+	first := make(chan error, 1)
+	go func() {
+		first <- g.Do(context.Background(), Call{Session: NoSession, Class: Read, Msg: msg(t, wire.Call, "hang", 2)}, &copySink{})
+	}()
+	f.waitCalls(2)
+	done := make(chan error, 1)
+	go func() {
+		done <- g.Do(context.Background(), Call{Session: NoSession, Class: Read, Msg: msg(t, wire.Call, "create_database", 3), ClientGone: gone}, &copySink{})
+	}()
+	p := g.pools[0]
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		p.mu.Lock()
+		n := p.waiters
+		p.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second call never waited for a connection")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, ErrClientGone) {
 		t.Fatalf("got %v; want ErrClientGone", err)
 	}
 	if got := f.count("create_database"); got != 0 {

@@ -2,9 +2,11 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"syscall"
@@ -60,6 +62,39 @@ func (c *clientConn) Reply(m wire.Message) error {
 
 // BorrowsReply: Reply keeps nothing of the reply.
 func (c *clientConn) BorrowsReply() {}
+
+// StreamTo takes a reply too large to hold as it arrives: straight to the
+// socket on buffered transport; on framed only when its size is known.
+func (c *clientConn) StreamTo(size int64) (io.Writer, func(error)) {
+	done := func(error) { c.nc.SetWriteDeadline(time.Time{}) }
+	if c.s.cfg.Transport != wire.Framed {
+		return c.nc, done
+	}
+	if size < 0 || size > math.MaxInt32 {
+		return nil, nil
+	}
+	f := &framedStream{Conn: c.nc}
+	binary.BigEndian.PutUint32(f.hdr[:], uint32(size))
+	return f, done
+}
+
+// framedStream writes a frame header before the first bytes of a
+// streamed reply.
+type framedStream struct {
+	net.Conn
+	hdr  [4]byte
+	sent bool
+}
+
+func (f *framedStream) Write(b []byte) (int, error) {
+	if !f.sent {
+		if _, err := f.Conn.Write(f.hdr[:]); err != nil {
+			return 0, err
+		}
+		f.sent = true
+	}
+	return f.Conn.Write(b)
+}
 
 // gone reports, without blocking, whether the client has closed its
 // connection: a peek that finds EOF or an error. Bytes waiting (a

@@ -381,10 +381,11 @@ func bigFake(t *testing.T, size int) (addr string, sent chan struct{}) {
 
 // TestSlowReaderDoesNotPinUpstream guards issue 9: a client that does not
 // read its (large) reply held the only metastore connection while the
-// proxy blocked writing to it. Now the reply is detached first.
+// proxy blocked writing to it. Now a reply up to HoldMax is detached from
+// its connection first.
 func TestSlowReaderDoesNotPinUpstream(t *testing.T) {
 	addr, sent := bigFake(t, 32<<20)
-	paddr, _ := isoProxy(t, upstream.Config{MaxConns: 1}, nil, addr, nil)
+	paddr, _ := isoProxy(t, upstream.Config{MaxConns: 1, HoldMax: 64 << 20}, nil, addr, nil)
 	slow := dial(t, paddr, wire.Buffered)
 	if tc, ok := slow.Conn().(*net.TCPConn); ok {
 		tc.SetReadBuffer(4 << 10)
@@ -406,6 +407,61 @@ func TestSlowReaderDoesNotPinUpstream(t *testing.T) {
 	}
 	if string(m.Name()) != "other_call" {
 		t.Fatalf("got a reply to %s", m.Name())
+	}
+}
+
+// TestSlowReaderOfStreamedReply: a reply above HoldMax streams with its
+// connection held, but a client that stops reading frees it after
+// StreamWriteTimeout, and loses only its own connection.
+func TestSlowReaderOfStreamedReply(t *testing.T) {
+	addr, _ := bigFake(t, 32<<20)
+	paddr, g := isoProxy(t, upstream.Config{MaxConns: 1, HoldMax: 1 << 20, StreamWriteTimeout: 200 * time.Millisecond}, nil, addr, nil)
+	slow := dial(t, paddr, wire.Buffered)
+	if tc, ok := slow.Conn().(*net.TCPConn); ok {
+		tc.SetReadBuffer(4 << 10)
+	}
+	if err := slow.Send(ctxT(t), wire.Call, "big_reply", hmsreq.Args()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for g.Stats().Streamed == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the big reply was not streamed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	other := dial(t, paddr, wire.Buffered)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	m, err := other.Call(ctx, "other_call", hmsreq.Args())
+	if err != nil {
+		t.Fatalf("another client's call while the first does not read: %v", err)
+	}
+	if string(m.Name()) != "other_call" {
+		t.Fatalf("got a reply to %s", m.Name())
+	}
+}
+
+// TestStreamedReplyIntact: a client that reads gets a streamed reply
+// byte for byte, on buffered and framed transports.
+func TestStreamedReplyIntact(t *testing.T) {
+	addr, _ := bigFake(t, 3<<20)
+	paddr, g := isoProxy(t, upstream.Config{MaxConns: 1, HoldMax: 1 << 20}, nil, addr, nil)
+	c := dial(t, paddr, wire.Buffered)
+	m, err := c.Call(ctxT(t), "big_reply", hmsreq.Args())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := wire.NewDecoder(m.Body())
+	if typ, id := d.FieldBegin(); typ != wire.TString || id != 0 || len(d.Bytes()) != 3<<20 {
+		t.Fatalf("streamed reply result field %d type %d; want 3 MiB string", id, typ)
+	}
+	if g.Stats().Streamed != 1 {
+		t.Fatalf("Stats.Streamed %d; want 1", g.Stats().Streamed)
+	}
+	m, err = c.Call(ctxT(t), "small", hmsreq.Args())
+	if err != nil || string(m.Name()) != "small" {
+		t.Fatalf("next call: %v %s", err, m.Name())
 	}
 }
 

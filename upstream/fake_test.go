@@ -18,6 +18,7 @@ type fakeHMS struct {
 	t    testing.TB
 	ln   net.Listener
 	addr string
+	tr   wire.Transport
 	// answer, if set, returns the messages to send for m (none: no reply)
 	// or errCloseConn to drop the connection.
 	answer func(fc *fakeConn, m wire.Message) ([][]byte, error)
@@ -48,11 +49,16 @@ var errCloseConn = errors.New("fake: close connection")
 
 func startFake(t testing.TB, answer func(fc *fakeConn, m wire.Message) ([][]byte, error)) *fakeHMS {
 	t.Helper()
+	return startFakeT(t, wire.Buffered, answer)
+}
+
+func startFakeT(t testing.TB, tr wire.Transport, answer func(fc *fakeConn, m wire.Message) ([][]byte, error)) *fakeHMS {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeHMS{t: t, ln: ln, addr: ln.Addr().String(), answer: answer, arrived: make(chan struct{}), used: map[int]bool{}}
+	f := &fakeHMS{t: t, ln: ln, addr: ln.Addr().String(), tr: tr, answer: answer, arrived: make(chan struct{}), used: map[int]bool{}}
 	f.wg.Add(1)
 	go f.accept()
 	t.Cleanup(f.close)
@@ -88,7 +94,8 @@ func (f *fakeHMS) accept() {
 func (f *fakeHMS) serve(fc *fakeConn) {
 	defer f.wg.Done()
 	defer fc.nc.Close()
-	r := wire.NewReader(fc.nc, wire.Buffered, wire.Limits{MaxMessage: 1 << 30})
+	r := wire.NewReader(fc.nc, f.tr, wire.Limits{MaxMessage: 1 << 30})
+	w := wire.NewWriter(fc.nc, f.tr)
 	for {
 		m, err := r.Read()
 		if err != nil {
@@ -102,7 +109,7 @@ func (f *fakeHMS) serve(fc *fakeConn) {
 			close(f.arrived)
 			f.arrived = make(chan struct{})
 			f.mu.Unlock()
-			if _, err := fc.nc.Write(replyTo(m, "ALIVE")); err != nil {
+			if err := w.Write(replyTo(m, "ALIVE")); err != nil {
 				return
 			}
 			continue
@@ -122,7 +129,7 @@ func (f *fakeHMS) serve(fc *fakeConn) {
 			out = [][]byte{replyTo(m, string(m.Name()))}
 		}
 		for _, b := range out {
-			if _, err := fc.nc.Write(b); err != nil {
+			if err := w.Write(b); err != nil {
 				return
 			}
 		}

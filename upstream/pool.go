@@ -198,7 +198,22 @@ func (p *pool) exchange(ctx context.Context, cn *conn, c Call, sink ReplySink, r
 		p.g.n.onewayClosed.Add(1)
 		return nil
 	}
-	m, err := cn.r.Read()
+	var m wire.Message
+	var err error
+	ss, streams := sink.(StreamingSink)
+	if streams && c.Becomes == nil && p.g.cfg.HoldMax > 0 {
+		m, err = cn.r.ReadUpTo(p.g.cfg.HoldMax)
+		if errors.Is(err, wire.ErrTooLarge) {
+			done, serr := p.stream(ctx, cn, c, ss)
+			if done {
+				stop()
+				return serr
+			}
+			m, err = cn.r.Read() // the sink cannot stream: read it whole
+		}
+	} else {
+		m, err = cn.r.Read()
+	}
 	stop() // the reply is in: a late cancel must not hit the next user
 	if err != nil {
 		cn.close()

@@ -96,6 +96,20 @@ type Config struct {
 	// is still held, so memory held for slow clients stays bounded by the
 	// budget plus MaxConns replies. Nil: unlimited.
 	Budget *inflight.Budget
+	// HoldMax is the largest reply held whole in memory. A larger one, for
+	// a sink that can stream (a client on buffered transport, or on framed
+	// when the metastore is framed too), is passed on as it arrives
+	// through a StreamWindow-sized buffer while its connection is held;
+	// for other sinks (the cache fill) it is read whole. Default 8 MiB:
+	// above the common large replies (a 500-partition batch of a wide
+	// table is 2-3 MiB) so they free their connection at once, while one
+	// rare huge listing cannot take 100s of MiB per call. Negative: never
+	// stream.
+	HoldMax int
+	// StreamWriteTimeout bounds each write of a streamed reply to its
+	// client, so a client that stops reading frees the metastore
+	// connection. Default 30s.
+	StreamWriteTimeout time.Duration
 	// ClientGonePoll is how often a call queued for a connection checks
 	// Call.ClientGone. Default 100ms.
 	ClientGonePoll time.Duration
@@ -136,6 +150,12 @@ func (c Config) withDefaults() Config {
 		c.ReservedReadConns = 0
 	}
 	c.ReservedReadConns = min(c.ReservedReadConns, c.MaxConns-1)
+	if c.HoldMax == 0 {
+		c.HoldMax = 8 << 20
+	}
+	if c.StreamWriteTimeout <= 0 {
+		c.StreamWriteTimeout = 30 * time.Second
+	}
 	if c.ClientGonePoll <= 0 {
 		c.ClientGonePoll = 100 * time.Millisecond
 	}
@@ -237,16 +257,20 @@ type Stats struct {
 	// Held counts replies written to their client while the connection
 	// was held, because they did not fit the in-flight budget.
 	Held uint64
+	// Streamed counts replies larger than HoldMax passed on as they
+	// arrived.
+	Streamed uint64
 }
 
 type counters struct {
-	mismatched, onewayClosed, clientGone, acquireTimeouts, held atomic.Uint64
+	mismatched, onewayClosed, clientGone, acquireTimeouts, held, streamed atomic.Uint64
 }
 
 // Stats returns the group's counters.
 func (g *Group) Stats() Stats {
 	return Stats{Mismatched: g.n.mismatched.Load(), OnewayClosed: g.n.onewayClosed.Load(),
-		ClientGone: g.n.clientGone.Load(), AcquireTimeouts: g.n.acquireTimeouts.Load(), Held: g.n.held.Load()}
+		ClientGone: g.n.clientGone.Load(), AcquireTimeouts: g.n.acquireTimeouts.Load(), Held: g.n.held.Load(),
+		Streamed: g.n.streamed.Load()}
 }
 
 // Group is the set of metastores behind one proxy listener.

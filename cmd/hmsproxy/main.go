@@ -87,17 +87,19 @@ func run(ctx context.Context, cfg fileConfig) error {
 	}
 
 	group, err := upstream.New(upstream.Config{
-		URIs:              cfg.Upstream.URIs,
-		Transport:         upTransport,
-		MaxConns:          cfg.Upstream.MaxConns,
-		DialTimeout:       cfg.Upstream.DialTimeout,
-		ReadTimeout:       cfg.Upstream.ReadTimeout,
-		WriteTimeout:      cfg.Upstream.WriteTimeout,
-		IdleTimeout:       cfg.Upstream.IdleTimeout,
-		HealthInterval:    cfg.Upstream.HealthInterval,
-		AcquireTimeout:    cfg.Upstream.AcquireTimeout,
-		ReservedReadConns: cfg.Upstream.ReservedReadConns,
-		Logger:            log.With("component", "upstream"),
+		URIs:               cfg.Upstream.URIs,
+		Transport:          upTransport,
+		MaxConns:           cfg.Upstream.MaxConns,
+		DialTimeout:        cfg.Upstream.DialTimeout,
+		ReadTimeout:        cfg.Upstream.ReadTimeout,
+		WriteTimeout:       cfg.Upstream.WriteTimeout,
+		IdleTimeout:        cfg.Upstream.IdleTimeout,
+		HealthInterval:     cfg.Upstream.HealthInterval,
+		AcquireTimeout:     cfg.Upstream.AcquireTimeout,
+		ReservedReadConns:  cfg.Upstream.ReservedReadConns,
+		HoldMax:            cfg.Upstream.HoldMaxBytes,
+		StreamWriteTimeout: cfg.Upstream.StreamWriteTimeout,
+		Logger:             log.With("component", "upstream"),
 	})
 	if err != nil {
 		return err

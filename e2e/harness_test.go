@@ -113,11 +113,13 @@ type nodeOpts struct {
 	kinds *[cache.NumKinds]cache.KindConfig
 	// scope is cache.scope; zero: auto.
 	scope proxy.ScopeMode
+	// maxConns, when set, bounds the upstream connections (default 64).
+	maxConns int
 }
 
 func startProxy(t *testing.T, ms *metastore, o nodeOpts) *node {
 	t.Helper()
-	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + ms.addr}, HealthInterval: time.Hour})
+	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + ms.addr}, HealthInterval: time.Hour, MaxConns: o.maxConns})
 	if err != nil {
 		t.Fatal(err)
 	}

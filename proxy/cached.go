@@ -144,11 +144,13 @@ type loaded struct {
 	body []byte
 }
 
-// captureSink copies a reply out of the upstream connection's buffer.
+// captureSink keeps a reply for the cache and the clients of a flight.
+// It does not borrow: upstream hands it a buffer of its own, so the
+// cache-fill path copies the body once, into the store.
 type captureSink struct{ res loaded }
 
 func (s *captureSink) Reply(m wire.Message) error {
-	s.res = loaded{typ: m.Type, body: append([]byte(nil), m.Body()...)}
+	s.res = loaded{typ: m.Type, body: m.Body()}
 	return nil
 }
 
@@ -310,6 +312,8 @@ func (s *invalidatingSink) Reply(m wire.Message) error {
 	s.ok = upstream.Succeeded(m)
 	return s.c.Reply(m)
 }
+
+func (s *invalidatingSink) BorrowsReply() {}
 
 func (k *cacher) invalidate(ctx context.Context, ents []cache.Entity) {
 	if len(ents) == 0 {

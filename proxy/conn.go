@@ -3,10 +3,12 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"syscall"
@@ -46,8 +48,9 @@ type clientConn struct {
 	// than 7/8 of the idle timeout left, or a request deadline replaced
 	// it, so most calls re-arm no timer.
 	idleUntil time.Time
-	reqStart  time.Time // when the request being read began to arrive
-	reqArmed  bool      // the read deadline is a request deadline
+	reqStart  time.Time   // when the request being read began to arrive
+	reqArmed  bool        // the read deadline is a request deadline
+	goneFn    func() bool // c.gone, bound once
 }
 
 func newClientConn(s *Server, nc net.Conn) *clientConn {
@@ -120,6 +123,75 @@ func (c *clientConn) Reply(m wire.Message) error {
 	return nil
 }
 
+// BorrowsReply: Reply keeps nothing of the reply.
+func (c *clientConn) BorrowsReply() {}
+
+// StreamTo takes a reply too large to hold as it arrives: straight to the
+// socket on buffered transport; on framed only when its size is known.
+func (c *clientConn) StreamTo(size int64) (io.Writer, func(error)) {
+	done := func(error) {
+		// The stream set deadlines of its own: clear them, and make the
+		// writer arm its reply deadline afresh on the next write.
+		c.nc.SetWriteDeadline(time.Time{})
+		c.w.SetTimeout(c.nc, c.s.cfg.WriteTimeout)
+	}
+	if c.s.cfg.Transport != wire.Framed {
+		return c.nc, done
+	}
+	if size < 0 || size > math.MaxInt32 {
+		return nil, nil
+	}
+	f := &framedStream{Conn: c.nc}
+	binary.BigEndian.PutUint32(f.hdr[:], uint32(size))
+	return f, done
+}
+
+// framedStream writes a frame header before the first bytes of a
+// streamed reply.
+type framedStream struct {
+	net.Conn
+	hdr  [4]byte
+	sent bool
+}
+
+func (f *framedStream) Write(b []byte) (int, error) {
+	if !f.sent {
+		if _, err := f.Conn.Write(f.hdr[:]); err != nil {
+			return 0, err
+		}
+		f.sent = true
+	}
+	return f.Conn.Write(b)
+}
+
+// gone reports, without blocking, whether the client has closed its
+// connection: a peek that finds EOF or an error. Bytes waiting (a
+// pipelined next request) mean it is still there. Upstream asks this
+// before sending a call, so a call queued behind busy connections does
+// not run after its client gave up.
+func (c *clientConn) gone() bool {
+	if c.r.Buffered() > 0 {
+		return false
+	}
+	sc, ok := c.nc.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return true
+	}
+	// Control, not Read: a read deadline that has passed (the request
+	// was read long ago) must not count as the client being gone.
+	gone := false
+	var one [1]byte
+	err = rc.Control(func(fd uintptr) {
+		n, _, rerr := syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		gone = n == 0 && rerr == nil || rerr != nil && rerr != syscall.EAGAIN && rerr != syscall.EWOULDBLOCK && rerr != syscall.EINTR
+	})
+	return err == nil && gone
+}
+
 // sessionSink forwards a session call's reply and notes whether it
 // succeeded.
 type sessionSink struct {
@@ -131,6 +203,8 @@ func (k *sessionSink) Reply(m wire.Message) error {
 	k.ok = upstream.Succeeded(m)
 	return k.c.Reply(m)
 }
+
+func (k *sessionSink) BorrowsReply() {}
 
 func (c *clientConn) serve() {
 	defer c.s.untrack(c)
@@ -195,8 +269,21 @@ func (c *clientConn) handle(meth *hms.Method, m wire.Message) error {
 			fmt.Sprintf("proxy: message type %d is not a call", m.Type))
 		return errClose
 	}
+	if m.Type == wire.Oneway && meth != nil && !meth.Oneway {
+		// HMS would answer this two-way method anyway, and a reply with no
+		// caller waiting for it could reach another client on a shared
+		// connection. The client does not expect an answer, so after this
+		// one its stream is out of step: close it, as for any other
+		// refused message type, and its next call reconnects.
+		c.appError(string(m.Name()), m.SeqID, wire.ExInvalidMsgType,
+			fmt.Sprintf("proxy: %s is not a oneway method", m.Name()))
+		return errClose
+	}
 	name := m.Name()
-	oneway := m.Type == wire.Oneway || meth != nil && meth.Oneway
+	// Only the method table makes a call oneway. An unknown method typed
+	// ONEWAY is forwarded on a connection that is then closed (upstream
+	// does that for any ONEWAY message not marked Oneway).
+	oneway := meth != nil && meth.Oneway
 	switch {
 	case bytes.Equal(name, nameSetUGI):
 		return c.setUGI(m)
@@ -219,10 +306,12 @@ func (c *clientConn) handle(meth *hms.Method, m wire.Message) error {
 		// write: once it is answered, invalidate everything of the
 		// upstream group, as a write would (issue 10).
 		c.outcome = OutcomeWrite
-		if !oneway {
+		if m.Type != wire.Oneway {
 			return c.write(k.unknown.writeFor(name), m)
 		}
-		err := c.forward(upstream.Call{Session: c.sess, Class: upstream.Write, Msg: m, Oneway: true}, c)
+		// No reply will come (upstream closes the connection it went
+		// on), so the flush follows the send.
+		err := c.forward(upstream.Call{Session: c.sess, Class: upstream.Write, Msg: m}, c)
 		k.unknown.writeFor(name)
 		k.invalidate(c.s.ctx, []cache.Entity{{Level: cache.LevelAll}})
 		return err
@@ -255,6 +344,10 @@ func classOf(meth *hms.Method) upstream.Class {
 }
 
 func (c *clientConn) forward(call upstream.Call, sink upstream.ReplySink) error {
+	if c.goneFn == nil {
+		c.goneFn = c.gone
+	}
+	call.ClientGone = c.goneFn
 	if err := c.s.up.Do(c.s.ctx, call, sink); err != nil {
 		// The client must see a transport failure, never a made-up
 		// answer: its retry logic reconnects on exactly that.

@@ -53,7 +53,7 @@ func startFaultEnv(b *testing.B) *faultEnv {
 	g, err := upstream.New(upstream.Config{
 		URIs:           []string{"thrift://" + ln.Addr().String()},
 		HealthInterval: time.Hour,
-		// MERGE(iso-upstream): Budget: budget, so replies share it.
+		Budget:         budget, // replies share the clients' budget
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,9 +19,13 @@ import (
 // pool is the connections to one metastore. Each connection holds a slot in
 // sem for its whole life, idle or not, so MaxConns bounds open sockets.
 type pool struct {
-	g       *Group
-	addr    string
-	sem     chan struct{}
+	g    *Group
+	addr string
+	sem  chan struct{}
+	// writers bounds the write calls in progress, so that
+	// ReservedReadConns of sem stay for reads.
+	writers chan struct{}
+	queued  atomic.Int32 // calls waiting in queue: a seam for tests
 	healthy atomic.Bool
 
 	mu      sync.Mutex         // guards idle, nidle, wake, waiters
@@ -45,12 +50,32 @@ type conn struct {
 var aLongTimeAgo = time.Unix(1, 0)
 
 func (p *pool) do(ctx context.Context, c Call, sink ReplySink) error {
-	for attempt := 0; ; attempt++ {
-		cn, reused, err := p.checkout(ctx, c.Session, c.Class != Read)
-		if err != nil {
-			return &notSentError{err}
+	w := waiter{p: p, ctx: ctx, c: &c, limit: p.g.acquireWait(c.Class)}
+	defer w.stop()
+	free := func() {}
+	if c.Class == Write {
+		// Writes share what the reserved read connections leave. The
+		// slot goes with the connection: it is freed before the reply is
+		// written to the client.
+		if err := p.queue(&w, p.writers); err != nil {
+			return err
 		}
-		err = p.exchange(ctx, cn, c, sink)
+		var once sync.Once
+		free = func() { once.Do(func() { <-p.writers }) }
+		defer free()
+	}
+	for attempt := 0; ; attempt++ {
+		cn, reused, err := p.checkout(&w, c.Class != Read)
+		if err != nil {
+			return err
+		}
+		// A call that did not wait was read from its client moments ago:
+		// only one that waited may have lost it.
+		if w.waited && c.ClientGone != nil && c.ClientGone() {
+			p.put(cn, cn.sessKey)
+			return w.goneErr()
+		}
+		err = p.exchange(ctx, cn, c, sink, free)
 		var fe *failedBeforeReplyError
 		if reused && attempt == 0 && c.Class == Read && errors.As(err, &fe) {
 			// An idle connection the metastore had already dropped: one
@@ -61,7 +86,93 @@ func (p *pool) do(ctx context.Context, c Call, sink ReplySink) error {
 	}
 }
 
-func (p *pool) exchange(ctx context.Context, cn *conn, c Call, sink ReplySink) error {
+// waiter is one call's wait for a write slot or a connection: bounded by
+// the call's wait limit (from its first wait on), and abandoned when its
+// client goes. Timers start only if the call has to wait.
+type waiter struct {
+	p      *pool
+	ctx    context.Context
+	c      *Call
+	limit  time.Duration // 0: none
+	waited bool
+	timer  *time.Timer
+	ticker *time.Ticker
+}
+
+// block returns the channels a blocked wait selects on, starting the
+// timers on the first wait.
+func (w *waiter) block() (timeout, poll <-chan time.Time) {
+	if !w.waited {
+		w.waited = true
+		if w.limit > 0 {
+			w.timer = time.NewTimer(w.limit)
+		}
+		if w.c.ClientGone != nil {
+			w.ticker = time.NewTicker(w.p.g.cfg.ClientGonePoll)
+		}
+	}
+	if w.timer != nil {
+		timeout = w.timer.C
+	}
+	if w.ticker != nil {
+		poll = w.ticker.C
+	}
+	return timeout, poll
+}
+
+func (w *waiter) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	if w.ticker != nil {
+		w.ticker.Stop()
+	}
+}
+
+func (w *waiter) goneErr() error {
+	w.p.g.n.clientGone.Add(1)
+	return &notSentError{fmt.Errorf("%s to %s: %w", w.c.Msg.Name(), w.p.addr, ErrClientGone)}
+}
+
+func (w *waiter) timeoutErr() error {
+	w.p.g.n.acquireTimeouts.Add(1)
+	return &notSentError{fmt.Errorf("%w to %s after %v", ErrAcquireTimeout, w.p.addr, w.limit)}
+}
+
+func (w *waiter) cancelErr() error {
+	return &notSentError{fmt.Errorf("upstream: waiting for a connection to %s: %w", w.p.addr, w.ctx.Err())}
+}
+
+// queue waits for a slot in sem.
+func (p *pool) queue(w *waiter, sem chan struct{}) error {
+	select {
+	case sem <- struct{}{}:
+		return nil
+	default:
+	}
+	p.queued.Add(1)
+	defer p.queued.Add(-1)
+	for {
+		timeout, poll := w.block()
+		select {
+		case sem <- struct{}{}:
+			return nil
+		case <-poll:
+			if w.c.ClientGone() {
+				return w.goneErr()
+			}
+		case <-timeout:
+			return w.timeoutErr()
+		case <-w.ctx.Done():
+			return w.cancelErr()
+		}
+	}
+}
+
+// exchange sends the call on cn and hands the reply to sink. released is
+// called once the connection is no longer the call's, before the sink
+// runs.
+func (p *pool) exchange(ctx context.Context, cn *conn, c Call, sink ReplySink, released func()) error {
 	if t := p.g.timeout(c.Class); t > 0 {
 		cn.nc.SetDeadline(time.Now().Add(t))
 	} else {
@@ -79,7 +190,30 @@ func (p *pool) exchange(ctx context.Context, cn *conn, c Call, sink ReplySink) e
 		p.put(cn, c.Session.key)
 		return nil
 	}
-	m, err := cn.r.Read()
+	if c.Msg.Type == wire.Oneway {
+		// Oneway-typed but not known to be oneway: whatever the metastore
+		// answers, if anything, belongs to no later call on this socket.
+		stop()
+		cn.close()
+		p.g.n.onewayClosed.Add(1)
+		return nil
+	}
+	var m wire.Message
+	var err error
+	ss, streams := sink.(StreamingSink)
+	if streams && c.Becomes == nil && p.g.cfg.HoldMax > 0 {
+		m, err = cn.r.ReadUpTo(p.g.cfg.HoldMax)
+		if errors.Is(err, wire.ErrTooLarge) {
+			done, serr := p.stream(ctx, cn, c, ss)
+			if done {
+				stop()
+				return serr
+			}
+			m, err = cn.r.Read() // the sink cannot stream: read it whole
+		}
+	} else {
+		m, err = cn.r.Read()
+	}
 	stop() // the reply is in: a late cancel must not hit the next user
 	if err != nil {
 		cn.close()
@@ -89,26 +223,78 @@ func (p *pool) exchange(ctx context.Context, cn *conn, c Call, sink ReplySink) e
 		}
 		return fmt.Errorf("%w: %w", ErrBroken, err)
 	}
-	if m.SeqID != c.Msg.SeqID || (m.Type != wire.Reply && m.Type != wire.Exception) {
+	if !answers(m, c.Msg) {
 		cn.close()
-		return fmt.Errorf("%w: reply to %s from %s has seqid %d type %d, want seqid %d",
-			ErrBroken, c.Msg.Name(), p.addr, m.SeqID, m.Type, c.Msg.SeqID)
+		p.g.n.mismatched.Add(1)
+		return fmt.Errorf("%w: %w: %s sent %q seqid %d type %d in answer to %q seqid %d",
+			ErrBroken, ErrMismatchedReply, p.addr, m.Name(), m.SeqID, m.Type, c.Msg.Name(), c.Msg.SeqID)
 	}
 	next := c.Session.key
+	// Bytes past the reply were sent unasked: the connection is not
+	// reused (put would refuse it too).
+	reuse := cn.r.Buffered() == 0
 	if c.Becomes != nil {
 		if Succeeded(m) {
 			next = c.Becomes.key
 		} else if c.Becomes.HasUGI() != c.Session.HasUGI() {
 			// A refused set_ugi leaves the server's view of this
 			// connection unclear; don't reuse it.
-			err := sink.Reply(m)
-			cn.close()
-			return err
+			reuse = false
 		}
 	}
+	_, borrows := sink.(BorrowingSink)
+	n := int64(len(m.Buf))
+	if !p.g.cfg.Budget.TryAcquire(n) {
+		// No room to hold the reply apart from its connection: the
+		// connection is held while the sink writes it out.
+		p.g.n.held.Add(1)
+		err = sink.Reply(m)
+		p.release(cn, reuse, next)
+		return err
+	}
+	rb, _ := bufPool.Get().(*replyBuf)
+	if rb == nil {
+		rb = new(replyBuf)
+	}
+	rb.b = cn.r.Detach(rb.b)
+	p.release(cn, reuse, next)
+	released()
 	err = sink.Reply(m)
-	p.put(cn, next)
+	p.g.cfg.Budget.Release(n)
+	if !borrows || cap(rb.b) > maxPooledBuf {
+		rb.b = nil // the sink keeps the bytes, or they are too many to pin
+	}
+	bufPool.Put(rb)
 	return err
+}
+
+// bufPool holds reply buffers given back by borrowing sinks, handed to
+// readers in exchange for the buffer of the reply they detach.
+var bufPool sync.Pool
+
+// replyBuf holds a pooled buffer; the holder itself is reused so that
+// pooling allocates nothing.
+type replyBuf struct{ b []byte }
+
+// maxPooledBuf is the largest buffer kept for reuse: a rare huge reply
+// is left to the garbage collector rather than pinned.
+const maxPooledBuf = 1 << 20
+
+// release returns a connection after a call: to the idle set, now
+// carrying the session with key next, or closed.
+func (p *pool) release(cn *conn, reuse bool, next string) {
+	if reuse {
+		p.put(cn, next)
+	} else {
+		cn.close()
+	}
+}
+
+// answers reports whether reply m answers the call req: same method
+// name, same seqid, and a REPLY or EXCEPTION.
+func answers(m, req wire.Message) bool {
+	return (m.Type == wire.Reply || m.Type == wire.Exception) && m.SeqID == req.SeqID &&
+		bytes.Equal(m.Name(), req.Name())
 }
 
 // Succeeded reports whether a reply is a normal return (not an
@@ -138,10 +324,12 @@ func isConnFailure(err error) bool {
 	return errors.As(err, &ne) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
-// checkout returns a connection carrying session s. probe asks that a
-// reused connection be checked for a close by the metastore first, for
-// calls that may not be retried.
-func (p *pool) checkout(ctx context.Context, s *Session, probe bool) (cn *conn, reused bool, err error) {
+// checkout returns a connection carrying the call's session. probe asks
+// that a reused connection be checked for a close by the metastore first,
+// for calls that may not be retried. A wait for a free slot is bounded by
+// w; dialling and session replay by their own timeouts.
+func (p *pool) checkout(w *waiter, probe bool) (cn *conn, reused bool, err error) {
+	s := w.c.Session
 	for {
 		p.mu.Lock()
 		if list := p.idle[s.key]; len(list) > 0 {
@@ -160,8 +348,7 @@ func (p *pool) checkout(ctx context.Context, s *Session, probe bool) (cn *conn, 
 
 		select {
 		case p.sem <- struct{}{}:
-			cn, err = p.dial(ctx, s)
-			return cn, false, err
+			return p.dialSlot(w.ctx, s)
 		default:
 		}
 		// Full: close an idle connection in another state to make room.
@@ -169,6 +356,7 @@ func (p *pool) checkout(ctx context.Context, s *Session, probe bool) (cn *conn, 
 			victim.close()
 			continue
 		}
+		timeout, poll := w.block()
 		p.mu.Lock()
 		wake := p.wake
 		p.waiters++
@@ -176,15 +364,30 @@ func (p *pool) checkout(ctx context.Context, s *Session, probe bool) (cn *conn, 
 		select {
 		case p.sem <- struct{}{}:
 			p.unwait()
-			cn, err = p.dial(ctx, s)
-			return cn, false, err
+			return p.dialSlot(w.ctx, s)
 		case <-wake:
 			p.unwait()
-		case <-ctx.Done():
+		case <-poll:
 			p.unwait()
-			return nil, false, fmt.Errorf("upstream: waiting for a connection to %s: %w", p.addr, ctx.Err())
+			if w.c.ClientGone() {
+				return nil, false, w.goneErr()
+			}
+		case <-timeout:
+			p.unwait()
+			return nil, false, w.timeoutErr()
+		case <-w.ctx.Done():
+			p.unwait()
+			return nil, false, w.cancelErr()
 		}
 	}
+}
+
+func (p *pool) dialSlot(ctx context.Context, s *Session) (*conn, bool, error) {
+	cn, err := p.dial(ctx, s)
+	if err != nil {
+		return nil, false, &notSentError{err}
+	}
+	return cn, false, nil
 }
 
 func (p *pool) unwait() {
@@ -309,8 +512,9 @@ func (cn *conn) roundTrip(ctx context.Context, method string, args []byte, timeo
 	if err != nil {
 		return err
 	}
-	if m.SeqID != cn.seq {
-		return fmt.Errorf("reply seqid %d, want %d", m.SeqID, cn.seq)
+	if m.SeqID != cn.seq || string(m.Name()) != method || (m.Type != wire.Reply && m.Type != wire.Exception) {
+		return fmt.Errorf("%w: %q seqid %d type %d in answer to %s seqid %d",
+			ErrMismatchedReply, m.Name(), m.SeqID, m.Type, method, cn.seq)
 	}
 	if m.Type == wire.Exception {
 		if ex, err := wire.DecodeApplicationException(m.Body()); err == nil {
@@ -337,12 +541,13 @@ func (cn *conn) alive() bool {
 	if err != nil {
 		return false
 	}
+	// Control, not Read: a deadline left from the last call must not
+	// make a live connection look dead.
 	alive := false
 	var one [1]byte
-	err = rc.Read(func(fd uintptr) bool {
+	err = rc.Control(func(fd uintptr) {
 		_, _, rerr := syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		alive = rerr == syscall.EAGAIN || rerr == syscall.EWOULDBLOCK
-		return true
 	})
 	return err == nil && alive
 }

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/internal/inflight"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 )
 
@@ -28,6 +29,16 @@ var (
 	ErrBroken = errors.New("upstream: connection failed during call")
 	// ErrClosed: the group was closed.
 	ErrClosed = errors.New("upstream: closed")
+	// ErrMismatchedReply: the metastore sent a message that does not answer
+	// the call in flight (another method name, seqid or message type). The
+	// connection is closed; errors carrying it also match ErrBroken.
+	ErrMismatchedReply = errors.New("upstream: reply does not match the call")
+	// ErrClientGone: the call was dropped before it was sent because its
+	// client had closed its connection (Call.ClientGone).
+	ErrClientGone = errors.New("upstream: client gone before the call was sent")
+	// ErrAcquireTimeout: no connection became free within the call's wait
+	// bound (its class timeout, or AcquireTimeout). Nothing was sent.
+	ErrAcquireTimeout = errors.New("upstream: timed out waiting for a connection")
 )
 
 // Class selects the timeout and retry rules of a call.
@@ -67,6 +78,42 @@ type Config struct {
 	// WriteTimeout bounds a write call. Default none (0): a rename of a
 	// table with thousands of partitions can take half an hour.
 	WriteTimeout time.Duration
+	// AcquireTimeout bounds the wait for a pooled connection of a call
+	// whose class has no timeout (writes by default); other calls wait at
+	// most their own class timeout. Default 1m: a write that has not even
+	// started after a minute is better failed (nothing was sent, the
+	// client's retry is safe) than left queued behind long writes.
+	// Negative: no bound.
+	AcquireTimeout time.Duration
+	// ReservedReadConns is the share of MaxConns per metastore that only
+	// read (and session) calls may use, so writes, which may run for
+	// half an hour, can never take every connection. Default MaxConns/4
+	// (16 of 64); always less than MaxConns. Negative: none.
+	ReservedReadConns int
+	// Budget, if set, is the in-flight byte budget shared with the client
+	// side: a reply is detached from its connection (which goes back to
+	// the pool before the client is written to) only if its bytes fit.
+	// One that does not fit is written to the client while its connection
+	// is still held, so memory held for slow clients stays bounded by the
+	// budget plus MaxConns replies. Nil: unlimited.
+	Budget *inflight.Budget
+	// HoldMax is the largest reply held whole in memory. A larger one, for
+	// a sink that can stream (a client on buffered transport, or on framed
+	// when the metastore is framed too), is passed on as it arrives
+	// through a StreamWindow-sized buffer while its connection is held;
+	// for other sinks (the cache fill) it is read whole. Default 8 MiB:
+	// above the common large replies (a 500-partition batch of a wide
+	// table is 2-3 MiB) so they free their connection at once, while one
+	// rare huge listing cannot take 100s of MiB per call. Negative: never
+	// stream.
+	HoldMax int
+	// StreamWriteTimeout bounds each write of a streamed reply to its
+	// client, so a client that stops reading frees the metastore
+	// connection. Default 30s.
+	StreamWriteTimeout time.Duration
+	// ClientGonePoll is how often a call queued for a connection checks
+	// Call.ClientGone. Default 100ms.
+	ClientGonePoll time.Duration
 	// SessionTimeout bounds set_ugi/setMetaConf. Default 30s.
 	SessionTimeout time.Duration
 	// HealthInterval is the period of background health checks. Default 5s.
@@ -98,6 +145,25 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ReadTimeout == 0 {
 		c.ReadTimeout = 10 * time.Minute
+	}
+	if c.AcquireTimeout == 0 {
+		c.AcquireTimeout = time.Minute
+	}
+	switch {
+	case c.ReservedReadConns == 0:
+		c.ReservedReadConns = c.MaxConns / 4
+	case c.ReservedReadConns < 0:
+		c.ReservedReadConns = 0
+	}
+	c.ReservedReadConns = min(c.ReservedReadConns, c.MaxConns-1)
+	if c.HoldMax == 0 {
+		c.HoldMax = 8 << 20
+	}
+	if c.StreamWriteTimeout <= 0 {
+		c.StreamWriteTimeout = 30 * time.Second
+	}
+	if c.ClientGonePoll <= 0 {
+		c.ClientGonePoll = 100 * time.Millisecond
 	}
 	if c.SessionTimeout <= 0 {
 		c.SessionTimeout = 30 * time.Second
@@ -140,16 +206,77 @@ type Call struct {
 	Becomes *Session
 	Class   Class
 	// Msg is the client's message; it is forwarded as is, seqid included,
-	// so the reply bytes are exactly what the client expects.
+	// so the reply bytes are exactly what the client expects. A reply is
+	// accepted only if it carries Msg's method name and seqid and is a
+	// REPLY or EXCEPTION; anything else closes the connection and fails the
+	// call with ErrMismatchedReply.
 	Msg wire.Message
-	// Oneway calls get no reply.
+	// Oneway is set for methods the method table declares oneway (fb303
+	// shutdown, reinitialize): the metastore never answers them, so no
+	// reply is read and the connection is reused. A message typed ONEWAY
+	// without Oneway set (a method the proxy does not know) is sent too,
+	// but its connection is closed afterwards: a reply the metastore might
+	// still send could not be paired with any later call.
 	Oneway bool
+	// ClientGone, if set, reports whether the client that made the call
+	// has gone. It is asked after a connection is checked out and every
+	// ClientGonePoll while the call waits for one; a call whose client has
+	// gone is dropped (ErrClientGone), never sent. It must not block.
+	ClientGone func() bool
 }
 
-// ReplySink receives the upstream's reply while the connection is still
-// checked out; the message is valid only during the call.
+// ReplySink receives the reply to a call. Reply runs after the upstream
+// connection has been released, with the reply in a buffer that no longer
+// belongs to it, so a slow client never holds a metastore connection. The
+// exception is a reply that does not fit Config.Budget: it is handed over
+// while the connection is still held, so a sink writing to a client must
+// bound that write (the client's reply-write deadline).
+//
+// m may be kept after Reply returns unless the sink implements
+// BorrowingSink.
 type ReplySink interface {
 	Reply(m wire.Message) error
+}
+
+// BorrowingSink is a ReplySink that keeps no byte of m after Reply returns
+// (it writes the reply out and forgets it). The buffer is then reused for
+// later replies, so the forwarding path allocates nothing per call.
+type BorrowingSink interface {
+	ReplySink
+	// BorrowsReply marks the promise; it is never called.
+	BorrowsReply()
+}
+
+// Stats are counters of a Group, for metrics and tests.
+type Stats struct {
+	// Mismatched counts replies that did not answer their call (and the
+	// connections closed for it).
+	Mismatched uint64
+	// OnewayClosed counts connections closed after an unknown oneway-typed
+	// call.
+	OnewayClosed uint64
+	// ClientGone counts calls dropped, unsent, because their client had
+	// gone.
+	ClientGone uint64
+	// AcquireTimeouts counts calls that gave up waiting for a connection.
+	AcquireTimeouts uint64
+	// Held counts replies written to their client while the connection
+	// was held, because they did not fit the in-flight budget.
+	Held uint64
+	// Streamed counts replies larger than HoldMax passed on as they
+	// arrived.
+	Streamed uint64
+}
+
+type counters struct {
+	mismatched, onewayClosed, clientGone, acquireTimeouts, held, streamed atomic.Uint64
+}
+
+// Stats returns the group's counters.
+func (g *Group) Stats() Stats {
+	return Stats{Mismatched: g.n.mismatched.Load(), OnewayClosed: g.n.onewayClosed.Load(),
+		ClientGone: g.n.clientGone.Load(), AcquireTimeouts: g.n.acquireTimeouts.Load(), Held: g.n.held.Load(),
+		Streamed: g.n.streamed.Load()}
 }
 
 // Group is the set of metastores behind one proxy listener.
@@ -160,6 +287,7 @@ type Group struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	closed atomic.Bool
+	n      counters
 }
 
 // New validates cfg and starts the health checker.
@@ -174,7 +302,9 @@ func New(cfg Config) (*Group, error) {
 		if err != nil {
 			return nil, err
 		}
-		p := &pool{g: g, addr: addr, sem: make(chan struct{}, cfg.MaxConns), wake: make(chan struct{}), idle: map[string][]*conn{}}
+		p := &pool{g: g, addr: addr, sem: make(chan struct{}, cfg.MaxConns),
+			writers: make(chan struct{}, cfg.MaxConns-cfg.ReservedReadConns),
+			wake:    make(chan struct{}), idle: map[string][]*conn{}}
 		p.healthy.Store(true) // optimistic until the first check says otherwise
 		g.pools = append(g.pools, p)
 	}
@@ -248,6 +378,9 @@ func (g *Group) Do(ctx context.Context, c Call, sink ReplySink) error {
 			return nil
 		}
 		lastErr = err
+		if errors.Is(err, ErrClientGone) {
+			return err // nobody to answer, on any metastore
+		}
 		var ne *notSentError
 		if errors.As(err, &ne) {
 			continue // nothing reached the metastore: safe for any class
@@ -289,6 +422,15 @@ func (g *Group) timeout(c Class) time.Duration {
 		return g.cfg.SessionTimeout
 	}
 	return g.cfg.WriteTimeout
+}
+
+// acquireWait bounds the wait for a connection: the call's own timeout, or
+// AcquireTimeout for calls without one. 0: no bound.
+func (g *Group) acquireWait(c Class) time.Duration {
+	if t := g.timeout(c); t > 0 {
+		return t
+	}
+	return max(g.cfg.AcquireTimeout, 0)
 }
 
 func (g *Group) healthLoop() {

@@ -34,6 +34,16 @@ type fileConfig struct {
 		IdleTimeout    time.Duration `yaml:"idle_timeout"`    // -upstream-idle-timeout
 		HealthInterval time.Duration `yaml:"health_interval"` // -health-interval
 		TLS            tlsConfig     `yaml:"tls"`             // TLS toward the metastores (tls.go); file only
+		// AcquireTimeout bounds the wait for a connection of calls with
+		// no timeout of their own (writes by default).
+		AcquireTimeout time.Duration `yaml:"acquire_timeout"` // -acquire-timeout
+		// ReservedReadConns: connections per metastore only reads may
+		// use; 0 picks max_conns/4, negative none.
+		ReservedReadConns int `yaml:"reserved_read_conns"` // -upstream-reserved-read-conns
+		// HoldMaxBytes: larger replies stream to their client.
+		HoldMaxBytes int `yaml:"hold_max_bytes"` // -upstream-hold-max-bytes
+		// StreamWriteTimeout bounds each write of a streamed reply.
+		StreamWriteTimeout time.Duration `yaml:"stream_write_timeout"` // -stream-write-timeout
 	} `yaml:"upstream"`
 
 	Limits struct {
@@ -150,6 +160,9 @@ func defaults() fileConfig {
 	c.Upstream.ReadTimeout = 10 * time.Minute
 	c.Upstream.IdleTimeout = 5 * time.Minute
 	c.Upstream.HealthInterval = 5 * time.Second
+	c.Upstream.AcquireTimeout = time.Minute
+	c.Upstream.HoldMaxBytes = 8 << 20
+	c.Upstream.StreamWriteTimeout = 30 * time.Second
 	c.Limits.MaxMessageBytes = 100 << 20
 	c.Limits.MaxDepth = 64
 	c.Limits.MaxClients = 10000
@@ -213,6 +226,10 @@ Flags:
 	writeTimeout := fs.Duration("write-timeout", c.Upstream.WriteTimeout, "timeout of write calls, 0 for none: DDL on wide tables can run for half an hour [upstream.write_timeout]")
 	idleTimeout := fs.Duration("upstream-idle-timeout", c.Upstream.IdleTimeout, "close upstream connections idle longer than this [upstream.idle_timeout]")
 	health := fs.Duration("health-interval", c.Upstream.HealthInterval, "period of upstream health checks [upstream.health_interval]")
+	acquire := fs.Duration("acquire-timeout", c.Upstream.AcquireTimeout, "longest wait for an upstream connection of a call with no timeout of its own (writes), negative for none [upstream.acquire_timeout]")
+	holdMax := fs.Int("upstream-hold-max-bytes", c.Upstream.HoldMaxBytes, "largest reply held whole; larger ones stream to their client through a 256 KiB buffer while the metastore connection is held, negative never [upstream.hold_max_bytes]")
+	streamWrite := fs.Duration("stream-write-timeout", c.Upstream.StreamWriteTimeout, "bound on each write of a streamed reply to its client [upstream.stream_write_timeout]")
+	reserved := fs.Int("upstream-reserved-read-conns", c.Upstream.ReservedReadConns, "connections per metastore kept for reads so long writes cannot take them all; 0: max_conns/4, negative: none [upstream.reserved_read_conns]")
 	maxMsg := fs.Int("max-message-bytes", c.Limits.MaxMessageBytes, "largest client request accepted, as hive.metastore.server.max.message.size [limits.max_message_bytes]")
 	maxDepth := fs.Int("max-depth", c.Limits.MaxDepth, "deepest struct/container nesting accepted [limits.max_depth]")
 	maxClients := fs.Int("max-clients", c.Limits.MaxClients, "max concurrent client connections [limits.max_clients]")
@@ -294,6 +311,14 @@ Flags:
 			c.Upstream.IdleTimeout = *idleTimeout
 		case "health-interval":
 			c.Upstream.HealthInterval = *health
+		case "acquire-timeout":
+			c.Upstream.AcquireTimeout = *acquire
+		case "upstream-hold-max-bytes":
+			c.Upstream.HoldMaxBytes = *holdMax
+		case "stream-write-timeout":
+			c.Upstream.StreamWriteTimeout = *streamWrite
+		case "upstream-reserved-read-conns":
+			c.Upstream.ReservedReadConns = *reserved
 		case "max-message-bytes":
 			c.Limits.MaxMessageBytes = *maxMsg
 		case "max-depth":

@@ -108,17 +108,21 @@ func run(ctx context.Context, cfg fileConfig) error {
 	// being held (upstream), so together they stay within the limit.
 	budget := inflight.New(cfg.Limits.InflightBytes)
 	group, err := upstream.New(upstream.Config{
-		URIs:           cfg.Upstream.URIs,
-		Transport:      upTransport,
-		MaxConns:       cfg.Upstream.MaxConns,
-		DialTimeout:    cfg.Upstream.DialTimeout,
-		ReadTimeout:    cfg.Upstream.ReadTimeout,
-		WriteTimeout:   cfg.Upstream.WriteTimeout,
-		IdleTimeout:    cfg.Upstream.IdleTimeout,
-		HealthInterval: cfg.Upstream.HealthInterval,
-		TLS:            upTLS,
-		Logger:         log.With("component", "upstream"),
-		// MERGE(iso-upstream): Budget: budget,
+		URIs:               cfg.Upstream.URIs,
+		Transport:          upTransport,
+		MaxConns:           cfg.Upstream.MaxConns,
+		DialTimeout:        cfg.Upstream.DialTimeout,
+		ReadTimeout:        cfg.Upstream.ReadTimeout,
+		WriteTimeout:       cfg.Upstream.WriteTimeout,
+		IdleTimeout:        cfg.Upstream.IdleTimeout,
+		HealthInterval:     cfg.Upstream.HealthInterval,
+		AcquireTimeout:     cfg.Upstream.AcquireTimeout,
+		ReservedReadConns:  cfg.Upstream.ReservedReadConns,
+		HoldMax:            cfg.Upstream.HoldMaxBytes,
+		StreamWriteTimeout: cfg.Upstream.StreamWriteTimeout,
+		TLS:                upTLS,
+		Budget:             budget,
+		Logger:             log.With("component", "upstream"),
 	})
 	if err != nil {
 		return err

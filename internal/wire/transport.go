@@ -119,6 +119,44 @@ func (r *Reader) drop() {
 // Buffered reports how many bytes past the last message have arrived.
 func (r *Reader) Buffered() int { return r.w - r.next }
 
+// ReadUpTo is Read with MaxMessage lowered to max for this message. A
+// message that turns out larger fails with a *ReadError wrapping
+// ErrTooLarge and is left unconsumed: Pending holds what has arrived of
+// it, and Read (with the full limit) starts it over from its first byte.
+func (r *Reader) ReadUpTo(max int) (Message, error) {
+	full := r.lim.MaxMessage
+	if max <= 0 || max >= full {
+		return r.Read()
+	}
+	r.lim.MaxMessage = max
+	defer func() { r.lim.MaxMessage = full }()
+	m, err := r.Read()
+	if err != nil {
+		r.next = r.r // not consumed, even if the frame prefix was
+	}
+	return m, err
+}
+
+// Pending is what has arrived of the message being read (frame prefix
+// included) and after it, after a Read that failed. It aliases the
+// reader's buffer.
+func (r *Reader) Pending() []byte { return r.buf[r.r:r.w] }
+
+// Detach hands the caller the buffer holding the last message read, which
+// stays valid for as long as the caller keeps it, and gives the reader buf
+// (nil: a fresh one on the next Read) for what follows. It lets a reply
+// outlive its connection's turn without a copy. Bytes that arrived past the
+// last message are dropped: call it only when Buffered is 0, or when the
+// connection is to be closed.
+func (r *Reader) Detach(buf []byte) []byte {
+	old := r.buf
+	r.buf, r.r, r.w, r.next = buf[:cap(buf)], 0, 0, 0
+	if len(r.buf) == 0 {
+		r.buf = nil
+	}
+	return old
+}
+
 // Read returns the next message. Its bytes are valid until the next call.
 // io.EOF means the peer closed cleanly between messages; a *ReadError means
 // the bytes broke the protocol or a limit.

@@ -133,8 +133,7 @@ func startProxy(t *testing.T, ms *metastore, o nodeOpts) *node {
 		t.Cleanup(n.store.Close)
 		cfg.Cache = &proxy.Caching{Store: n.store, Upstream: ms.addr}
 		if o.bus != nil {
-			cfg.Cache.Synced = o.bus.Synced
-			cfg.Cache.Invalidated = func(ctx context.Context, ents []cache.Entity) { o.bus.Publish(ctx, ents) }
+			cfg.Cache.Coherence = o.bus
 		}
 	}
 	n.srv, err = proxy.New(cfg, g)

@@ -16,7 +16,11 @@ import (
 )
 
 // Caching turns on the cache for a Server. The zero value of each field
-// selects the default in its comment; Store is required.
+// selects the default in its comment; Store is required. New copies it:
+// the Caching, and the collaborators it names, are not read again from
+// the caller's value, so everything must be set before New (a field
+// assigned afterwards is silently ignored; this is how the change stream
+// once lost every write made through the proxy).
 type Caching struct {
 	Store *cache.Store
 	// Upstream names the metastore group in keys and invalidations, so
@@ -35,18 +39,36 @@ type Caching struct {
 	// BatchChunk bounds the names per upstream call when batch calls are
 	// split into cached entries. Default 500.
 	BatchChunk int
-	// Invalidated, if set, is called with what a write changed, after the
-	// local invalidation and before the writing client gets its reply
-	// (the invalidation bus publishes here).
-	Invalidated func(ctx context.Context, ents []cache.Entity)
-	// Wrote, if set, is told of every write after it: the method, what it
-	// changed and whether the metastore accepted it (the change-event
-	// stream). It must not block, nor keep ents after it returns.
-	Wrote func(method string, ents []cache.Entity, ok bool)
-	// Synced, if set, tells whether this node can trust its cache: false
-	// while it may be missing other nodes' invalidations, and then reads
-	// go to the metastore. Nil: always.
-	Synced func() bool
+	// Coherence keeps this node in step with the other nodes (the Redis
+	// invalidation bus). Nil: this node alone, always in sync.
+	Coherence Coherence
+	// Writes is told of every write after it (the change-event stream).
+	// Nil: nobody.
+	Writes WriteObserver
+}
+
+// Coherence is what the proxy needs of the layer that keeps many nodes'
+// caches coherent.
+type Coherence interface {
+	// Publish hands the other nodes what a write changed. It is called
+	// after the local invalidation and before the writing client gets its
+	// reply, and returns once the live peers applied it or its bound
+	// passed; an error is logged, and the peers learn of the loss
+	// themselves (a gap in this node's numbers).
+	Publish(ctx context.Context, ents []cache.Entity) error
+	// Synced reports whether this node can trust its cache: false while
+	// it may be missing other nodes' invalidations, and then reads go to
+	// the metastore.
+	Synced() bool
+}
+
+// WriteObserver watches the writes that pass through the proxy.
+type WriteObserver interface {
+	// Wrote is told of a write once the metastore answered it (or its
+	// outcome became unknown): the method, what it changed and whether
+	// the metastore accepted it. It runs on the client's path, so it must
+	// not block, nor keep ents after it returns.
+	Wrote(method string, ents []cache.Entity, ok bool)
 }
 
 // Allower is the never-cache policy (filter.Patterns implements it).
@@ -124,7 +146,7 @@ func (s *captureSink) Reply(m wire.Message) error {
 // from one upstream load shared by identical concurrent misses.
 func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 	k := c.s.cache
-	if k.Store.Policy(meth.Kind).TTL <= 0 || (k.Synced != nil && !k.Synced()) {
+	if k.Store.Policy(meth.Kind).TTL <= 0 || (k.Coherence != nil && !k.Coherence.Synced()) {
 		return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
 	}
 	names, err := cache.ExtractNames(&meth.Target, m.Body(), k.DefaultCatalog)
@@ -259,8 +281,8 @@ func (c *clientConn) write(meth *hms.Method, m wire.Message) error {
 	if err != nil && !sink.done {
 		k.invalidate(c.s.ctx, ents)
 	}
-	if k.Wrote != nil && len(ents) > 0 {
-		k.Wrote(meth.Name, ents, sink.ok)
+	if k.Writes != nil && len(ents) > 0 {
+		k.Writes.Wrote(meth.Name, ents, sink.ok)
 	}
 	return err
 }
@@ -284,8 +306,10 @@ func (k *cacher) invalidate(ctx context.Context, ents []cache.Entity) {
 		return
 	}
 	k.Store.Apply(k.Upstream, ents)
-	if k.Invalidated != nil {
-		k.Invalidated(ctx, ents)
+	if k.Coherence != nil {
+		if err := k.Coherence.Publish(ctx, ents); err != nil {
+			k.log.Warn("invalidation not published", "err", err)
+		}
 	}
 }
 

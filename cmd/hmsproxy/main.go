@@ -120,6 +120,19 @@ func run(ctx context.Context, cfg fileConfig) error {
 	if err != nil {
 		return err
 	}
+	changeStream, err := newChanges(rdb, strings.Join(cfg.Upstream.URIs, ","), log)
+	if err != nil {
+		return err
+	}
+	// Runs after the proxy's shutdown below: its last writes still land.
+	defer closeChanges(changeStream)
+	// The proxy's collaborators are given before New, which copies them.
+	if caching != nil && bus != nil {
+		caching.Coherence = bus
+	}
+	if caching != nil && changeStream != nil {
+		caching.Writes = changeStream
+	}
 	srv, err := proxy.New(proxy.Config{
 		Transport:  clientTransport,
 		Limits:     wire.Limits{MaxMessage: cfg.Limits.MaxMessageBytes, MaxDepth: cfg.Limits.MaxDepth},
@@ -154,7 +167,11 @@ func run(ctx context.Context, cfg fileConfig) error {
 	if bus != nil {
 		nodeID = bus.NodeID()
 	}
-	wk, err := startWorkers(cfg, log, srv, caching, rdb, nodeID, clientAddr(ln.Addr()), upTransport, clientTransport)
+	var coh proxy.Coherence
+	if bus != nil {
+		coh = bus
+	}
+	wk, err := startWorkers(cfg, log, srv, caching, rdb, coh, changeStream, nodeID, clientAddr(ln.Addr()), upTransport, clientTransport)
 	if err != nil {
 		srv.Shutdown(context.Background())
 		<-errc
@@ -300,9 +317,10 @@ func newCaching(cfg fileConfig) (*proxy.Caching, error) {
 	}, nil
 }
 
-// newBus connects the invalidation bus when Redis is configured: writes
-// publish what they changed before replying, and the cache is not served
-// while the node may have missed another node's invalidation.
+// newBus connects the invalidation bus when Redis is configured. Given
+// to the proxy as its Coherence, writes publish what they changed before
+// replying, and the cache is not served while the node may have missed
+// another node's invalidation.
 func newBus(cfg fileConfig, rdb *redis.Client, caching *proxy.Caching, log *slog.Logger) (*cache.Bus, error) {
 	if rdb == nil || caching == nil {
 		return nil, nil
@@ -311,13 +329,6 @@ func newBus(cfg fileConfig, rdb *redis.Client, caching *proxy.Caching, log *slog
 		NodeID: cfg.Redis.NodeID, Logger: log.With("component", "bus")})
 	if err != nil {
 		return nil, err
-	}
-	caching.Synced = bus.Synced
-	caching.Invalidated = func(ctx context.Context, ents []cache.Entity) {
-		if err := bus.Publish(ctx, ents); err != nil {
-			// The others notice the gap in this node's numbers and flush.
-			log.Warn("invalidation not published", "err", err)
-		}
 	}
 	return bus, nil
 }

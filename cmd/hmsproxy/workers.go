@@ -19,6 +19,26 @@ import (
 	"github.com/hmsproxy/hmsproxy/proxy"
 )
 
+// newChanges starts the change-event stream when Redis is configured.
+// It is built before the proxy, which is given it as the observer of its
+// writes; the caller closes it once the proxy has stopped.
+func newChanges(rdb *redis.Client, upName string, log *slog.Logger) (*changes.Stream, error) {
+	if rdb == nil {
+		return nil, nil
+	}
+	return changes.New(changes.Config{Client: rdb, Key: "hmsproxy:changes:" + upName, Logger: log.With("component", "changes")})
+}
+
+// closeChanges drains the stream, bounded. Safe on nil.
+func closeChanges(st *changes.Stream) {
+	if st == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st.Close(ctx)
+}
+
 // workers are the proxy's background tasks and what they need.
 type workers struct {
 	runner   *worker.Runner
@@ -37,7 +57,7 @@ type workers struct {
 // housekeeping tasks. Cluster-singleton tasks run on the node holding the
 // upstream's Redis lease, or on this node when there is no Redis.
 func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *proxy.Caching, rdb *redis.Client,
-	nodeID, proxyAddr string, upTransport, clientTransport wire.Transport) (*workers, error) {
+	coh proxy.Coherence, st *changes.Stream, nodeID, proxyAddr string, upTransport, clientTransport wire.Transport) (*workers, error) {
 	w := &workers{}
 	var lead worker.Leadership = leader.Solo{}
 	upName := srv.UpstreamName()
@@ -61,22 +81,8 @@ func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *
 		}()
 		w.closers = append(w.closers, func() { cancel(); <-done })
 		w.elector, lead = el, el
-		st, err := changes.New(changes.Config{Client: rdb, Key: "hmsproxy:changes:" + upName, Logger: log.With("component", "changes")})
-		if err != nil {
-			return nil, err
-		}
-		w.changes = st
-		w.closers = append(w.closers, func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			st.Close(ctx)
-		})
-		if caching != nil {
-			caching.Wrote = func(method string, ents []cache.Entity, ok bool) {
-				st.Add(changes.FromEntities(method, "proxy", ok, 0, time.Now(), ents)...)
-			}
-		}
 	}
+	w.changes = st
 
 	var addrs []string
 	for _, u := range cfg.Upstream.URIs {
@@ -168,7 +174,7 @@ func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *
 		task.Run = func(ctx context.Context) error {
 			// Loads made before the node is in sync with the others are
 			// not cached; wait so the warm-up is not wasted.
-			for caching != nil && caching.Synced != nil && !caching.Synced() {
+			for coh != nil && !coh.Synced() {
 				select {
 				case <-ctx.Done():
 					return ctx.Err()

@@ -188,8 +188,7 @@ func (e *env) startBus(t testing.TB, caching *proxy.Caching) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caching.Synced = e.bus.Synced
-	caching.Invalidated = func(ctx context.Context, ents []cache.Entity) { e.bus.Publish(ctx, ents) }
+	caching.Coherence = e.bus
 }
 
 func (e *env) runBus(t testing.TB) {

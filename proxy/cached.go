@@ -79,7 +79,13 @@ type Allower interface {
 // cacher is a Server's cache machinery.
 type cacher struct {
 	Caching
-	flights singleflight.Group
+	flights singleflight.Group // single-entry loads, by key and generations
+	entries entryFlights       // batch entries and one-table reads in flight
+
+	// joinHook, if set, is told when a batch or one-table read waits for
+	// n entries another request is loading. A seam for tests only: it
+	// shows a request could have gone upstream but shared instead.
+	joinHook func(n int)
 	txns    *cache.TxnTracker
 	log     *slog.Logger
 

@@ -131,7 +131,9 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 // startProxyOver runs a caching proxy whose forwarder is wrap(the
 // upstream group of addr): a seam for tests that watch or alter calls.
-func startProxyOver(t *testing.T, caching *Caching, addr string, wrap func(Forwarder) Forwarder) string {
+// Each of before runs on the server before it serves: the place to set
+// its test hooks.
+func startProxyOver(t *testing.T, caching *Caching, addr string, wrap func(Forwarder) Forwarder, before ...func(*Server)) string {
 	t.Helper()
 	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + addr}, HealthInterval: time.Hour})
 	if err != nil {
@@ -141,6 +143,9 @@ func startProxyOver(t *testing.T, caching *Caching, addr string, wrap func(Forwa
 	s, err := New(Config{Cache: caching, Logger: testLogger(t)}, wrap(g))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range before {
+		f(s)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -86,8 +86,8 @@ type cacher struct {
 	// n entries another request is loading. A seam for tests only: it
 	// shows a request could have gone upstream but shared instead.
 	joinHook func(n int)
-	txns    *cache.TxnTracker
-	log     *slog.Logger
+	txns     *cache.TxnTracker
+	log      *slog.Logger
 
 	jobs chan refreshJob
 	wg   sync.WaitGroup // refresh workers

@@ -96,6 +96,10 @@ type cacheConfig struct {
 	Allow           []string      `yaml:"allow"`            // -cache-allow
 	Deny            []string      `yaml:"deny"`             // -cache-deny
 	RefreshWorkers  int           `yaml:"refresh_workers"`  // -cache-refresh-workers
+	Shadow          struct {
+		Rate         float64 `yaml:"rate"`           // -cache-shadow-rate: fraction of hits re-read and compared; 0 off
+		MaxPerSecond int     `yaml:"max_per_second"` // bound on those re-reads
+	} `yaml:"shadow"`
 	// Kinds overrides per kind: database, database_names, table,
 	// table_names, partition, partitions, partition_names,
 	// partition_filter, statistics, function, config, constraints.
@@ -130,6 +134,8 @@ func defaults() fileConfig {
 	c.Cache.MaximumBytes = 512 << 20
 	c.Cache.DefaultCatalog = "hive"
 	c.Cache.RefreshWorkers = 4
+	c.Cache.Shadow.Rate = 0.001
+	c.Cache.Shadow.MaxPerSecond = 20
 	c.Admin.Listen = "127.0.0.1:9084"
 	c.ShutdownTimeout = 30 * time.Second
 	c.Log.Level = "info"
@@ -186,6 +192,7 @@ Flags:
 	allow := fs.String("cache-allow", "", "comma-separated db or db.table patterns that may be cached; empty: all [cache.allow]")
 	deny := fs.String("cache-deny", "", "comma-separated db or db.table patterns never cached [cache.deny]")
 	refreshWorkers := fs.Int("cache-refresh-workers", c.Cache.RefreshWorkers, "concurrent refresh-ahead loads [cache.refresh_workers]")
+	shadowRate := fs.Float64("cache-shadow-rate", c.Cache.Shadow.Rate, "fraction of cache hits re-read from the metastore in the background and compared (shadow validation); 0 off [cache.shadow.rate]")
 	evInterval := fs.Duration("eventlog-interval", c.EventLog.Interval, "poll interval of the metastore notification log; 0 turns it off [eventlog.interval]")
 	evBatch := fs.Int("eventlog-batch", int(c.EventLog.Batch), "events asked for per get_next_notification [eventlog.batch]")
 	otInterval := fs.Duration("open-txns-interval", c.Housekeeping.OpenTxnsInterval, "period of the open-transactions gauge; 0 off [housekeeping.open_txns_interval]")
@@ -293,6 +300,8 @@ Flags:
 			c.Cache.Deny = splitList(*deny)
 		case "cache-refresh-workers":
 			c.Cache.RefreshWorkers = *refreshWorkers
+		case "cache-shadow-rate":
+			c.Cache.Shadow.Rate = *shadowRate
 		}
 	})
 	if tok := os.Getenv("HMSPROXY_ADMIN_TOKEN"); tok != "" {

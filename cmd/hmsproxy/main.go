@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -261,6 +262,9 @@ func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstre
 	if wk != nil && wk.poller != nil {
 		acfg.EventLog = wk.poller
 	}
+	if sh := srv.ShadowStats(); sh != nil { // a nil pointer in the interface would be called
+		acfg.Shadow = sh
+	}
 	adm, err := admin.New(acfg)
 	if err != nil {
 		return nil, nil, err
@@ -307,6 +311,19 @@ func newCaching(cfg fileConfig) (*proxy.Caching, error) {
 		store.Close()
 		return nil, err
 	}
+	if r := cfg.Cache.Shadow.Rate; r < 0 || r > 1 {
+		store.Close()
+		return nil, fmt.Errorf("cache.shadow.rate must be within 0 and 1, got %v", r)
+	}
+	shadow := proxy.Shadow{Rate: cfg.Cache.Shadow.Rate, MaxPerSecond: cfg.Cache.Shadow.MaxPerSecond, Grace: -1}
+	if shadow.Rate == 0 {
+		shadow.Rate = -1 // off: the proxy's zero is its default
+	}
+	if cfg.EventLog.Interval > 0 {
+		// A direct write shows in the event log by the next poll; until
+		// then a difference is not a mismatch.
+		shadow.Grace = cfg.EventLog.Interval + time.Second
+	}
 	return &proxy.Caching{
 		Store:          store,
 		Upstream:       strings.Join(cfg.Upstream.URIs, ","),
@@ -314,6 +331,7 @@ func newCaching(cfg fileConfig) (*proxy.Caching, error) {
 		DefaultCatalog: cfg.Cache.DefaultCatalog,
 		Policy:         policy,
 		RefreshWorkers: cfg.Cache.RefreshWorkers,
+		Shadow:         shadow,
 	}, nil
 }
 

@@ -32,6 +32,18 @@ type status struct {
 	Bus       *busStatus     `json:"bus"`
 	Events    []event        `json:"events"`
 	Workers   []workerStatus `json:"workers"`
+	Shadow    *shadowStatus  `json:"shadow"`
+}
+
+// shadowStatus is shadow validation: hits re-read from the metastore.
+type shadowStatus struct {
+	Checks     uint64 `json:"checks"` // compared: matched, mismatched or explained
+	Mismatches uint64 `json:"mismatches"`
+	Explained  uint64 `json:"explained"`
+	Failed     uint64 `json:"failed"`
+	Skipped    uint64 `json:"skipped"`
+	// MismatchesByKind lists the kinds with mismatches.
+	MismatchesByKind map[string]uint64 `json:"mismatches_by_kind"`
 }
 
 type callTotals struct {
@@ -147,6 +159,21 @@ func (s *Server) status(snap *snapshot) *status {
 			LagP50: finite(b.lag[0]), LagP99: finite(b.lag[1]), LagSamples: b.lagSamples,
 			Losses: b.losses,
 		}
+	}
+	if snap.hasShadow {
+		sh := &shadowStatus{MismatchesByKind: map[string]uint64{}}
+		for k := firstKind; k <= lastKind; k++ {
+			row := &snap.shadow[k]
+			sh.Checks += row[proxy.ShadowMatched] + row[proxy.ShadowMismatched] + row[proxy.ShadowExplained]
+			sh.Mismatches += row[proxy.ShadowMismatched]
+			sh.Explained += row[proxy.ShadowExplained]
+			sh.Failed += row[proxy.ShadowFailed]
+			sh.Skipped += row[proxy.ShadowSkipped]
+			if n := row[proxy.ShadowMismatched]; n > 0 {
+				sh.MismatchesByKind[k.String()] = n
+			}
+		}
+		st.Shadow = sh
 	}
 	for _, w := range snap.workers {
 		ws := workerStatus{Name: w.Name, Runs: w.Runs, Failures: w.Failures, LastError: w.LastError}

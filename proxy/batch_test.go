@@ -127,7 +127,9 @@ func TestBatchRefreshIsBulk(t *testing.T) {
 	_, addr := startDemo(t, wire.Buffered)
 	clock := newClock()
 	caching := newCaching(t, clock)
-	paddr, rec := startRecordingProxy(t, caching, addr)
+	rec := &recordingForwarder{}
+	var srv *Server
+	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { rec.up = up; return rec }, func(s *Server) { srv = s })
 	c := dial(t, paddr, wire.Buffered)
 	var names []string
 	for i := 0; i < 20; i++ { // every partition of the seeded table
@@ -141,18 +143,10 @@ func TestBatchRefreshIsBulk(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		call(t, c, "get_partitions_by_names", args)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	var got [][]string
-	for time.Now().Before(deadline) {
-		got = append(got, rec.take()...)
-		if len(got) > 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+	if n := refreshesSettled(t, srv); n != 1 {
+		t.Fatalf("%d refresh jobs for 5 hits on due partitions; want 1", n)
 	}
-	time.Sleep(100 * time.Millisecond)
-	got = append(got, rec.take()...)
-	if len(got) != 1 || len(got[0]) != 20 {
+	if got := rec.take(); len(got) != 1 || len(got[0]) != 20 {
 		lens := []int{}
 		for _, g := range got {
 			lens = append(lens, len(g))

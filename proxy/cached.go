@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -95,9 +96,13 @@ type cacher struct {
 	log      *slog.Logger
 
 	jobs chan refreshJob
-	wg   sync.WaitGroup // refresh workers
-	stop chan struct{}
-	once sync.Once
+	// Refresh jobs queued, and those finished. Tests wait until they are
+	// equal: then every refresh a hit asked for has reached the metastore,
+	// and a count of upstream calls is final.
+	queued, settled atomic.Int64
+	wg              sync.WaitGroup // refresh workers
+	stop            chan struct{}
+	once            sync.Once
 }
 
 func newCacher(c Caching, log *slog.Logger) *cacher {
@@ -380,9 +385,11 @@ func (k *cacher) endRefresh(j *refreshJob) {
 }
 
 func (k *cacher) enqueue(j refreshJob) {
+	k.queued.Add(1) // before the send: a worker may settle it at once
 	select {
 	case k.jobs <- j:
 	default:
+		k.queued.Add(-1)
 		// Saturated: the entries stay until their TTL.
 		k.endRefresh(&j)
 		k.log.Debug("refresh queue full; skipped", "method", j.meth.Name)
@@ -398,6 +405,7 @@ func (k *cacher) refreshLoop(up Forwarder, ctx context.Context) {
 			return
 		case j := <-k.jobs:
 			deps = k.refresh(ctx, up, j, deps)
+			k.settled.Add(1)
 		}
 	}
 }

@@ -159,3 +159,23 @@ func startProxyOver(t *testing.T, caching *Caching, addr string, wrap func(Forwa
 	})
 	return ln.Addr().String()
 }
+
+// refreshesSettled waits until every refresh-ahead job queued so far has
+// finished, and returns how many were queued in all. A hit queues its
+// refresh before its reply is written, so once a client has its replies,
+// upstream calls counted after this are final: a refresh that should not
+// have happened would have been counted.
+func refreshesSettled(t testing.TB, s *Server) int64 {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		q := s.cache.queued.Load() // before settled: settled never passes it
+		if s.cache.settled.Load() == q {
+			return q
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("refresh jobs not finished within 10s: %d of %d", s.cache.settled.Load(), q)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -206,7 +206,9 @@ func TestTableObjectsRefresh(t *testing.T) {
 	_, addr := startDemo(t, wire.Buffered)
 	clock := newClock()
 	caching := newCaching(t, clock)
-	paddr, rec := startTablesProxy(t, caching, addr)
+	rec := &tableCallsForwarder{}
+	var srv *Server
+	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { rec.up = up; return rec }, func(s *Server) { srv = s })
 	c := dial(t, paddr, wire.Buffered)
 	args := tableObjectsReq("get_table_objects_by_name", "demo_db0", "t0")
 	call(t, c, "get_table_objects_by_name", args)
@@ -216,15 +218,10 @@ func TestTableObjectsRefresh(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		call(t, c, "get_table_objects_by_name", args)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	var got [][]string
-	for time.Now().Before(deadline) && len(got) == 0 {
-		got = append(got, rec.take()...)
-		time.Sleep(10 * time.Millisecond)
+	if n := refreshesSettled(t, srv); n != 1 {
+		t.Fatalf("%d refresh jobs for 5 hits on a due table; want 1", n)
 	}
-	time.Sleep(100 * time.Millisecond)
-	got = append(got, rec.take()...)
-	if len(got) != 1 || !slices.Equal(got[0], []string{"t0"}) {
+	if got := rec.take(); len(got) != 1 || !slices.Equal(got[0], []string{"t0"}) {
 		t.Fatalf("refresh made calls %q; want one call for t0", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -86,6 +87,13 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, shape listShape
 		if st == cache.HitRefresh && k.Store.StartRefresh(key) {
 			due = append(due, name)
 		}
+	}
+	if len(parts) > 0 && k.shadow.sample() && k.shadow.admit(meth.Kind) {
+		// One of the hits is checked, under the generations read before
+		// the lookups.
+		p := parts[rand.IntN(len(parts))]
+		k.shadow.enqueue(shadowJob{sess: c.sess, meth: meth, msg: buildByNames(m, shape, []string{p.name}),
+			key: append(base[:len(base):len(base)], p.name...), want: p.body, snap: snap, batch: &shape, name: p.name})
 	}
 	// Due entries are refreshed in one job at the end; on any earlier
 	// return they must be released, or they would never refresh again.

@@ -33,7 +33,9 @@ import (
 // confirmed only after Grace has passed without such an invalidation.
 
 // Shadow configures shadow validation. The zero value samples 0.1 % of
-// hits, at most 20 a second.
+// hits, at most 20 a second. A batch call served per entry counts as one
+// hit: one of its cached entries is checked, with a request for that
+// entry alone.
 type Shadow struct {
 	// Rate is the fraction of cache hits re-read and compared. Default
 	// 0.001; negative turns shadow validation off; at most 1.
@@ -110,10 +112,39 @@ func (s *ShadowStats) add(k hms.Kind, o ShadowOutcome) { s.n[k][o].Add(1) }
 type shadowJob struct {
 	sess *upstream.Session
 	meth *hms.Method
-	msg  []byte // the request, header and args, owned by the job
+	msg  []byte // the request to re-read, header and args, owned by the job
 	key  []byte
-	want []byte // the cached reply body the client was served
+	want []byte // the cached bytes the client was served
 	snap cache.Snapshot
+
+	// For an entry of a batch (a partition of a by-names call, a table of
+	// a table-objects call): the list shape, set in one of them, and the
+	// entry's name. msg then asks for that one entry.
+	batch, table *listShape
+	name         string
+}
+
+// observed is what the metastore's reply r says the entry holds: nil for
+// a batch entry the metastore no longer has. ok is false when r cannot be
+// compared (an exception, a shape this code cannot take apart).
+func (j *shadowJob) observed(r loaded) (body []byte, ok bool) {
+	if r.typ != wire.Reply {
+		return nil, false
+	}
+	switch {
+	case j.table != nil:
+		return splitTable(r, j.table.inStruct, j.name)
+	case j.batch != nil:
+		parts, ok := splitParts(r, j.batch.inStruct, []string{j.name})
+		if !ok || len(parts) > 1 {
+			return nil, false
+		}
+		if len(parts) == 0 {
+			return nil, true
+		}
+		return parts[0].body, true
+	}
+	return r.body, true
 }
 
 // pendingMismatch is a difference waiting out the grace period.
@@ -252,17 +283,18 @@ func (s *shadower) check(ctx context.Context, up Forwarder, j shadowJob) (pendin
 		s.done(j.meth.Kind, ShadowFailed)
 		return pendingMismatch{}, false
 	}
-	if sink.res.typ != wire.Reply {
+	got, ok := j.observed(sink.res)
+	if !ok {
 		s.done(j.meth.Kind, ShadowFailed)
 		return pendingMismatch{}, false
 	}
 	switch {
-	case bytes.Equal(sink.res.body, j.want):
+	case got != nil && bytes.Equal(got, j.want):
 		s.done(j.meth.Kind, ShadowMatched)
 	case !s.store.Gens().Current(&j.snap):
 		s.done(j.meth.Kind, ShadowExplained)
 	default:
-		p := pendingMismatch{job: j, got: sink.res.body, until: time.Now().Add(s.cfg.Grace)}
+		p := pendingMismatch{job: j, got: got, until: time.Now().Add(s.cfg.Grace)}
 		if s.cfg.Grace > 0 {
 			if s.parked != nil {
 				s.parked()
@@ -285,8 +317,8 @@ func (s *shadower) confirm(p pendingMismatch) {
 	s.store.Delete(j.key)
 	// Keys hold names and request fields, nothing secret.
 	s.log.Warn("shadow validation: cached reply differs from the metastore's and no invalidation explains it; entry dropped",
-		"method", j.meth.Name, "kind", j.meth.Kind.String(), "key", fmt.Sprintf("%q", j.key),
-		"cached_bytes", len(j.want), "metastore_bytes", len(p.got))
+		"method", j.meth.Name, "kind", j.meth.Kind.String(), "key", fmt.Sprintf("%q", j.key), "entry", j.name,
+		"cached_bytes", len(j.want), "metastore_bytes", len(p.got), "metastore_has_it", p.got != nil)
 	s.done(j.meth.Kind, ShadowMismatched)
 }
 

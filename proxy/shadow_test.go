@@ -192,3 +192,52 @@ func TestShadowBounded(t *testing.T) {
 		t.Fatalf("default rate sampled %d of 1,000,000 hits; want about 1,000", n)
 	}
 }
+
+// TestShadowBatchEntries: hits on per-partition and per-table entries are
+// checked too, with a request for that entry alone; a stale one is found
+// and dropped.
+func TestShadowBatchEntries(t *testing.T) {
+	t.Run("partition", func(t *testing.T) {
+		_, addr := startDemo(t, wire.Buffered)
+		_, paddr, caching, outcomes := startShadowProxy(t, addr, -1, func(up Forwarder) Forwarder { return up })
+		c, direct := dial(t, paddr, wire.Buffered), dial(t, addr, wire.Buffered)
+		const m = "get_partitions_by_names_req"
+		call(t, c, m, byNamesReq(m, partName(0), partName(1), partName(2)))
+		caching.Store.Wait()
+		call(t, c, m, byNamesReq(m, partName(1)))
+		if o := waitOutcome(t, outcomes); o != ShadowMatched {
+			t.Fatalf("check of a fresh partition: %v; want matched", o)
+		}
+		call(t, direct, "drop_partition_by_name", hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"), hmsreq.Str(3, partName(2)), hmsreq.Bool(4, true)))
+		call(t, c, m, byNamesReq(m, partName(2))) // the stale partition, served once
+		if o := waitOutcome(t, outcomes); o != ShadowMismatched {
+			t.Fatalf("check of a partition dropped behind the proxy: %v; want mismatched", o)
+		}
+		args := byNamesReq(m, partName(0), partName(2))
+		if got, want := call(t, c, m, args), call(t, direct, m, args); !sameButSeqID(got, want) {
+			t.Fatal("after the mismatch the proxy still serves the dropped partition")
+		}
+	})
+	t.Run("table", func(t *testing.T) {
+		_, addr := startDemo(t, wire.Buffered)
+		_, paddr, caching, outcomes := startShadowProxy(t, addr, -1, func(up Forwarder) Forwarder { return up })
+		c, direct := dial(t, paddr, wire.Buffered), dial(t, addr, wire.Buffered)
+		const m = "get_table_objects_by_name_req"
+		call(t, direct, "create_table", tableArgs("demo_db0", "sh"))
+		args := tableObjectsReq(m, "demo_db0", "sh")
+		call(t, c, m, args)
+		caching.Store.Wait()
+		call(t, c, m, args)
+		if o := waitOutcome(t, outcomes); o != ShadowMatched {
+			t.Fatalf("check of a fresh table: %v; want matched", o)
+		}
+		call(t, direct, "alter_table", alterTableArgs("demo_db0", "sh", testTable("demo_db0", "sh", map[string]string{"v": "behind"})))
+		call(t, c, m, args)
+		if o := waitOutcome(t, outcomes); o != ShadowMismatched {
+			t.Fatalf("check of a table altered behind the proxy: %v; want mismatched", o)
+		}
+		if got, want := call(t, c, m, args), call(t, direct, m, args); !sameButSeqID(got, want) {
+			t.Fatal("after the mismatch the proxy still serves the old table")
+		}
+	})
+}

@@ -64,10 +64,21 @@ func (c *clientConn) tableRead(meth *hms.Method, m wire.Message, shape listShape
 	if !ok {
 		return false, nil
 	}
+	// A hit sampled for shadow validation: generations from before the
+	// lookup (see cachedRead).
+	var shadowSnap cache.Snapshot
+	sampled := k.shadow.sample()
+	if sampled {
+		shadowSnap, sampled = k.Store.Gens().Take(deps)
+	}
 	if e, st := k.Store.Get(key, meth.Kind); st != cache.Miss {
 		if st == cache.HitRefresh && k.Store.StartRefresh(key) {
 			k.enqueue(refreshJob{sess: c.sess, meth: meth, msg: append([]byte(nil), m.Buf...),
 				key: append([]byte(nil), key...), names: one, table: &shape, tableName: tbl})
+		}
+		if sampled && k.shadow.admit(meth.Kind) {
+			k.shadow.enqueue(shadowJob{sess: c.sess, meth: meth, msg: append([]byte(nil), m.Buf...),
+				key: append([]byte(nil), key...), want: e.Body(), snap: shadowSnap, table: &shape, name: tbl})
 		}
 		c.outcome = OutcomeHit
 		c.hdr = wire.AppendHeader(c.hdr[:0], wire.Reply, m.Name(), m.SeqID)

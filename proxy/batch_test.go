@@ -377,3 +377,56 @@ func TestBatchMissAfterWriteLoadsAgain(t *testing.T) {
 		t.Fatal("the load from before the write was stored (stale fill)")
 	}
 }
+
+// TestBatchCoalesceConcurrent: many clients asking overlapping by-names
+// batches at once, while the cache is dropped now and then, all get the
+// metastore's answer, and nothing waits forever.
+func TestBatchCoalesceConcurrent(t *testing.T) {
+	_, addr := startDemo(t, wire.Buffered)
+	caching := newCaching(t, nil)
+	caching.BatchChunk = 4
+	var srv *Server
+	var joins atomic.Int64
+	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { return up }, func(s *Server) {
+		srv = s
+		s.cache.joinHook = func(n int) { joins.Add(int64(n)) }
+	})
+	const clients, rounds = 8, 40
+	var wg sync.WaitGroup
+	for i := range clients {
+		c, direct := dial(t, paddr, wire.Buffered), dial(t, addr, wire.Buffered)
+		ctx := ctxT(t)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				if i == 0 && r%10 == 5 {
+					srv.DropAll("test")
+				}
+				var names []string
+				for p := range 20 {
+					if (p*7+r*3+i)%3 != 0 {
+						names = append(names, partName(p))
+					}
+				}
+				m, err := c.Call(ctx, "get_partitions_by_names", byNamesReq("get_partitions_by_names", names...))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				got := append([]byte(nil), m.Buf...)
+				want, err := direct.Call(ctx, "get_partitions_by_names", byNamesReq("get_partitions_by_names", names...))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !sameButSeqID(got, want.Buf) {
+					t.Errorf("client %d round %d: reply differs from the metastore's", i, r)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d entries waited for instead of loaded", joins.Load())
+}

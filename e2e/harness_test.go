@@ -111,6 +111,8 @@ type nodeOpts struct {
 	// kinds, when set, replaces cache.DefaultKinds (e.g. to cache
 	// KindOther, which the defaults leave uncached).
 	kinds *[cache.NumKinds]cache.KindConfig
+	// shadow, when set, replaces the default shadow validation.
+	shadow *proxy.Shadow
 }
 
 func startProxy(t *testing.T, ms *metastore, o nodeOpts) *node {
@@ -134,6 +136,9 @@ func startProxy(t *testing.T, ms *metastore, o nodeOpts) *node {
 		cfg.Cache = &proxy.Caching{Store: n.store, Upstream: ms.addr}
 		if o.bus != nil {
 			cfg.Cache.Coherence = o.bus
+		}
+		if o.shadow != nil {
+			cfg.Cache.Shadow = *o.shadow
 		}
 	}
 	n.srv, err = proxy.New(cfg, g)

@@ -198,7 +198,7 @@ func newShadower(cfg Shadow, store *cache.Store, log *slog.Logger) *shadower {
 		th = uint64(cfg.Rate * math.MaxUint64)
 	}
 	return &shadower{cfg: cfg, threshold: th, store: store, stats: &ShadowStats{}, log: log,
-		jobs: make(chan shadowJob, cfg.MaxPerSecond), stop: make(chan struct{})}
+		jobs: make(chan shadowJob, min(cfg.MaxPerSecond, 256)), stop: make(chan struct{})}
 }
 
 // sample reports whether this hit is to be checked: the only cost shadow
@@ -207,7 +207,9 @@ func (s *shadower) sample() bool {
 	return s != nil && (s.threshold == math.MaxUint64 || rand.Uint64() < s.threshold)
 }
 
-// admit enforces the per-second bound on sampled hits.
+// admit enforces the per-second bound on sampled hits. Two hits racing
+// into a new second may let a few more through: the bound is a cap on
+// load, not an exact count.
 func (s *shadower) admit(kind hms.Kind) bool {
 	now := time.Now().Unix()
 	if sec := s.second.Load(); sec != now && s.second.CompareAndSwap(sec, now) {

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/proxy"
 )
 
 // TestShadowWiring runs the binary's wiring with the demo metastore, no
@@ -92,4 +95,46 @@ func TestShadowWiring(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStatus("the mismatch", func() bool { return st.Shadow.Mismatches == 1 })
+}
+
+// TestShadowConfig: the cache.shadow keys and flag reach the proxy's
+// Shadow; 0 turns it off, and the grace period follows the event log.
+func TestShadowConfig(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(file, []byte("cache:\n  shadow:\n    rate: 0.5\n    max_per_second: 7\neventlog:\n  interval: 0s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		want    proxy.Shadow
+		wantErr bool
+	}{
+		{"defaults", []string{"-demo"}, proxy.Shadow{Rate: 0.001, MaxPerSecond: 20, Grace: 3 * time.Second}, false},
+		{"flag off", []string{"-demo", "-cache-shadow-rate", "0"}, proxy.Shadow{Rate: -1, MaxPerSecond: 20, Grace: 3 * time.Second}, false},
+		{"file, no event log", []string{"-demo", "-config", file}, proxy.Shadow{Rate: 0.5, MaxPerSecond: 7, Grace: -1}, false},
+		{"out of range", []string{"-demo", "-cache-shadow-rate", "2"}, proxy.Shadow{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := load(tc.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			caching, err := newCaching(cfg)
+			if tc.wantErr {
+				if err == nil {
+					t.Fatal("no error")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer caching.Store.Close()
+			if caching.Shadow != tc.want {
+				t.Fatalf("got %+v; want %+v", caching.Shadow, tc.want)
+			}
+		})
+	}
 }

@@ -313,6 +313,10 @@ func (s *Store) EndRefresh(key []byte) {
 	s.refreshMu.Unlock()
 }
 
+// Delete drops the entry under key, if any: one that shadow validation
+// found to differ from the metastore.
+func (s *Store) Delete(key []byte) { s.rc.Del(key) }
+
 // Clear drops every entry. Generations are left alone: callers bump the
 // counters they mean to invalidate, which also stops loads in flight.
 func (s *Store) Clear() {

@@ -115,6 +115,8 @@ type nodeOpts struct {
 	scope proxy.ScopeMode
 	// maxConns, when set, bounds the upstream connections (default 64).
 	maxConns int
+	// shadow, when set, replaces the default shadow validation.
+	shadow *proxy.Shadow
 }
 
 func startProxy(t *testing.T, ms *metastore, o nodeOpts) *node {
@@ -137,8 +139,10 @@ func startProxy(t *testing.T, ms *metastore, o nodeOpts) *node {
 		t.Cleanup(n.store.Close)
 		cfg.Cache = &proxy.Caching{Store: n.store, Upstream: ms.addr, Scope: o.scope}
 		if o.bus != nil {
-			cfg.Cache.Synced = o.bus.Synced
-			cfg.Cache.Invalidated = func(ctx context.Context, ents []cache.Entity) { o.bus.Publish(ctx, ents) }
+			cfg.Cache.Coherence = o.bus
+		}
+		if o.shadow != nil {
+			cfg.Cache.Shadow = *o.shadow
 		}
 	}
 	n.srv, err = proxy.New(cfg, g)

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/filter"
@@ -85,6 +88,13 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, shape listShape
 			due = append(due, name)
 		}
 	}
+	if len(parts) > 0 && k.shadow.sample() && k.shadow.admit(meth.Kind) {
+		// One of the hits is checked, under the generations read before
+		// the lookups.
+		p := parts[rand.IntN(len(parts))]
+		k.shadow.enqueue(shadowJob{sess: c.sess, meth: meth, msg: buildByNames(m, shape, []string{p.name}),
+			key: append(base[:len(base):len(base)], p.name...), want: p.body, snap: snap, batch: &shape, name: p.name})
+	}
 	// Due entries are refreshed in one job at the end; on any earlier
 	// return they must be released, or they would never refresh again.
 	enqueued := false
@@ -95,33 +105,78 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, shape listShape
 			}
 		}
 	}()
+	// Misses another batch is already loading under the same generations
+	// are waited for, not loaded again: identical concurrent misses share
+	// one load per entry, as single lookups do.
 	outcome := OutcomeHit
-	for len(missing) > 0 {
-		outcome = OutcomeMiss
-		chunk := missing[:min(len(missing), k.BatchChunk)]
-		missing = missing[len(chunk):]
-		got, failed, err := k.fetchParts(c.s.ctx, c.s.up, c.sess, buildByNames(m, shape, chunk), shape, chunk)
-		if err != nil {
-			return true, err
-		}
-		if failed != nil {
-			c.outcome = OutcomeMiss
-			if failed.typ == wire.Reply {
-				if f, err := wire.ResultField(failed.body); err == nil && f <= 0 {
-					// A success this code cannot take apart (a field it
-					// does not know, a partition it cannot name): only
-					// the metastore can answer the whole request.
-					return true, c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
-				}
+	if len(missing) > 0 {
+		outcome = OutcomeCoalesced
+	}
+	own, joined := k.entries.claim(base, &snap, missing)
+	defer k.entries.abandon(own) // those not finished below: their waiters load them themselves
+	if k.joinHook != nil && len(joined.names) > 0 {
+		k.joinHook(len(joined.names))
+	}
+	load := func(names []string, flights []*entryFlight) (bool, error) {
+		for len(names) > 0 {
+			outcome = OutcomeMiss
+			chunk := names[:min(len(names), k.BatchChunk)]
+			names = names[len(chunk):]
+			got, failed, err := k.fetchParts(c.s.ctx, c.s.up, c.sess, buildByNames(m, shape, chunk), shape, chunk)
+			if err != nil {
+				return true, err
 			}
-			// The metastore refused: the client gets its answer, as it
-			// would have for the whole request.
-			return true, c.replyWith(m, failed.typ, failed.body)
+			if failed != nil {
+				c.outcome = OutcomeMiss
+				if failed.typ == wire.Reply {
+					if f, err := wire.ResultField(failed.body); err == nil && f <= 0 {
+						// A success this code cannot take apart (a field it
+						// does not know, a partition it cannot name): only
+						// the metastore can answer the whole request.
+						return true, c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
+					}
+				}
+				// The metastore refused: the client gets its answer, as it
+				// would have for the whole request.
+				return true, c.replyWith(m, failed.typ, failed.body)
+			}
+			for _, p := range got {
+				k.Store.Put(append(base, p.name...), meth.Kind, p.body, &snap, started, false)
+			}
+			// Stored first, then handed over: a batch arriving after the
+			// flight ends finds the entry instead.
+			if flights != nil {
+				k.entries.finish(flights[:len(chunk)], chunk, got)
+				flights = flights[len(chunk):]
+			}
+			parts = append(parts, got...)
 		}
-		for _, p := range got {
-			k.Store.Put(append(base, p.name...), meth.Kind, p.body, &snap, started, false)
+		return false, nil
+	}
+	if done, err := load(own.names, own.flights); done {
+		return true, err
+	}
+	// Only now wait for the others: a batch never waits while holding
+	// loads others wait for, so batches cannot wait on each other in a
+	// circle.
+	var retry []string
+	for i, f := range joined.flights {
+		select {
+		case <-f.done:
+		case <-c.s.ctx.Done():
+			return true, fmt.Errorf("proxy: wait for a partition load: %w", c.s.ctx.Err())
 		}
-		parts = append(parts, got...)
+		switch {
+		case !f.ok:
+			// Its load failed or was given up: the metastore's answer for
+			// this client's own request decides.
+			retry = append(retry, joined.names[i])
+		case f.body != nil:
+			parts = append(parts, namedPart{name: joined.names[i], body: f.body})
+		}
+	}
+	if done, err := load(retry, nil); done {
+		return true, err
 	}
 	if len(due) > 0 {
 		// One bulk call for all of this request's due partitions.
@@ -139,6 +194,110 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, shape listShape
 		return true, errors.Join(errClientWrite, err)
 	}
 	return true, nil
+}
+
+// entryFlight is one entry being loaded by some request.
+type entryFlight struct {
+	key  string        // in entryFlights.m
+	done chan struct{} // closed when the load ended
+	// Set before done is closed, read after.
+	ok   bool   // the load answered for this entry; false: load it yourself
+	body []byte // a batch entry's bytes; nil when the metastore has no such partition
+	res  loaded // a one-table read's reply
+}
+
+// entryFlights are the per-entry loads in flight of batch requests (and
+// of one-table table-objects reads), keyed by entry key and the
+// generations the load began under: a miss after an invalidation never
+// joins a load from before it. Unlike a singleflight.Group it tells a
+// request which entries it must load and which it only waits for, so a
+// batch loads its own share in one call.
+type entryFlights struct {
+	mu sync.Mutex // guards m
+	m  map[string]*entryFlight
+}
+
+// claimed is a batch's share of its misses: names with their flights.
+type claimed struct {
+	names   []string
+	flights []*entryFlight
+}
+
+// claim splits names (entries under base, loaded under snap) into those
+// the caller must load (own, now in flight) and those another request is
+// loading (joined). The caller ends each own flight with finish or
+// abandon.
+func (f *entryFlights) claim(base []byte, snap *cache.Snapshot, names []string) (own, joined claimed) {
+	if len(names) == 0 {
+		return own, joined
+	}
+	keys := make([]string, len(names))
+	var b []byte
+	for i, name := range names {
+		b = snap.AppendKey(append(append(b[:0], base...), name...))
+		keys[i] = string(b)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[string]*entryFlight{}
+	}
+	for i, name := range names {
+		if fl, ok := f.m[keys[i]]; ok {
+			joined.names = append(joined.names, name)
+			joined.flights = append(joined.flights, fl)
+			continue
+		}
+		fl := &entryFlight{key: keys[i], done: make(chan struct{})}
+		f.m[keys[i]] = fl
+		own.names = append(own.names, name)
+		own.flights = append(own.flights, fl)
+	}
+	return own, joined
+}
+
+// finish ends the flights of names with what the metastore returned for
+// them: got holds the partitions found, in any order.
+func (f *entryFlights) finish(flights []*entryFlight, names []string, got []namedPart) {
+	found := make(map[string][]byte, len(got))
+	for _, p := range got {
+		found[p.name] = p.body
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, fl := range flights {
+		fl.ok, fl.body = true, found[names[i]]
+		f.end(fl)
+	}
+}
+
+// finishReply ends fl with the metastore's reply.
+func (f *entryFlights) finishReply(fl *entryFlight, res loaded) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fl.ok, fl.res = true, res
+	f.end(fl)
+}
+
+// abandon ends every flight of own not yet finished: its waiters load
+// the entry themselves.
+func (f *entryFlights) abandon(own claimed) {
+	if len(own.flights) == 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, fl := range own.flights {
+		if f.m[fl.key] == fl {
+			f.end(fl)
+		}
+	}
+}
+
+// end closes fl and forgets it. f.mu is held.
+func (f *entryFlights) end(fl *entryFlight) {
+	delete(f.m, fl.key)
+	close(fl.done)
 }
 
 // fetchParts sends a by-names request and returns the partitions matched

@@ -127,7 +127,9 @@ func TestBatchRefreshIsBulk(t *testing.T) {
 	_, addr := startDemo(t, wire.Buffered)
 	clock := newClock()
 	caching := newCaching(t, clock)
-	paddr, rec := startRecordingProxy(t, caching, addr)
+	rec := &recordingForwarder{}
+	var srv *Server
+	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { rec.up = up; return rec }, func(s *Server) { srv = s })
 	c := dial(t, paddr, wire.Buffered)
 	var names []string
 	for i := 0; i < 20; i++ { // every partition of the seeded table
@@ -141,18 +143,10 @@ func TestBatchRefreshIsBulk(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		call(t, c, "get_partitions_by_names", args)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	var got [][]string
-	for time.Now().Before(deadline) {
-		got = append(got, rec.take()...)
-		if len(got) > 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+	if n := refreshesSettled(t, srv); n != 1 {
+		t.Fatalf("%d refresh jobs for 5 hits on due partitions; want 1", n)
 	}
-	time.Sleep(100 * time.Millisecond)
-	got = append(got, rec.take()...)
-	if len(got) != 1 || len(got[0]) != 20 {
+	if got := rec.take(); len(got) != 1 || len(got[0]) != 20 {
 		lens := []int{}
 		for _, g := range got {
 			lens = append(lens, len(g))
@@ -226,4 +220,213 @@ func TestBatchUnknownReplyForwardsWhole(t *testing.T) {
 			t.Fatalf("reply lacks partition %q: only part of the request was answered", want)
 		}
 	}
+}
+
+// callAsync makes one call on a connection of its own from another
+// goroutine; the reply (nil after an error, reported) comes on the
+// channel.
+func callAsync(t *testing.T, addr, method string, args []byte) <-chan []byte {
+	t.Helper()
+	c := dial(t, addr, wire.Buffered)
+	ctx := ctxT(t)
+	out := make(chan []byte, 1)
+	go func() {
+		m, err := c.Call(ctx, method, args)
+		if err != nil {
+			t.Errorf("%s: %v", method, err)
+			out <- nil
+			return
+		}
+		out <- append([]byte(nil), m.Buf...)
+	}()
+	return out
+}
+
+// startGatedBatchProxy runs a caching proxy whose by-names calls are
+// recorded, then held at a gate until released; joined receives the
+// number of entries each batch waits for instead of loading them.
+func startGatedBatchProxy(t *testing.T, caching *Caching, addr string) (paddr string, rec *recordingForwarder, gate *gatedForwarder, joined chan int) {
+	t.Helper()
+	gate = &gatedForwarder{method: "get_partitions_by_names", arrived: make(chan struct{}), release: make(chan struct{})}
+	rec = &recordingForwarder{up: gate}
+	paddr, joined = startJoinWatchingProxy(t, caching, addr, func(up Forwarder) Forwarder { gate.up = up; return rec })
+	return paddr, rec, gate, joined
+}
+
+// startJoinWatchingProxy is startProxyOver with the server's joinHook
+// sending on joined.
+func startJoinWatchingProxy(t *testing.T, caching *Caching, addr string, wrap func(Forwarder) Forwarder) (string, chan int) {
+	t.Helper()
+	joined := make(chan int, 16)
+	paddr := startProxyOver(t, caching, addr, wrap, func(s *Server) { s.cache.joinHook = func(n int) { joined <- n } })
+	return paddr, joined
+}
+
+// TestBatchMissesCoalesce: concurrent by-names batches that miss the same
+// partitions share one load per partition (issue 10, item 8): each
+// partition is asked of the metastore once, a batch whose misses are all
+// being loaded by another asks nothing, and every client gets the
+// metastore's own answer.
+func TestBatchMissesCoalesce(t *testing.T) {
+	_, addr := startDemo(t, wire.Buffered)
+	caching := newCaching(t, nil)
+	paddr, rec, gate, joined := startGatedBatchProxy(t, caching, addr)
+	direct := dial(t, addr, wire.Buffered)
+
+	shared := make([]string, 10)
+	for i := range shared {
+		shared[i] = partName(i)
+	}
+	reqs := [][]string{
+		append(slices.Clone(shared), partName(10)), // A: loads first, held at the gate
+		append(slices.Clone(shared), partName(11)), // B, C: share A's, load their own
+		append(slices.Clone(shared), partName(12)),
+		slices.Clone(shared), // D: everything it misses is being loaded
+	}
+	replies := make([]<-chan []byte, len(reqs))
+	send := func(i int) {
+		replies[i] = callAsync(t, paddr, "get_partitions_by_names", byNamesReq("get_partitions_by_names", reqs[i]...))
+	}
+	send(0)
+	<-gate.arrived
+	for i := 1; i < len(reqs); i++ {
+		send(i)
+	}
+	// Each later batch either joins A's loads or goes upstream on its own.
+	held, joins := 1, 0
+	timeout := time.After(10 * time.Second)
+	for !(joins == 3 && held == 3) && held < 4 {
+		select {
+		case <-gate.arrived:
+			held++
+		case <-joined:
+			joins++
+		case <-timeout:
+			t.Fatalf("batches stuck: %d upstream calls held, %d joined", held, joins)
+		}
+	}
+	for ; held > 0; held-- {
+		gate.release <- struct{}{}
+	}
+	for i := range reqs {
+		want := call(t, direct, "get_partitions_by_names", byNamesReq("get_partitions_by_names", reqs[i]...))
+		if got := <-replies[i]; !sameButSeqID(got, want) {
+			t.Errorf("batch %d: reply differs from the metastore's", i)
+		}
+	}
+	asked := map[string]int{}
+	calls := rec.take()
+	for _, call := range calls {
+		for _, name := range call {
+			asked[name]++
+		}
+	}
+	for name, n := range asked {
+		if n != 1 {
+			t.Errorf("partition %s asked of the metastore %d times; want once", name, n)
+		}
+	}
+	if len(calls) != 3 || len(asked) != 13 {
+		t.Errorf("%d upstream calls for %d partitions: %v; want 3 calls (A, B, C) for 13", len(calls), len(asked), calls)
+	}
+}
+
+// TestBatchMissAfterWriteLoadsAgain: a batch that misses after a write's
+// invalidation never joins a load that began before it (promise 3), and
+// that load's stale partitions are not stored.
+func TestBatchMissAfterWriteLoadsAgain(t *testing.T) {
+	_, addr := startDemo(t, wire.Buffered)
+	caching := newCaching(t, nil)
+	paddr, _, gate, joined := startGatedBatchProxy(t, caching, addr)
+	names := []string{partName(0), partName(1), partName(2), partName(3)}
+	args := byNamesReq("get_partitions_by_names", names...)
+	hasPart3 := func(reply []byte) bool {
+		return strings.Contains(string(reply), "2024-01-01\x00\x00\x00\x013")
+	}
+
+	before := callAsync(t, paddr, "get_partitions_by_names", args)
+	<-gate.arrived // its load read all four partitions and is held
+	w := dial(t, paddr, wire.Buffered)
+	call(t, w, "drop_partition_by_name", hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"), hmsreq.Str(3, partName(3)), hmsreq.Bool(4, true)))
+
+	after := callAsync(t, paddr, "get_partitions_by_names", args)
+	select {
+	case <-gate.arrived: // its own load
+	case n := <-joined:
+		t.Fatalf("a batch after the write joined %d loads from before it", n)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the batch after the write neither loaded nor joined")
+	}
+	gate.release <- struct{}{}
+	gate.release <- struct{}{}
+	if !hasPart3(<-before) {
+		t.Fatal("the batch before the write lacks partition 3: the test did not race the write")
+	}
+	if hasPart3(<-after) {
+		t.Fatal("the batch after the write got the dropped partition")
+	}
+	caching.Store.Wait()
+	go func() { // a third read may load again: let it through
+		select {
+		case <-gate.arrived:
+			gate.release <- struct{}{}
+		case <-time.After(5 * time.Second):
+		}
+	}()
+	if hasPart3(call(t, w, "get_partitions_by_names", args)) {
+		t.Fatal("the load from before the write was stored (stale fill)")
+	}
+}
+
+// TestBatchCoalesceConcurrent: many clients asking overlapping by-names
+// batches at once, while the cache is dropped now and then, all get the
+// metastore's answer, and nothing waits forever.
+func TestBatchCoalesceConcurrent(t *testing.T) {
+	_, addr := startDemo(t, wire.Buffered)
+	caching := newCaching(t, nil)
+	caching.BatchChunk = 4
+	var srv *Server
+	var joins atomic.Int64
+	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { return up }, func(s *Server) {
+		srv = s
+		s.cache.joinHook = func(n int) { joins.Add(int64(n)) }
+	})
+	const clients, rounds = 8, 40
+	var wg sync.WaitGroup
+	for i := range clients {
+		c, direct := dial(t, paddr, wire.Buffered), dial(t, addr, wire.Buffered)
+		ctx := ctxT(t)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				if i == 0 && r%10 == 5 {
+					srv.DropAll("test")
+				}
+				var names []string
+				for p := range 20 {
+					if (p*7+r*3+i)%3 != 0 {
+						names = append(names, partName(p))
+					}
+				}
+				m, err := c.Call(ctx, "get_partitions_by_names", byNamesReq("get_partitions_by_names", names...))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				got := append([]byte(nil), m.Buf...)
+				want, err := direct.Call(ctx, "get_partitions_by_names", byNamesReq("get_partitions_by_names", names...))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !sameButSeqID(got, want.Buf) {
+					t.Errorf("client %d round %d: reply differs from the metastore's", i, r)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d entries waited for instead of loaded", joins.Load())
 }

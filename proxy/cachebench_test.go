@@ -104,6 +104,35 @@ func BenchmarkCachedGetTable(b *testing.B) {
 	})
 }
 
+// BenchmarkCachedGetTableShadow: the cost of shadow validation at its
+// default rate (0.1 % of hits, at most 20 a second), as cached get_table
+// latency through two proxies in front of one metastore, one with shadow
+// validation off and one with the default, calls alternating in one run.
+func BenchmarkCachedGetTableShadow(b *testing.B) {
+	_, addr := startDemo(b, wire.Buffered)
+	off := newCaching(b, nil) // Rate -1
+	on := newCaching(b, nil)
+	on.Shadow = Shadow{}
+	offSrv, offAddr := startProxy(b, proxyOpts{cache: off}, addr)
+	onSrv, onAddr := startProxy(b, proxyOpts{cache: on}, addr)
+	if offSrv.ShadowStats() != nil || onSrv.ShadowStats() == nil {
+		b.Fatal("shadow validation not configured as meant")
+	}
+	args := hmsclient.Args("demo_db0", "t0")
+	cOff, cOn := dial(b, offAddr, wire.Buffered), dial(b, onAddr, wire.Buffered)
+	call(b, cOff, "get_table", args)
+	call(b, cOn, "get_table", args)
+	off.Store.Wait()
+	on.Store.Wait()
+	b.ResetTimer()
+	lOff, lOn := timePair(b, b.N, cOff, cOn, "get_table", args)
+	b.StopTimer()
+	reportPair(b, "shadow-off", "shadow-default", lOff, lOn)
+	st := onSrv.ShadowStats()
+	b.ReportMetric(float64(st.Checks()), "shadow-checks")
+	b.ReportMetric(float64(st.Mismatches()), "shadow-mismatches")
+}
+
 // BenchmarkCachedByNames1000: get_partitions_by_names of 1,000
 // partitions, all cached, side by side with the demo metastore (goal
 // >= 20x at p50 against a real metastore).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -16,7 +17,11 @@ import (
 )
 
 // Caching turns on the cache for a Server. The zero value of each field
-// selects the default in its comment; Store is required.
+// selects the default in its comment; Store is required. New copies it:
+// the Caching, and the collaborators it names, are not read again from
+// the caller's value, so everything must be set before New (a field
+// assigned afterwards is silently ignored; this is how the change stream
+// once lost every write made through the proxy).
 type Caching struct {
 	Store *cache.Store
 	// Upstream names the metastore group in keys and invalidations, so
@@ -41,23 +46,45 @@ type Caching struct {
 	// BatchChunk bounds the names per upstream call when batch calls are
 	// split into cached entries. Default 500.
 	BatchChunk int
-	// Invalidated, if set, is called with what a write changed, after the
-	// local invalidation and before the writing client gets its reply
-	// (the invalidation bus publishes here).
-	Invalidated func(ctx context.Context, ents []cache.Entity)
-	// Wrote, if set, is told of every write after it: the method, what it
-	// changed and whether the metastore accepted it (the change-event
-	// stream). It must not block, nor keep ents after it returns.
-	Wrote func(method string, ents []cache.Entity, ok bool)
-	// Synced, if set, tells whether this node can trust its cache: false
-	// while it may be missing other nodes' invalidations, and then reads
-	// go to the metastore. Nil: always.
-	Synced func() bool
 	// KnownReads are methods outside the method table that only read:
 	// they pass through untouched. Every other unknown method is treated
 	// as a write that may change anything: once answered, it invalidates
 	// everything cached for the upstream group. Default none.
 	KnownReads []string
+	// Coherence keeps this node in step with the other nodes (the Redis
+	// invalidation bus). Nil: this node alone, always in sync.
+	Coherence Coherence
+	// Writes is told of every write after it (the change-event stream).
+	// Nil: nobody.
+	Writes WriteObserver
+	// Shadow re-reads a sample of cache hits from the metastore to prove
+	// the cache fresh. The zero value samples 0.1 % of hits, at most 20
+	// a second.
+	Shadow Shadow
+}
+
+// Coherence is what the proxy needs of the layer that keeps many nodes'
+// caches coherent.
+type Coherence interface {
+	// Publish hands the other nodes what a write changed. It is called
+	// after the local invalidation and before the writing client gets its
+	// reply, and returns once the live peers applied it or its bound
+	// passed; an error is logged, and the peers learn of the loss
+	// themselves (a gap in this node's numbers).
+	Publish(ctx context.Context, ents []cache.Entity) error
+	// Synced reports whether this node can trust its cache: false while
+	// it may be missing other nodes' invalidations, and then reads go to
+	// the metastore.
+	Synced() bool
+}
+
+// WriteObserver watches the writes that pass through the proxy.
+type WriteObserver interface {
+	// Wrote is told of a write once the metastore answered it (or its
+	// outcome became unknown): the method, what it changed and whether
+	// the metastore accepted it. It runs on the client's path, so it must
+	// not block, nor keep ents after it returns.
+	Wrote(method string, ents []cache.Entity, ok bool)
 }
 
 // Allower is the never-cache policy (filter.Patterns implements it).
@@ -68,16 +95,27 @@ type Allower interface {
 // cacher is a Server's cache machinery.
 type cacher struct {
 	Caching
-	flights singleflight.Group
-	txns    *cache.TxnTracker
-	scoper  *scoper
-	unknown *unknownMethods
-	log     *slog.Logger
+	flights singleflight.Group // single-entry loads, by key and generations
+	entries entryFlights       // batch entries and one-table reads in flight
+
+	// joinHook, if set, is told when a batch or one-table read waits for
+	// n entries another request is loading. A seam for tests only: it
+	// shows a request could have gone upstream but shared instead.
+	joinHook func(n int)
+	shadow   *shadower // nil: shadow validation off
+	scoper   *scoper
+	unknown  *unknownMethods
+	txns     *cache.TxnTracker
+	log      *slog.Logger
 
 	jobs chan refreshJob
-	wg   sync.WaitGroup // refresh workers
-	stop chan struct{}
-	once sync.Once
+	// Refresh jobs queued, and those finished. Tests wait until they are
+	// equal: then every refresh a hit asked for has reached the metastore,
+	// and a count of upstream calls is final.
+	queued, settled atomic.Int64
+	wg              sync.WaitGroup // refresh workers
+	stop            chan struct{}
+	once            sync.Once
 }
 
 func newCacher(c Caching, log *slog.Logger) *cacher {
@@ -97,7 +135,8 @@ func newCacher(c Caching, log *slog.Logger) *cacher {
 		c.Scope = ScopeUser
 	}
 	k := &cacher{Caching: c, txns: cache.NewTxnTracker(100_000), log: log,
-		jobs: make(chan refreshJob, 1024), stop: make(chan struct{})}
+		jobs: make(chan refreshJob, 1024), stop: make(chan struct{}),
+		shadow: newShadower(c.Shadow, c.Store, log)}
 	k.scoper = newScoper(c.Scope, c.ScopeInterval, log, func() {
 		k.Store.Apply(k.Upstream, []cache.Entity{{Level: cache.LevelAll}})
 		k.Store.Clear()
@@ -118,11 +157,17 @@ func (k *cacher) start(up Forwarder, ctx context.Context) {
 			k.scoper.run(ctx, up, k.stop)
 		}()
 	}
+	if k.shadow != nil {
+		k.shadow.start(ctx, up)
+	}
 }
 
 func (k *cacher) close() {
 	k.once.Do(func() { close(k.stop) })
 	k.wg.Wait()
+	if k.shadow != nil {
+		k.shadow.close()
+	}
 }
 
 // scope is whose entry a read of sess is. Keyed by identity, the key and
@@ -158,7 +203,7 @@ func (s *captureSink) Reply(m wire.Message) error {
 // from one upstream load shared by identical concurrent misses.
 func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 	k := c.s.cache
-	if k.Store.Policy(meth.Kind).TTL <= 0 || (k.Synced != nil && !k.Synced()) {
+	if k.Store.Policy(meth.Kind).TTL <= 0 || (k.Coherence != nil && !k.Coherence.Synced()) {
 		return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
 	}
 	names, err := cache.ExtractNames(&meth.Target, m.Body(), k.DefaultCatalog)
@@ -181,9 +226,25 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 	if !ok {
 		return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
 	}
+	// A hit sampled for shadow validation needs the generations of its
+	// dependencies from before the lookup: an invalidation after it then
+	// explains any difference the re-read finds.
+	var shadowSnap cache.Snapshot
+	sampled := k.shadow.sample()
+	if sampled {
+		deps, ok := k.Store.ReadDeps(c.deps[:0], sc, meth, &names)
+		c.deps = deps
+		if shadowSnap, ok = k.Store.Gens().Take(deps); !ok {
+			sampled = false
+		}
+	}
 	if e, st := k.Store.Get(key, meth.Kind); st != cache.Miss {
 		if st == cache.HitRefresh && k.Store.StartRefresh(key) {
 			k.enqueueRefresh(c.sess, meth, m, key, &names)
+		}
+		if sampled && k.shadow.admit(meth.Kind) {
+			k.shadow.enqueue(shadowJob{sess: c.sess, meth: meth, msg: append([]byte(nil), m.Buf...),
+				key: append([]byte(nil), key...), want: e.Body(), snap: shadowSnap})
 		}
 		c.outcome = OutcomeHit
 		return c.replyWith(m, wire.Reply, e.Body())
@@ -293,8 +354,8 @@ func (c *clientConn) write(meth *hms.Method, m wire.Message) error {
 	if err != nil && !sink.done {
 		k.invalidate(c.s.ctx, ents)
 	}
-	if k.Wrote != nil && len(ents) > 0 {
-		k.Wrote(meth.Name, ents, sink.ok)
+	if k.Writes != nil && len(ents) > 0 {
+		k.Writes.Wrote(meth.Name, ents, sink.ok)
 	}
 	return err
 }
@@ -320,8 +381,10 @@ func (k *cacher) invalidate(ctx context.Context, ents []cache.Entity) {
 		return
 	}
 	k.Store.Apply(k.Upstream, ents)
-	if k.Invalidated != nil {
-		k.Invalidated(ctx, ents)
+	if k.Coherence != nil {
+		if err := k.Coherence.Publish(ctx, ents); err != nil {
+			k.log.Warn("invalidation not published", "err", err)
+		}
 	}
 }
 
@@ -358,9 +421,11 @@ func (k *cacher) endRefresh(j *refreshJob) {
 }
 
 func (k *cacher) enqueue(j refreshJob) {
+	k.queued.Add(1) // before the send: a worker may settle it at once
 	select {
 	case k.jobs <- j:
 	default:
+		k.queued.Add(-1)
 		// Saturated: the entries stay until their TTL.
 		k.endRefresh(&j)
 		k.log.Debug("refresh queue full; skipped", "method", j.meth.Name)
@@ -376,6 +441,7 @@ func (k *cacher) refreshLoop(up Forwarder, ctx context.Context) {
 			return
 		case j := <-k.jobs:
 			deps = k.refresh(ctx, up, j, deps)
+			k.settled.Add(1)
 		}
 	}
 }
@@ -446,6 +512,15 @@ func (s *Server) CacheScope() (ScopeStatus, bool) {
 		return ScopeStatus{}, false
 	}
 	return s.cache.scoper.status(), true
+}
+
+// ShadowStats are the server's shadow validation counts, nil without
+// caching or with shadow validation off.
+func (s *Server) ShadowStats() *ShadowStats {
+	if s.cache == nil || s.cache.shadow == nil {
+		return nil
+	}
+	return s.cache.shadow.stats
 }
 
 // CacheStore is the server's store, nil without caching.

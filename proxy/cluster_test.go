@@ -45,10 +45,7 @@ func startCluster(t *testing.T, r *redistest.Server, n int, metastore string) []
 		}
 		caching := newCaching(t, nil)
 		caching.Upstream = "cluster"
-		caching.Synced = bus.Synced
-		caching.Invalidated = func(ctx context.Context, ents []cache.Entity) {
-			bus.Publish(ctx, ents) // a failure shows as a gap on the other nodes
-		}
+		caching.Coherence = bus // a failed publish shows as a gap on the other nodes
 		s, err := New(Config{Cache: caching}, g)
 		if err != nil {
 			t.Fatal(err)

@@ -131,7 +131,9 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 // startProxyOver runs a caching proxy whose forwarder is wrap(the
 // upstream group of addr): a seam for tests that watch or alter calls.
-func startProxyOver(t *testing.T, caching *Caching, addr string, wrap func(Forwarder) Forwarder) string {
+// Each of before runs on the server before it serves: the place to set
+// its test hooks.
+func startProxyOver(t *testing.T, caching *Caching, addr string, wrap func(Forwarder) Forwarder, before ...func(*Server)) string {
 	t.Helper()
 	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + addr}, HealthInterval: time.Hour})
 	if err != nil {
@@ -141,6 +143,9 @@ func startProxyOver(t *testing.T, caching *Caching, addr string, wrap func(Forwa
 	s, err := New(Config{Cache: caching, Logger: testLogger(t)}, wrap(g))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range before {
+		f(s)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -153,4 +158,24 @@ func startProxyOver(t *testing.T, caching *Caching, addr string, wrap func(Forwa
 		s.Shutdown(ctx)
 	})
 	return ln.Addr().String()
+}
+
+// refreshesSettled waits until every refresh-ahead job queued so far has
+// finished, and returns how many were queued in all. A hit queues its
+// refresh before its reply is written, so once a client has its replies,
+// upstream calls counted after this are final: a refresh that should not
+// have happened would have been counted.
+func refreshesSettled(t testing.TB, s *Server) int64 {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		q := s.cache.queued.Load() // before settled: settled never passes it
+		if s.cache.settled.Load() == q {
+			return q
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("refresh jobs not finished within 10s: %d of %d", s.cache.settled.Load(), q)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -25,7 +25,9 @@ type Forwarder interface {
 }
 
 // Config configures a Server. The zero value of each field selects the
-// default in its comment.
+// default in its comment. New copies it, Cache included, and never reads
+// the caller's values again: collaborators are given here, not assigned
+// afterwards.
 type Config struct {
 	// Transport is the client-side framing. Default buffered, as HMS.
 	Transport wire.Transport

@@ -485,7 +485,12 @@ func TestShutdownDrains(t *testing.T) {
 		_, err := busy.Call(context.Background(), "get_all_databases", hmsclient.Args())
 		errc <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// Shut down once the call is in flight: the metastore has it.
+	for deadline := time.Now().Add(10 * time.Second); demo.CallCount("get_all_databases") == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the call never reached the metastore")
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := s.Shutdown(ctx); err != nil {

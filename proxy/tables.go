@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
@@ -63,10 +64,21 @@ func (c *clientConn) tableRead(meth *hms.Method, m wire.Message, shape listShape
 	if !ok {
 		return false, nil
 	}
+	// A hit sampled for shadow validation: generations from before the
+	// lookup (see cachedRead).
+	var shadowSnap cache.Snapshot
+	sampled := k.shadow.sample()
+	if sampled {
+		shadowSnap, sampled = k.Store.Gens().Take(deps)
+	}
 	if e, st := k.Store.Get(key, meth.Kind); st != cache.Miss {
 		if st == cache.HitRefresh && k.Store.StartRefresh(key) {
 			k.enqueue(refreshJob{sess: c.sess, meth: meth, msg: append([]byte(nil), m.Buf...),
 				key: append([]byte(nil), key...), names: one, table: &shape, tableName: tbl})
+		}
+		if sampled && k.shadow.admit(meth.Kind) {
+			k.shadow.enqueue(shadowJob{sess: c.sess, meth: meth, msg: append([]byte(nil), m.Buf...),
+				key: append([]byte(nil), key...), want: e.Body(), snap: shadowSnap, table: &shape, name: tbl})
 		}
 		c.outcome = OutcomeHit
 		c.hdr = wire.AppendHeader(c.hdr[:0], wire.Reply, m.Name(), m.SeqID)
@@ -84,14 +96,41 @@ func (c *clientConn) tableRead(meth *hms.Method, m wire.Message, shape listShape
 	}
 	// A miss: the request itself is the one table to fetch. The client
 	// gets the metastore's own answer; its table, when the answer is one
-	// this code can take apart, becomes the entry.
+	// this code can take apart, becomes the entry. Identical requests
+	// missing together share the load; one after an invalidation never
+	// joins a load from before it.
+	own, joined := k.entries.claim(append(append(key[:len(key):len(key)], 0xff), args...), &snap, oneFlight)
+	defer k.entries.abandon(own)
+	if len(joined.flights) == 1 {
+		if k.joinHook != nil {
+			k.joinHook(1)
+		}
+		f := joined.flights[0]
+		select {
+		case <-f.done:
+		case <-c.s.ctx.Done():
+			return true, fmt.Errorf("proxy: wait for a table load: %w", c.s.ctx.Err())
+		}
+		if f.ok {
+			c.outcome = OutcomeCoalesced
+			return true, c.replyWith(m, f.res.typ, f.res.body)
+		}
+		// That load failed: this request's own answer decides.
+	}
 	res, err := k.fetchTable(c.s.ctx, c.s.up, c.sess, m, meth, key, tbl, shape, &snap)
 	if err != nil {
 		return true, err
 	}
+	if len(own.flights) == 1 {
+		k.entries.finishReply(own.flights[0], res)
+	}
 	c.outcome = OutcomeMiss
 	return true, c.replyWith(m, res.typ, res.body)
 }
+
+// oneFlight names the one flight of a one-table read: its key is the
+// request itself.
+var oneFlight = []string{""}
 
 // fetchTable sends a one-table request upstream and admits its table.
 func (k *cacher) fetchTable(ctx context.Context, up Forwarder, sess *upstream.Session, m wire.Message, meth *hms.Method, key []byte, tbl string, shape listShape, snap *cache.Snapshot) (loaded, error) {

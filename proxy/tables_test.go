@@ -206,7 +206,9 @@ func TestTableObjectsRefresh(t *testing.T) {
 	_, addr := startDemo(t, wire.Buffered)
 	clock := newClock()
 	caching := newCaching(t, clock)
-	paddr, rec := startTablesProxy(t, caching, addr)
+	rec := &tableCallsForwarder{}
+	var srv *Server
+	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { rec.up = up; return rec }, func(s *Server) { srv = s })
 	c := dial(t, paddr, wire.Buffered)
 	args := tableObjectsReq("get_table_objects_by_name", "demo_db0", "t0")
 	call(t, c, "get_table_objects_by_name", args)
@@ -216,15 +218,76 @@ func TestTableObjectsRefresh(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		call(t, c, "get_table_objects_by_name", args)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	var got [][]string
-	for time.Now().Before(deadline) && len(got) == 0 {
-		got = append(got, rec.take()...)
-		time.Sleep(10 * time.Millisecond)
+	if n := refreshesSettled(t, srv); n != 1 {
+		t.Fatalf("%d refresh jobs for 5 hits on a due table; want 1", n)
 	}
-	time.Sleep(100 * time.Millisecond)
-	got = append(got, rec.take()...)
-	if len(got) != 1 || !slices.Equal(got[0], []string{"t0"}) {
+	if got := rec.take(); len(got) != 1 || !slices.Equal(got[0], []string{"t0"}) {
 		t.Fatalf("refresh made calls %q; want one call for t0", got)
+	}
+}
+
+// TestTableObjectsMissesCoalesce: identical one-table table-objects reads
+// that miss together share one load (issue 10, item 8), and a read after
+// a write to the table does not join a load from before it.
+func TestTableObjectsMissesCoalesce(t *testing.T) {
+	for _, method := range []string{"get_table_objects_by_name", "get_table_objects_by_name_req"} {
+		t.Run(method, func(t *testing.T) {
+			_, addr := startDemo(t, wire.Buffered)
+			caching := newCaching(t, nil)
+			gate := &gatedForwarder{method: method, arrived: make(chan struct{}), release: make(chan struct{})}
+			rec := &tableCallsForwarder{up: gate}
+			paddr, joined := startJoinWatchingProxy(t, caching, addr, func(up Forwarder) Forwarder { gate.up = up; return rec })
+			direct := dial(t, addr, wire.Buffered)
+			args := tableObjectsReq(method, "demo_db0", "t1")
+			want := call(t, direct, method, args)
+
+			first := callAsync(t, paddr, method, args)
+			<-gate.arrived
+			var rest []<-chan []byte
+			for i := 0; i < 3; i++ {
+				rest = append(rest, callAsync(t, paddr, method, args))
+			}
+			for i := 0; i < 3; i++ {
+				select {
+				case <-joined:
+				case <-gate.arrived:
+					t.Fatalf("read %d went upstream while an identical load was in flight", i+2)
+				case <-time.After(10 * time.Second):
+					t.Fatal("reads neither joined nor went upstream")
+				}
+			}
+			gate.release <- struct{}{}
+			for i, ch := range append(rest, first) {
+				if got := <-ch; !sameButSeqID(got, want) {
+					t.Fatalf("read %d: reply differs from the metastore's", i)
+				}
+			}
+			if calls := rec.take(); len(calls) != 1 {
+				t.Fatalf("%d upstream calls for 4 identical reads; want 1: %q", len(calls), calls)
+			}
+
+			// Generations: a read after a write never joins the load
+			// before it.
+			call(t, dial(t, paddr, wire.Buffered), "alter_table", alterTableArgs("demo_db0", "t1",
+				testTable("demo_db0", "t1", map[string]string{"v": "1"})))
+			before := callAsync(t, paddr, method, args)
+			<-gate.arrived
+			call(t, dial(t, paddr, wire.Buffered), "alter_table", alterTableArgs("demo_db0", "t1",
+				testTable("demo_db0", "t1", map[string]string{"v": "2"})))
+			after := callAsync(t, paddr, method, args)
+			select {
+			case <-gate.arrived:
+			case <-joined:
+				t.Fatal("a read after a write joined a load from before it")
+			case <-time.After(10 * time.Second):
+				t.Fatal("the read after the write neither joined nor went upstream")
+			}
+			gate.release <- struct{}{}
+			gate.release <- struct{}{}
+			<-before
+			if got, want := <-after, call(t, direct, method, args); !sameButSeqID(got, want) {
+				t.Fatal("the read after the write differs from the metastore's answer")
+			}
+		})
 	}
 }

@@ -38,12 +38,8 @@ func TestUnknownMethodInvalidates(t *testing.T) {
 			demo, addr := startDemo(t, wire.Buffered)
 			caching := newCaching(t, nil)
 			caching.KnownReads = tc.knownReads
-			var published atomic.Int32
-			caching.Invalidated = func(_ context.Context, ents []cache.Entity) {
-				if len(ents) == 1 && ents[0] == (cache.Entity{Level: cache.LevelAll}) {
-					published.Add(1)
-				}
-			}
+			published := &flushCounter{}
+			caching.Coherence = published
 			srv, paddr := startProxy(t, proxyOpts{cache: caching}, addr)
 			c := dial(t, paddr, wire.Buffered)
 			direct := dial(t, addr, wire.Buffered)
@@ -73,7 +69,7 @@ func TestUnknownMethodInvalidates(t *testing.T) {
 			if n := demo.CallCount("get_table") - before; n != wantLoads {
 				t.Errorf("get_table after %s reached the metastore %d times; want %d", unknown, n, wantLoads)
 			}
-			if n := published.Load(); n != wantPublished {
+			if n := published.n.Load(); n != wantPublished {
 				t.Errorf("published %d flush-everything invalidations; want %d", n, wantPublished)
 			}
 			flushes := map[string]uint64{}
@@ -157,12 +153,8 @@ func TestUnknownMethodsBounded(t *testing.T) {
 func TestUnknownOnewayInvalidates(t *testing.T) {
 	demo, addr := startDemo(t, wire.Buffered)
 	caching := newCaching(t, nil)
-	var published atomic.Int32
-	caching.Invalidated = func(_ context.Context, ents []cache.Entity) {
-		if len(ents) == 1 && ents[0] == (cache.Entity{Level: cache.LevelAll}) {
-			published.Add(1)
-		}
-	}
+	published := &flushCounter{}
+	caching.Coherence = published
 	paddr := startProxyOver(t, caching, addr, func(f Forwarder) Forwarder { return f })
 	c := dial(t, paddr, wire.Buffered)
 	read := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))
@@ -186,7 +178,20 @@ func TestUnknownOnewayInvalidates(t *testing.T) {
 	for deadline := time.Now().Add(5 * time.Second); demo.CallCount("made_up_oneway") == 0 && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
-	if n := demo.CallCount("made_up_oneway"); n != 1 || published.Load() != 1 {
-		t.Errorf("oneway calls reaching the metastore %d, flushes published %d; want 1, 1", n, published.Load())
+	if n := demo.CallCount("made_up_oneway"); n != 1 || published.n.Load() != 1 {
+		t.Errorf("oneway calls reaching the metastore %d, flushes published %d; want 1, 1", n, published.n.Load())
 	}
 }
+
+// flushCounter is a Coherence that counts the flush-everything
+// invalidations published, always in sync.
+type flushCounter struct{ n atomic.Int32 }
+
+func (f *flushCounter) Publish(_ context.Context, ents []cache.Entity) error {
+	if len(ents) == 1 && ents[0] == (cache.Entity{Level: cache.LevelAll}) {
+		f.n.Add(1)
+	}
+	return nil
+}
+
+func (f *flushCounter) Synced() bool { return true }

@@ -138,6 +138,10 @@ type cacheConfig struct {
 	// TTLWithoutEventLog bounds every kind's TTL while the metastore's
 	// notification log is missing; -cache-ttl-without-eventlog.
 	TTLWithoutEventLog time.Duration `yaml:"ttl_without_eventlog"`
+	Shadow             struct {
+		Rate         float64 `yaml:"rate"`           // -cache-shadow-rate: fraction of hits re-read and compared; 0 off
+		MaxPerSecond int     `yaml:"max_per_second"` // bound on those re-reads
+	} `yaml:"shadow"`
 	// Kinds overrides per kind: database, database_names, table,
 	// table_names, partition, partitions, partition_names,
 	// partition_filter, statistics, function, config, constraints.
@@ -183,6 +187,8 @@ func defaults() fileConfig {
 	c.Cache.RefreshWorkers = 4
 	c.Cache.Scope = "auto"
 	c.Cache.ScopeInterval = 10 * time.Minute
+	c.Cache.Shadow.Rate = 0.001
+	c.Cache.Shadow.MaxPerSecond = 20
 	c.Admin.Listen = "127.0.0.1:9084"
 	c.ShutdownTimeout = 30 * time.Second
 	c.Log.Level = "info"
@@ -254,6 +260,7 @@ Flags:
 	deny := fs.String("cache-deny", "", "comma-separated db or db.table patterns never cached [cache.deny]")
 	refreshWorkers := fs.Int("cache-refresh-workers", c.Cache.RefreshWorkers, "concurrent refresh-ahead loads [cache.refresh_workers]")
 	knownReads := fs.String("cache-known-reads", "", "comma-separated methods outside the method table that only read; any other unknown method flushes the cache once answered [cache.known_reads]")
+	shadowRate := fs.Float64("cache-shadow-rate", c.Cache.Shadow.Rate, "fraction of cache hits re-read from the metastore in the background and compared (shadow validation); 0 off [cache.shadow.rate]")
 	evInterval := fs.Duration("eventlog-interval", c.EventLog.Interval, "poll interval of the metastore notification log; 0 turns it off [eventlog.interval]")
 	evBatch := fs.Int("eventlog-batch", int(c.EventLog.Batch), "events asked for per get_next_notification [eventlog.batch]")
 	evHealth := fs.Duration("eventlog-health-interval", c.EventLog.HealthInterval, "how often each node checks that the notification log records the writes through it; 0 off [eventlog.health_interval]")
@@ -403,6 +410,8 @@ Flags:
 			c.Cache.RefreshWorkers = *refreshWorkers
 		case "cache-known-reads":
 			c.Cache.KnownReads = splitList(*knownReads)
+		case "cache-shadow-rate":
+			c.Cache.Shadow.Rate = *shadowRate
 		}
 	})
 	if tok := os.Getenv("HMSPROXY_ADMIN_TOKEN"); tok != "" {

@@ -154,6 +154,20 @@ func run(ctx context.Context, cfg fileConfig) error {
 	if err != nil {
 		return err
 	}
+	changeStream, err := newChanges(rdb, strings.Join(cfg.Upstream.URIs, ","), log)
+	if err != nil {
+		return err
+	}
+	// Runs after the proxy's shutdown below: its last writes still land.
+	defer closeChanges(changeStream)
+	// The proxy's collaborators are given before New, which copies them.
+	if caching != nil && bus != nil {
+		caching.Coherence = bus
+	}
+	writes := &writeObservers{changes: changeStream}
+	if caching != nil {
+		caching.Writes = writes
+	}
 	pcfg := proxy.Config{
 		Transport:  clientTransport,
 		Limits:     wire.Limits{MaxMessage: cfg.Limits.MaxMessageBytes, MaxDepth: cfg.Limits.MaxDepth},
@@ -201,7 +215,11 @@ func run(ctx context.Context, cfg fileConfig) error {
 	if bus != nil {
 		nodeID = bus.NodeID()
 	}
-	wk, err := startWorkers(cfg, log, srv, caching, rdb, nodeID, clientAddr(ln.Addr()), upTransport, clientTransport)
+	var coh proxy.Coherence
+	if bus != nil {
+		coh = bus
+	}
+	wk, err := startWorkers(cfg, log, srv, caching, rdb, coh, writes, nodeID, clientAddr(ln.Addr()), upTransport, clientTransport)
 	if err != nil {
 		srv.Shutdown(context.Background())
 		<-errc
@@ -332,6 +350,9 @@ func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstre
 	if wk != nil && wk.poller != nil {
 		acfg.EventLog = wk.poller
 	}
+	if sh := srv.ShadowStats(); sh != nil { // a nil pointer in the interface would be called
+		acfg.Shadow = sh
+	}
 	adm, err := admin.New(acfg)
 	if err != nil {
 		return nil, nil, err
@@ -388,6 +409,19 @@ func newCaching(cfg fileConfig) (*proxy.Caching, error) {
 		store.Close()
 		return nil, err
 	}
+	if r := cfg.Cache.Shadow.Rate; r < 0 || r > 1 {
+		store.Close()
+		return nil, fmt.Errorf("cache.shadow.rate must be within 0 and 1, got %v", r)
+	}
+	shadow := proxy.Shadow{Rate: cfg.Cache.Shadow.Rate, MaxPerSecond: cfg.Cache.Shadow.MaxPerSecond, Grace: -1}
+	if shadow.Rate == 0 {
+		shadow.Rate = -1 // off: the proxy's zero is its default
+	}
+	if cfg.EventLog.Interval > 0 {
+		// A direct write shows in the event log by the next poll; until
+		// then a difference is not a mismatch.
+		shadow.Grace = cfg.EventLog.Interval + time.Second
+	}
 	return &proxy.Caching{
 		Store:          store,
 		Upstream:       strings.Join(cfg.Upstream.URIs, ","),
@@ -398,12 +432,14 @@ func newCaching(cfg fileConfig) (*proxy.Caching, error) {
 		Policy:         policy,
 		RefreshWorkers: cfg.Cache.RefreshWorkers,
 		KnownReads:     cfg.Cache.KnownReads,
+		Shadow:         shadow,
 	}, nil
 }
 
-// newBus connects the invalidation bus when Redis is configured: writes
-// publish what they changed before replying, and the cache is not served
-// while the node may have missed another node's invalidation.
+// newBus connects the invalidation bus when Redis is configured. Given
+// to the proxy as its Coherence, writes publish what they changed before
+// replying, and the cache is not served while the node may have missed
+// another node's invalidation.
 func newBus(cfg fileConfig, rdb *redis.Client, caching *proxy.Caching, log *slog.Logger) (*cache.Bus, error) {
 	if rdb == nil || caching == nil {
 		return nil, nil
@@ -412,13 +448,6 @@ func newBus(cfg fileConfig, rdb *redis.Client, caching *proxy.Caching, log *slog
 		NodeID: cfg.Redis.NodeID, Logger: log.With("component", "bus")})
 	if err != nil {
 		return nil, err
-	}
-	caching.Synced = bus.Synced
-	caching.Invalidated = func(ctx context.Context, ents []cache.Entity) {
-		if err := bus.Publish(ctx, ents); err != nil {
-			// The others notice the gap in this node's numbers and flush.
-			log.Warn("invalidation not published", "err", err)
-		}
 	}
 	return bus, nil
 }

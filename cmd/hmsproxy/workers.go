@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,6 +20,45 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/worker"
 	"github.com/hmsproxy/hmsproxy/proxy"
 )
+
+// newChanges starts the change-event stream when Redis is configured.
+// It is built before the proxy, which is given it as the observer of its
+// writes; the caller closes it once the proxy has stopped.
+func newChanges(rdb *redis.Client, upName string, log *slog.Logger) (*changes.Stream, error) {
+	if rdb == nil {
+		return nil, nil
+	}
+	return changes.New(changes.Config{Client: rdb, Key: "hmsproxy:changes:" + upName, Logger: log.With("component", "changes")})
+}
+
+// closeChanges drains the stream, bounded. Safe on nil.
+func closeChanges(st *changes.Stream) {
+	if st == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st.Close(ctx)
+}
+
+// writeObservers fans the writes through the proxy out to the change-event
+// stream and the event-log health check. It is given to proxy.New, which
+// keeps its collaborators from construction on; the health check needs the
+// poller, which needs the server, so it is attached here before any worker
+// runs, and writes before that only miss a check that has not started.
+type writeObservers struct {
+	changes *changes.Stream // nil without Redis
+	health  atomic.Pointer[eventlog.Health]
+}
+
+func (o *writeObservers) Wrote(method string, ents []cache.Entity, ok bool) {
+	if o.changes != nil {
+		o.changes.Wrote(method, ents, ok)
+	}
+	if h := o.health.Load(); h != nil {
+		h.Wrote(method, ents, ok)
+	}
+}
 
 // workers are the proxy's background tasks and what they need.
 type workers struct {
@@ -40,7 +80,7 @@ type workers struct {
 // housekeeping tasks. Cluster-singleton tasks run on the node holding the
 // upstream's Redis lease, or on this node when there is no Redis.
 func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *proxy.Caching, rdb *redis.Client,
-	nodeID, proxyAddr string, upTransport, clientTransport wire.Transport) (*workers, error) {
+	coh proxy.Coherence, writes *writeObservers, nodeID, proxyAddr string, upTransport, clientTransport wire.Transport) (*workers, error) {
 	w := &workers{}
 	var lead worker.Leadership = leader.Solo{}
 	upName := srv.UpstreamName()
@@ -64,17 +104,8 @@ func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *
 		}()
 		w.closers = append(w.closers, func() { cancel(); <-done })
 		w.elector, lead = el, el
-		st, err := changes.New(changes.Config{Client: rdb, Key: "hmsproxy:changes:" + upName, Logger: log.With("component", "changes")})
-		if err != nil {
-			return nil, err
-		}
-		w.changes = st
-		w.closers = append(w.closers, func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			st.Close(ctx)
-		})
 	}
+	w.changes = writes.changes
 
 	var addrs []string
 	for _, u := range cfg.Upstream.URIs {
@@ -185,7 +216,7 @@ func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *
 		task.Run = func(ctx context.Context) error {
 			// Loads made before the node is in sync with the others are
 			// not cached; wait so the warm-up is not wasted.
-			for caching != nil && caching.Synced != nil && !caching.Synced() {
+			for coh != nil && !coh.Synced() {
 				select {
 				case <-ctx.Done():
 					return ctx.Err()
@@ -196,18 +227,8 @@ func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *
 		}
 		tasks = append(tasks, task)
 	}
-	if caching != nil && (w.changes != nil || w.health != nil) {
-		// The writes through this node: the change-event stream and the
-		// event-log health check are told of each.
-		st, health := w.changes, w.health
-		caching.Wrote = func(method string, ents []cache.Entity, ok bool) {
-			if st != nil {
-				st.Add(changes.FromEntities(method, "proxy", ok, 0, time.Now(), ents)...)
-			}
-			if health != nil {
-				health.Wrote(method, ents, ok)
-			}
-		}
+	if w.health != nil {
+		writes.health.Store(w.health)
 	}
 	if len(tasks) == 0 {
 		return w, nil

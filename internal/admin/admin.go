@@ -123,6 +123,10 @@ type Config struct {
 	InFlight InFlight
 	// Timeouts feeds hmsproxy_client_timeouts_total. Nil: left out.
 	Timeouts TimeoutStats
+	// Shadow feeds hmsproxy_shadow_checks_total,
+	// hmsproxy_shadow_mismatches_total and hmsproxy_shadow_skipped_total,
+	// and the shadow validation part of the status page. Nil: left out.
+	Shadow Shadow
 
 	// ReadHeaderTimeout bounds reading a request's header. Default 10s.
 	ReadHeaderTimeout time.Duration

@@ -49,6 +49,7 @@ type envOpts struct {
 	bus      bool    // run a real redis-server and an invalidation bus
 	workers  Workers // passed as Config.Workers when set
 	eventLog bool    // run an event-log poller against the demo metastore
+	shadow   bool    // check every cache hit against the metastore
 }
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -103,7 +104,11 @@ func startEnv(t testing.TB, o envOpts) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.store.Close)
-	caching := &proxy.Caching{Store: e.store, Upstream: "test"}
+	// Shadow re-reads would add metastore calls some tests count.
+	caching := &proxy.Caching{Store: e.store, Upstream: "test", Shadow: proxy.Shadow{Rate: -1}}
+	if o.shadow {
+		caching.Shadow = proxy.Shadow{Rate: 1, MaxPerSecond: 1000, Grace: -1}
+	}
 	if o.bus {
 		e.startBus(t, caching)
 	}
@@ -140,6 +145,9 @@ func startEnv(t testing.TB, o envOpts) *env {
 	}
 	if o.workers != nil {
 		cfg.Workers = o.workers
+	}
+	if o.shadow {
+		cfg.Shadow = e.proxy.ShadowStats()
 	}
 	if o.eventLog && e.demo != nil {
 		caller := &hmsclient.Redialer{Addr: e.upAddr}
@@ -188,8 +196,7 @@ func (e *env) startBus(t testing.TB, caching *proxy.Caching) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caching.Synced = e.bus.Synced
-	caching.Invalidated = func(ctx context.Context, ents []cache.Entity) { e.bus.Publish(ctx, ents) }
+	caching.Coherence = e.bus
 }
 
 func (e *env) runBus(t testing.TB) {

@@ -31,8 +31,9 @@
 // # Status page
 //
 // The page shows upstream health, hit ratio per cache kind, the top
-// methods, the invalidation bus, workers, and the last 20 admin flushes
-// and bus losses (bus losses are noticed by polling the bus's loss
+// methods, the invalidation bus, workers, shadow validation (hits
+// re-read from the metastore: checks and mismatches), and the last 20
+// admin flushes and bus losses (bus losses are noticed by polling the bus's loss
 // counters every second and at every scrape). /metrics and /status.json
 // are rendered from one snapshot type read from the same counters, so
 // they agree.
@@ -56,6 +57,8 @@
 //	hmsproxy_invalidation_losses_total{reason}, hmsproxy_bus_lag_seconds{quantile}
 //	hmsproxy_worker_runs_total{worker}, hmsproxy_worker_failures_total{worker}
 //	hmsproxy_worker_last_success_timestamp_seconds{worker}
+//	hmsproxy_shadow_checks_total{kind,outcome}, hmsproxy_shadow_mismatches_total{kind}
+//	hmsproxy_shadow_skipped_total{kind}
 //
 // plus the Go runtime (go_*) and process (process_*) collectors.
 package admin

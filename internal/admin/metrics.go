@@ -62,6 +62,8 @@ type collector struct {
 
 	inflightBytes, inflightLimit, inflightWaits *prometheus.Desc
 	clientTimeouts                              *prometheus.Desc
+
+	shadowChecks, shadowMismatches, shadowSkipped *prometheus.Desc
 }
 
 // UnknownMethods reports the flushes of methods outside the method table;
@@ -157,6 +159,16 @@ func newCollector(cfg *Config, seen func(*snapshot)) *collector {
 		clientTimeouts: prometheus.NewDesc("hmsproxy_client_timeouts_total",
 			"Client connections cut off by a deadline: read (request not complete in time), idle, write (reply not taken).",
 			[]string{"deadline"}, nil),
+
+		shadowChecks: prometheus.NewDesc("hmsproxy_shadow_checks_total",
+			"Cache hits re-read from the metastore and compared, by cache kind and outcome (matched; mismatched: differs and no invalidation explains it; explained: an invalidation after the hit does; failed: the re-read failed).",
+			[]string{"kind", "outcome"}, nil),
+		shadowMismatches: prometheus.NewDesc("hmsproxy_shadow_mismatches_total",
+			"Cache hits that differed from the metastore with no invalidation to explain it (the entry was dropped), by cache kind. Anything above 0 is a freshness bug.",
+			kind, nil),
+		shadowSkipped: prometheus.NewDesc("hmsproxy_shadow_skipped_total",
+			"Cache hits sampled for shadow validation but not checked (per-second bound or queue full), by cache kind.",
+			kind, nil),
 	}
 }
 
@@ -195,6 +207,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	if _, ok := c.cfg.Flusher.(UnknownMethods); ok {
 		ds = append(ds, c.unknownFlushes)
+	}
+	if c.cfg.Shadow != nil {
+		ds = append(ds, c.shadowChecks, c.shadowMismatches, c.shadowSkipped)
 	}
 	for _, d := range ds {
 		ch <- d
@@ -301,6 +316,16 @@ func (c *collector) emit(s *snapshot, ch chan<- prometheus.Metric) {
 		}
 		for i, q := range lagQuantiles {
 			gauge(c.busLag, b.lag[i], strconv.FormatFloat(q, 'g', -1, 64))
+		}
+	}
+	if s.hasShadow {
+		for k := firstKind; k <= lastKind; k++ {
+			row, name := &s.shadow[k], k.String()
+			for _, o := range shadowOutcomes {
+				counter(c.shadowChecks, row[o], name, o.String())
+			}
+			counter(c.shadowMismatches, row[proxy.ShadowMismatched], name)
+			counter(c.shadowSkipped, row[proxy.ShadowSkipped], name)
 		}
 	}
 	for _, w := range s.workers {

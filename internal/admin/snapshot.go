@@ -36,6 +36,15 @@ type EventLog interface {
 	Stats() *eventlog.Stats
 }
 
+// Shadow is shadow validation's counts; *proxy.ShadowStats implements it.
+type Shadow interface {
+	Count(k hms.Kind, o proxy.ShadowOutcome) uint64
+}
+
+// shadowOutcomes are the shadow outcomes of a check that ran; skipped
+// hits are counted apart.
+var shadowOutcomes = []proxy.ShadowOutcome{proxy.ShadowMatched, proxy.ShadowMismatched, proxy.ShadowExplained, proxy.ShadowFailed}
+
 // WorkerStatus is one background worker as Workers reports it.
 type WorkerStatus struct {
 	Name        string    // stable, bounded: it is a label value
@@ -84,6 +93,9 @@ type snapshot struct {
 
 	hasWorkers bool
 	workers    []WorkerStatus
+
+	hasShadow bool
+	shadow    [lastKind + 1][proxy.ShadowSkipped + 1]uint64 // by kind and outcome
 }
 
 type storeSnap struct {
@@ -163,6 +175,14 @@ func take(cfg *Config) *snapshot {
 	}
 	if b := cfg.Bus; b != nil {
 		s.bus = takeBus(b)
+	}
+	if sh := cfg.Shadow; sh != nil {
+		s.hasShadow = true
+		for k := firstKind; k <= lastKind; k++ {
+			for o := range s.shadow[k] {
+				s.shadow[k][o] = sh.Count(k, proxy.ShadowOutcome(o))
+			}
+		}
 	}
 	if w := cfg.Workers; w != nil {
 		s.hasWorkers = true

@@ -35,6 +35,7 @@ type status struct {
 	Workers   []workerStatus  `json:"workers"`
 	Scope     *scopeStatus    `json:"cache_scope"`
 	EventLog  *eventLogStatus `json:"eventlog"`
+	Shadow    *shadowStatus   `json:"shadow"`
 }
 
 // eventLogStatus is the notification log as this node sees it.
@@ -43,6 +44,17 @@ type eventLogStatus struct {
 	Health  string `json:"health"`
 	Latest  int64  `json:"latest_event_id"`
 	Applied int64  `json:"applied_event_id"`
+}
+
+// shadowStatus is shadow validation: hits re-read from the metastore.
+type shadowStatus struct {
+	Checks     uint64 `json:"checks"` // compared: matched, mismatched or explained
+	Mismatches uint64 `json:"mismatches"`
+	Explained  uint64 `json:"explained"`
+	Failed     uint64 `json:"failed"`
+	Skipped    uint64 `json:"skipped"`
+	// MismatchesByKind lists the kinds with mismatches.
+	MismatchesByKind map[string]uint64 `json:"mismatches_by_kind"`
 }
 
 type callTotals struct {
@@ -164,6 +176,21 @@ func (s *Server) status(snap *snapshot) *status {
 		es := el.Stats()
 		st.EventLog = &eventLogStatus{Health: eventlog.HealthState(es.Health.Load()).String(),
 			Latest: es.Latest.Load(), Applied: es.Applied.Load()}
+	}
+	if snap.hasShadow {
+		sh := &shadowStatus{MismatchesByKind: map[string]uint64{}}
+		for k := firstKind; k <= lastKind; k++ {
+			row := &snap.shadow[k]
+			sh.Checks += row[proxy.ShadowMatched] + row[proxy.ShadowMismatched] + row[proxy.ShadowExplained]
+			sh.Mismatches += row[proxy.ShadowMismatched]
+			sh.Explained += row[proxy.ShadowExplained]
+			sh.Failed += row[proxy.ShadowFailed]
+			sh.Skipped += row[proxy.ShadowSkipped]
+			if n := row[proxy.ShadowMismatched]; n > 0 {
+				sh.MismatchesByKind[k.String()] = n
+			}
+		}
+		st.Shadow = sh
 	}
 	for _, w := range snap.workers {
 		ws := workerStatus{Name: w.Name, Runs: w.Runs, Failures: w.Failures, LastError: w.LastError}

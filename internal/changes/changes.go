@@ -71,7 +71,9 @@ type Stream struct {
 	dropped atomic.Uint64
 	written atomic.Uint64
 	wg      sync.WaitGroup
-	once    sync.Once
+
+	mu     sync.RWMutex // guards closed, and sends on q against its close
+	closed bool
 }
 
 // New starts the appender; Close stops it after draining the queue.
@@ -94,8 +96,15 @@ func New(cfg Config) (*Stream, error) {
 	return s, nil
 }
 
-// Add queues changes; it never blocks.
+// Add queues changes; it never blocks. After Close the changes are
+// dropped and counted: a write may still finish while the proxy stops.
 func (s *Stream) Add(cs ...Change) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		s.dropped.Add(uint64(len(cs)))
+		return
+	}
 	for _, c := range cs {
 		select {
 		case s.q <- c:
@@ -105,13 +114,25 @@ func (s *Stream) Add(cs ...Change) {
 	}
 }
 
+// Wrote queues the change events of a write seen by the proxy (source
+// "proxy"); it never blocks. It makes a Stream the proxy's
+// WriteObserver.
+func (s *Stream) Wrote(method string, ents []cache.Entity, ok bool) {
+	s.Add(FromEntities(method, "proxy", ok, 0, time.Now(), ents)...)
+}
+
 // Written and Dropped count events.
 func (s *Stream) Written() uint64 { return s.written.Load() }
 func (s *Stream) Dropped() uint64 { return s.dropped.Load() }
 
 // Close drains the queue (bounded by ctx) and stops. Safe twice.
 func (s *Stream) Close(ctx context.Context) {
-	s.once.Do(func() { close(s.q) })
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.q)
+	}
+	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {

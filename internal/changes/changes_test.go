@@ -61,3 +61,21 @@ func TestStreamNeverBlocks(t *testing.T) {
 	defer cancel()
 	s.Close(ctx)
 }
+
+// TestWroteAfterClose: a write that finishes while the proxy stops must
+// not crash it on the closed queue; its events are counted as dropped.
+func TestWroteAfterClose(t *testing.T) {
+	r := redistest.Start(t)
+	s, err := New(Config{Client: r.Client(), Key: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	s.Close(ctx)
+	s.Close(ctx)
+	s.Wrote("alter_table", []cache.Entity{{Level: cache.LevelTable, Cat: "hive", DB: "d", Table: "t"}}, true)
+	if got := s.Dropped(); got != 1 {
+		t.Fatalf("dropped %d; want 1", got)
+	}
+}

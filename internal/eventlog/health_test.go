@@ -65,7 +65,7 @@ func TestHealthDemo(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer g.Close()
-			srv, err := proxy.New(proxy.Config{Cache: &proxy.Caching{Store: st, Wrote: h.Wrote}}, g)
+			srv, err := proxy.New(proxy.Config{Cache: &proxy.Caching{Store: st, Writes: h}}, g)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/changes"
+	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/internal/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+)
+
+// TestProxyWritesReachChangeStream runs the binary's own wiring (run, with
+// the demo metastore and a real Redis) and makes a write through the
+// proxy: it must appear on the change-event stream. Issue 10: the stream
+// was attached to the caching config after proxy.New had copied it, so
+// it never saw a write made through the proxy.
+func TestProxyWritesReachChangeStream(t *testing.T) {
+	r := redistest.Start(t)
+	cfg := defaults()
+	cfg.Demo = true
+	cfg.Listen = freeAddr(t)
+	cfg.Admin.Listen = ""
+	cfg.Redis.URL = r.Addr
+	// Only the proxy's own writes may reach the stream in this test.
+	cfg.EventLog.Interval = 0
+	cfg.Housekeeping.OpenTxnsInterval = 0
+	cfg.Housekeeping.CompactionsInterval = 0
+	cfg.Log.Level = "error"
+	cfg.ShutdownTimeout = 5 * time.Second
+
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+
+	c := dialWhenUp(t, cfg.Listen, done)
+	args := hmsreq.Args(hmsreq.Database{Name: "lineage", Description: "d", Location: "file:/tmp/wh/lineage.db"}.Field(1))
+	m, err := c.Call(ctxT(t), "create_database", args)
+	if err != nil {
+		t.Fatalf("create_database through the proxy: %v", err)
+	}
+	if m.Type != wire.Reply {
+		t.Fatalf("create_database: message type %d; want a reply", m.Type)
+	}
+
+	rdb := r.Client()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var seen []changes.Change
+		keys, err := rdb.Keys(ctxT(t), "hmsproxy:changes:*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			msgs, err := rdb.XRange(ctxT(t), k, "-", "+").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, msg := range msgs {
+				var ch changes.Change
+				if err := json.Unmarshal([]byte(msg.Values["c"].(string)), &ch); err != nil {
+					t.Fatalf("entry %s: %v", msg.ID, err)
+				}
+				if ch.Source == "proxy" && ch.Type == "create_database" && ch.DB == "lineage" && ch.OK {
+					return
+				}
+				seen = append(seen, ch)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the write through the proxy never reached the change stream; stream keys %v, entries %+v", keys, seen)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// dialWhenUp connects to the proxy once run has bound its port.
+func dialWhenUp(t *testing.T, addr string, done chan error) *hmsclient.Client {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := hmsclient.Dial(ctxT(t), addr, wire.Buffered)
+		if err == nil {
+			t.Cleanup(func() { c.Close() })
+			return c
+		}
+		select {
+		case err := <-done:
+			done <- err // for the cleanup
+			t.Fatalf("run stopped before listening: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) || !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("dial the proxy: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/proxy"
+)
+
+// TestShadowWiring runs the binary's wiring with the demo metastore, no
+// event log and every hit checked (cache.shadow.rate 1): a table dropped
+// directly on the metastore is found on its next hit, and the status
+// page says so.
+func TestShadowWiring(t *testing.T) {
+	cfg := defaults()
+	cfg.Demo = true
+	cfg.Listen = freeAddr(t)
+	cfg.Admin.Listen = freeAddr(t)
+	cfg.EventLog.Interval = 0
+	cfg.Housekeeping.OpenTxnsInterval = 0
+	cfg.Housekeeping.CompactionsInterval = 0
+	cfg.Cache.Shadow.Rate = 1
+	cfg.Log.Level = "error"
+	cfg.ShutdownTimeout = 5 * time.Second
+
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	c := dialWhenUp(t, cfg.Listen, done)
+
+	type shadowStatus struct {
+		Checks, Mismatches uint64
+	}
+	var st struct {
+		Upstreams []struct{ Addr string }
+		Shadow    *shadowStatus
+	}
+	status := func() {
+		t.Helper()
+		resp, err := http.Get("http://" + cfg.Admin.Listen + "/status.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitStatus := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if status(); st.Shadow != nil && cond() {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("status never showed %s: %+v", what, st.Shadow)
+			}
+		}
+	}
+
+	get := hmsclient.Args("demo_db0", "t1")
+	// A miss, then hits once the store has admitted the entry (it does
+	// so asynchronously); each hit is checked.
+	waitStatus("a check", func() bool {
+		if _, err := c.Call(ctxT(t), "get_table", get); err != nil {
+			t.Fatal(err)
+		}
+		return st.Shadow.Checks >= 1
+	})
+
+	// Behind the proxy's back: the demo metastore is the one upstream.
+	direct, err := hmsclient.Dial(ctxT(t), st.Upstreams[0].Addr, wire.Buffered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	if _, err := direct.Call(ctxT(t), "drop_table", hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t1"), hmsreq.Bool(3, true))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Call(ctxT(t), "get_table", get); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus("the mismatch", func() bool { return st.Shadow.Mismatches == 1 })
+}
+
+// TestShadowConfig: the cache.shadow keys and flag reach the proxy's
+// Shadow; 0 turns it off, and the grace period follows the event log.
+func TestShadowConfig(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(file, []byte("cache:\n  shadow:\n    rate: 0.5\n    max_per_second: 7\neventlog:\n  interval: 0s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		want    proxy.Shadow
+		wantErr bool
+	}{
+		{"defaults", []string{"-demo"}, proxy.Shadow{Rate: 0.001, MaxPerSecond: 20, Grace: 3 * time.Second}, false},
+		{"flag off", []string{"-demo", "-cache-shadow-rate", "0"}, proxy.Shadow{Rate: -1, MaxPerSecond: 20, Grace: 3 * time.Second}, false},
+		{"file, no event log", []string{"-demo", "-config", file}, proxy.Shadow{Rate: 0.5, MaxPerSecond: 7, Grace: -1}, false},
+		{"out of range", []string{"-demo", "-cache-shadow-rate", "2"}, proxy.Shadow{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := load(tc.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			caching, err := newCaching(cfg)
+			if tc.wantErr {
+				if err == nil {
+					t.Fatal("no error")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer caching.Store.Close()
+			if caching.Shadow != tc.want {
+				t.Fatalf("got %+v; want %+v", caching.Shadow, tc.want)
+			}
+		})
+	}
+}

@@ -398,6 +398,13 @@ type k8sDeploymentSpec struct {
 					Name          string `yaml:"name"`
 					ContainerPort int    `yaml:"containerPort"`
 				} `yaml:"ports"`
+				Lifecycle struct {
+					PreStop struct {
+						Sleep struct {
+							Seconds int `yaml:"seconds"`
+						} `yaml:"sleep"`
+					} `yaml:"preStop"`
+				} `yaml:"lifecycle"`
 				LivenessProbe   *k8sProbe `yaml:"livenessProbe"`
 				ReadinessProbe  *k8sProbe `yaml:"readinessProbe"`
 				SecurityContext struct {
@@ -516,8 +523,11 @@ func checkManifests(t *testing.T, path string) {
 	if pr := ctr.LivenessProbe; pr == nil || (pr.HTTPGet == nil || pr.HTTPGet.Port != "admin") && (pr.TCPSocket == nil || pr.TCPSocket.Port != "admin") {
 		t.Errorf("liveness probe %+v; want one on the admin port", pr)
 	}
-	if grace := time.Duration(pod.TerminationGracePeriodSeconds) * time.Second; grace <= c.ShutdownTimeout {
-		t.Errorf("terminationGracePeriodSeconds %s is not above shutdown_timeout %s", grace, c.ShutdownTimeout)
+	// The grace period runs from the preStop hook on, so the drain gets
+	// what the sleep leaves of it.
+	preStop := time.Duration(ctr.Lifecycle.PreStop.Sleep.Seconds) * time.Second
+	if grace := time.Duration(pod.TerminationGracePeriodSeconds) * time.Second; grace <= preStop+c.ShutdownTimeout {
+		t.Errorf("terminationGracePeriodSeconds %s is not above the preStop sleep %s plus shutdown_timeout %s", grace, preStop, c.ShutdownTimeout)
 	}
 	if !pod.SecurityContext.RunAsNonRoot || pod.SecurityContext.RunAsUser == 0 {
 		t.Errorf("pod security context %+v; want non-root", pod.SecurityContext)

@@ -6,7 +6,7 @@ SHELL := bash
 GO ?= go
 LISTEN ?= 127.0.0.1:9083
 
-.PHONY: run test unit lint tidy-check bench bench-go fuzz e2e build bench-tool deps
+.PHONY: run test unit lint tidy-check bench bench-go fuzz e2e build bench-tool deps deploy-check
 
 build: ## Build the binaries into bin/
 	$(GO) build -o bin/ ./cmd/...
@@ -31,7 +31,10 @@ unit: deps ## Unit tests, all under the race detector (most packages run gorouti
 e2e: ## Real Hive Metastores 2.3, 3.1, 4.0 with real clients, through the proxy
 	bash scripts/e2e.sh
 
-test: lint unit e2e ## Everything CI runs
+deploy-check: ## Helm chart, alert rules, systemd unit, Dockerfile build (installs helm and promtool into .cache/tools once)
+	GO=$(GO) bash scripts/deploy-check.sh
+
+test: lint unit deploy-check e2e ## Everything CI runs
 
 bench: bench-tool bench-go ## The demo comparison table, then the Go benchmarks (ratios measured side by side)
 

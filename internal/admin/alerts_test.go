@@ -36,7 +36,7 @@ type ruleFile struct {
 // The environment must export every family the rules use: the
 // invalidation bus (bus peers, layout mismatch), the event log, and
 // shadow validation (hmsproxy_shadow_mismatches_total, exported only
-// with Config.Shadow set: add shadow: true below once envOpts has it).
+// with Config.Shadow set).
 func TestAlertRulesMetricsExist(t *testing.T) {
 	b, err := os.ReadFile(alertsFile)
 	if err != nil {
@@ -84,7 +84,7 @@ func TestAlertRulesMetricsExist(t *testing.T) {
 		}
 	}
 
-	e := startEnv(t, envOpts{bus: true, workers: newFakeWorkers(), eventLog: true})
+	e := startEnv(t, envOpts{bus: true, workers: newFakeWorkers(), eventLog: true, shadow: true})
 	traffic(t, e)
 	series, families := scrape(t, e.url)
 	for n, rules := range used {

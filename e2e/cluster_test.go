@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/internal/eventlog"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
@@ -99,13 +100,13 @@ func TestBypassingWritesReal(t *testing.T) {
 			defer func() { cancel(); wg.Wait() }()
 			var nodes []*node
 			for i := 0; i < 3; i++ {
-				bus, err := cache.NewBus(cache.BusConfig{Client: r.Client(), Upstream: ms.addr, Block: 200 * time.Millisecond})
+				bus, err := coherence.New(coherence.Config{Client: r.Client(), Group: ms.addr, Heartbeat: 200 * time.Millisecond})
 				if err != nil {
 					t.Fatal(err)
 				}
 				n := startProxy(t, ms, nodeOpts{bus: bus})
 				wg.Add(1)
-				go func() { defer wg.Done(); bus.Run(ctx, n.srv.ApplyRemote, n.srv.DropAll) }()
+				go func() { defer wg.Done(); bus.Run(ctx, n.srv) }()
 				for !bus.Synced() {
 					time.Sleep(5 * time.Millisecond)
 				}

@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/filter"
 	"github.com/hmsproxy/hmsproxy/internal/admin"
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
@@ -145,10 +145,12 @@ func run(ctx context.Context, cfg fileConfig) error {
 		busDone := make(chan struct{})
 		go func() {
 			defer close(busDone)
-			bus.Run(busCtx, srv.ApplyRemote, srv.DropAll)
+			if err := bus.Run(busCtx, srv); !errors.Is(err, context.Canceled) {
+				log.Error("invalidation bus stopped", "err", err)
+			}
 		}()
 		defer func() { stopBus(); <-busDone }()
-		log.Info("invalidation bus on", "redis", cfg.Redis.URL, "node", bus.NodeID())
+		log.Info("invalidation bus on", "redis", cfg.Redis.URL, "node", bus.NodeID(), "group", bus.Group())
 	}
 	nodeID := cfg.Redis.NodeID
 	if bus != nil {
@@ -218,7 +220,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 // newAdmin builds the admin server and binds its port; nil when
 // cfg.Admin.Listen is empty.
 func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstream.Group, caching *proxy.Caching,
-	bus *cache.Bus, wk *workers) (*admin.Server, net.Listener, error) {
+	bus *coherence.Bus, wk *workers) (*admin.Server, net.Listener, error) {
 	if cfg.Admin.Listen == "" {
 		return nil, nil, nil
 	}
@@ -235,7 +237,7 @@ func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstre
 	if caching != nil {
 		acfg.Store = caching.Store
 	}
-	if bus != nil { // a nil *cache.Bus in the interface would be called
+	if bus != nil { // a nil *coherence.Bus in the interface would be called
 		acfg.Bus = bus
 	}
 	if wk != nil && wk.runner != nil {
@@ -292,7 +294,7 @@ func newCaching(cfg fileConfig) (*proxy.Caching, error) {
 	}
 	return &proxy.Caching{
 		Store:          store,
-		Upstream:       strings.Join(cfg.Upstream.URIs, ","),
+		Upstream:       cfg.groupName(),
 		PerUser:        cfg.Cache.PerUser,
 		DefaultCatalog: cfg.Cache.DefaultCatalog,
 		Policy:         policy,
@@ -301,22 +303,25 @@ func newCaching(cfg fileConfig) (*proxy.Caching, error) {
 }
 
 // newBus connects the invalidation bus when Redis is configured: writes
-// publish what they changed before replying, and the cache is not served
-// while the node may have missed another node's invalidation.
-func newBus(cfg fileConfig, rdb *redis.Client, caching *proxy.Caching, log *slog.Logger) (*cache.Bus, error) {
+// publish what they changed and wait for the peers before replying, and
+// the cache is not served while the node may have missed another node's
+// invalidation.
+func newBus(cfg fileConfig, rdb *redis.Client, caching *proxy.Caching, log *slog.Logger) (*coherence.Bus, error) {
 	if rdb == nil || caching == nil {
 		return nil, nil
 	}
-	bus, err := cache.NewBus(cache.BusConfig{Client: rdb, Upstream: caching.Upstream,
-		NodeID: cfg.Redis.NodeID, Logger: log.With("component", "bus")})
+	bus, err := coherence.New(coherence.Config{Client: rdb, Group: cfg.groupName(), Layout: coherence.Layout(cfg.Upstream.URIs),
+		NodeID: cfg.Redis.NodeID, Heartbeat: cfg.Redis.Heartbeat, HeartbeatTimeout: cfg.Redis.HeartbeatTimeout,
+		PeerGone: cfg.Redis.PeerGone, Logger: log.With("component", "bus")})
 	if err != nil {
 		return nil, err
 	}
 	caching.Synced = bus.Synced
 	caching.Invalidated = func(ctx context.Context, ents []cache.Entity) {
 		if err := bus.Publish(ctx, ents); err != nil {
-			// The others notice the gap in this node's numbers and flush.
-			log.Warn("invalidation not published", "err", err)
+			// Bounded by the heartbeat timeout; the peers that did not
+			// apply it stopped serving their caches by now.
+			log.Warn("invalidation not confirmed by every peer", "err", err)
 		}
 	}
 	return bus, nil
@@ -327,7 +332,7 @@ func newRedis(cfg fileConfig) (*redis.Client, error) {
 	if cfg.Redis.URL == "" {
 		return nil, nil
 	}
-	opts, err := cache.ParseRedisURL(cfg.Redis.URL)
+	opts, err := coherence.ParseRedisURL(cfg.Redis.URL)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 )
 
@@ -52,10 +53,15 @@ func busEvents(t testing.TB, e *env, n int) {
 	}
 	waitFor(t, "the undecodable loss", func() bool { return e.bus.Stats().Loss("undecodable") == 1 })
 
-	other, err := cache.NewBus(cache.BusConfig{Client: e.redis, Upstream: "test", NodeID: "node-b"})
+	other, err := coherence.New(coherence.Config{Client: e.redis, Group: "test", NodeID: "node-b", Heartbeat: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
+	otherCtx, stopOther := context.WithCancel(ctx)
+	otherDone := make(chan struct{})
+	go func() { defer close(otherDone); other.Run(otherCtx, nopCache{}) }()
+	defer func() { stopOther(); <-otherDone }()
+	waitFor(t, "node-b to sync", other.Synced)
 	for i := range n {
 		ent := cache.Entity{Level: cache.LevelTable, Cat: "hive", DB: "demo_db1", Table: fmt.Sprintf("t%d", i)}
 		if err := other.Publish(ctx, []cache.Entity{ent}); err != nil {
@@ -65,6 +71,12 @@ func busEvents(t testing.TB, e *env, n int) {
 	waitFor(t, "the invalidations to apply", func() bool { return e.bus.Stats().Applied.Load() == uint64(n) })
 	waitFor(t, "the bus to sync", e.bus.Synced)
 }
+
+// nopCache is a peer's cache that holds nothing.
+type nopCache struct{}
+
+func (nopCache) ApplyRemote([]cache.Entity) {}
+func (nopCache) DropAll(string)             {}
 
 // traffic makes hits and misses over several kinds and methods, and one
 // admin flush.

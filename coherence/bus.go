@@ -380,7 +380,7 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 		}).Result()
 		if errors.Is(err, redis.Nil) {
 			b.reachedEnd(asked)
-			b.checkPeers(c, time.Now())
+			b.checkPeers(c, asked)
 			continue
 		}
 		if err != nil {
@@ -443,8 +443,8 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 		}
 		if !full {
 			b.reachedEnd(asked)
+			b.checkPeers(c, asked)
 		}
-		b.checkPeers(c, time.Now())
 	}
 }
 
@@ -603,7 +603,10 @@ func (b *Bus) heard(c Cache, msg message, now time.Time) {
 		p = &peer{heard: at, layout: msg.Layout}
 		b.peers[msg.Node] = p
 	default:
-		if p.silent || now.Sub(p.heard) >= b.timeout {
+		// Judged by the peer's own times, not by when this node read
+		// them: a reader that fell behind did not serve meanwhile, and
+		// its peers were not silent.
+		if p.silent || at.Sub(p.heard) >= b.timeout {
 			returned = "a silent peer"
 		}
 		p.silent = false
@@ -655,7 +658,10 @@ func (b *Bus) receiveAck(m redis.XMessage) {
 	b.mu.Unlock()
 }
 
-// checkPeers notices peers that went silent or are gone.
+// checkPeers notices peers that went silent or are gone. It runs only
+// when the node has read everything appended before now: a peer only
+// looks silent to a reader that fell behind, which does not serve its
+// cache meanwhile anyway.
 func (b *Bus) checkPeers(c Cache, now time.Time) {
 	var silent, gone []string
 	b.mu.Lock()

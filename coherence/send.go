@@ -106,9 +106,10 @@ func (b *Bus) append(ctx context.Context, batch []*pubReq) pubResult {
 	if !ok {
 		return pubResult{err: fmt.Errorf("coherence: publish invalidation: odd stream id %q", add.Val())}
 	}
-	if at.Sub(start) <= b.cfg.Heartbeat {
+	if at.Sub(start) <= b.timeout-b.cfg.Heartbeat {
 		// Only a prompt append counts as this node being heard: peers
-		// take the sender's start time as when they heard it.
+		// take the sender's start time as when they heard it, and this
+		// bounds how much later than that they may have heard it.
 		b.published.Store(start.UnixNano())
 	}
 	b.stats.Published.Add(1)

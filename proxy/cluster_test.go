@@ -16,6 +16,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/coherence"
+	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/redistest"
@@ -254,4 +255,146 @@ func pctD(d []time.Duration, p int) time.Duration {
 		return 0
 	}
 	return d[(len(d)-1)*p/100]
+}
+
+// TestClusterPartition (issue 10, acceptance): three nodes on one Redis,
+// node C reaching it through a relay the test stops, no event-log poller.
+// Writes through C are answered within the heartbeat timeout; no read on
+// A or B is stale for longer than the timeout plus 100ms after the write
+// began, and none that began after the write was answered is stale at all.
+func TestClusterPartition(t *testing.T) {
+	r := redistest.Start(t)
+	relay := redistest.NewRelay(t, r.Addr)
+	_, metastore := startDemo(t, wire.Buffered)
+	const heartbeat, timeout = 50 * time.Millisecond, 300 * time.Millisecond
+	nodes := startCluster(t, r, 3, metastore, clusterOpts{heartbeat: heartbeat, timeout: timeout,
+		clients: []*redis.Client{nil, nil, relay.Client()}})
+	cut := nodes[2]
+	writer := dial(t, cut.addr, wire.Buffered)
+	call(t, writer, "create_table", tableArgs("demo_db0", "part"))
+	get := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "part"))
+	alter := func(v int64) []byte {
+		return alterTableArgs("demo_db0", "part", testTable("demo_db0", "part", map[string]string{"v": strconv.FormatInt(v, 10)}))
+	}
+
+	type write struct {
+		v             int64
+		began, answer time.Time
+	}
+	var mu sync.Mutex // guards writes
+	var writes []write
+	var hits atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	type staleRead struct {
+		node    int
+		got     int64
+		sinceOK time.Duration // read start minus the start of the first write it missed
+		late    bool          // it began after that write was answered
+	}
+	staleReads := make(chan staleRead, 1<<16)
+	for i, nd := range nodes[:2] {
+		wg.Go(func() {
+			c := dial(t, nd.addr, wire.Buffered)
+			for ctx.Err() == nil {
+				start := time.Now()
+				before := nd.st.Stats(hms.KindTable).Hits.Load()
+				m, err := c.Call(ctx, "get_table", get)
+				if err != nil {
+					if ctx.Err() == nil {
+						t.Error(err)
+					}
+					return
+				}
+				if nd.st.Stats(hms.KindTable).Hits.Load() > before {
+					hits.Add(1)
+				}
+				got, _ := strconv.ParseInt(tableParam(t, m.Buf, "v"), 10, 64)
+				mu.Lock()
+				for _, w := range writes {
+					if w.v > got && w.began.Before(start) {
+						staleReads <- staleRead{node: i, got: got, sinceOK: start.Sub(w.began), late: w.answer.Before(start)}
+						break
+					}
+				}
+				mu.Unlock()
+				// Paced, so that two spinning readers do not starve the
+				// nodes' timers on a small machine.
+				time.Sleep(200 * time.Microsecond)
+			}
+		})
+	}
+	// Warm the caches, then cut C from Redis and write through it.
+	waitForCond(t, "cache hits on A and B", func() bool { return hits.Load() > 20 })
+	relay.Cut()
+	var slowest time.Duration
+	for v := int64(1); v <= 5; v++ {
+		began := time.Now()
+		mu.Lock()
+		writes = append(writes, write{v: v, began: began, answer: began.Add(time.Hour)})
+		mu.Unlock()
+		call(t, writer, "alter_table", alter(v))
+		answered := time.Now()
+		mu.Lock()
+		writes[len(writes)-1].answer = answered
+		mu.Unlock()
+		slowest = max(slowest, answered.Sub(began))
+	}
+	relay.Restore()
+	began := time.Now()
+	waitForCond(t, "C back on the bus", func() bool {
+		ok := nodes[0].bus.Synced() && nodes[1].bus.Synced() && cut.bus.Synced()
+		if !ok && time.Since(began) > 5*time.Second {
+			for i, nd := range nodes {
+				t.Logf("node %d: synced %v peers %+v", i, nd.bus.Synced(), nd.bus.Peers())
+			}
+		}
+		return ok
+	})
+	// Coherent again: a write through C is seen on A and B at once.
+	call(t, writer, "alter_table", alter(6))
+	for i, nd := range nodes[:2] {
+		if v := tableParam(t, call(t, dial(t, nd.addr, wire.Buffered), "get_table", get), "v"); v != "6" {
+			t.Errorf("node %d served v=%s after C, back on the bus, answered the write of v=6", i, v)
+		}
+	}
+	cancel()
+	wg.Wait()
+	close(staleReads)
+
+	// The bus's own hold is what must stay within the timeout; the
+	// end-to-end time adds the metastore's write, slow on a loaded machine.
+	holds := cut.bus.Stats().PublishWaits()
+	t.Logf("slowest write through the cut node: %v end to end, publish held it %v (timeout %v); cache hits on A and B: %d",
+		slowest, slices.Max(holds), timeout, hits.Load())
+	if h := slices.Max(holds); h > timeout+100*time.Millisecond {
+		t.Errorf("the bus held a write through the cut node %v; want within the heartbeat timeout %v", h, timeout)
+	}
+	var worst time.Duration
+	for s := range staleReads {
+		worst = max(worst, s.sinceOK)
+		if s.late {
+			t.Errorf("node %d served v=%d after the write of a newer value had been answered", s.node, s.got)
+		}
+	}
+	t.Logf("longest staleness on A and B: %v", worst)
+	if worst > timeout+100*time.Millisecond {
+		t.Fatalf("a read on A or B was stale %v after the write began; want at most %v", worst, timeout+100*time.Millisecond)
+	}
+	for i, nd := range nodes[:2] {
+		if nd.bus.Stats().Loss("peer-silent") == 0 {
+			t.Errorf("node %d never noticed the cut node fall silent", i)
+		}
+	}
+}
+
+// waitForCond polls cond for up to 10s.
+func waitForCond(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
 }

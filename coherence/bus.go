@@ -205,6 +205,11 @@ func (b *Bus) Synced() bool {
 func (b *Bus) Publish(ctx context.Context, ents []cache.Entity) error {
 	start := time.Now()
 	defer func() { b.stats.waits.add(time.Since(start)) }()
+	select {
+	case <-b.stopped:
+		return ErrStopped
+	default:
+	}
 	req := &pubReq{ents: ents, done: make(chan pubResult, 1)}
 	deadline := time.NewTimer(b.timeout)
 	defer deadline.Stop()
@@ -327,7 +332,7 @@ func (b *Bus) Run(ctx context.Context, c Cache) error {
 func (b *Bus) read(ctx context.Context, c Cache) {
 	var (
 		cursor, ackCursor string
-		read              int64 // the stream's entries up to and including cursor
+		st                streamCount
 		runID             string
 		first             = true // nothing can be cached before the first sync
 		lastSeq           = map[string]uint64{}
@@ -357,7 +362,8 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 			}
 			runID = pos.runID
 			clear(lastSeq)
-			cursor, read, ackCursor = pos.last, pos.added, pos.lastAck
+			cursor, ackCursor = pos.last, pos.lastAck
+			st = streamCount{read: pos.added, checked: time.Now()}
 			b.learnPeers(pos.registry, time.Now())
 			if !first {
 				b.flush(c, "reconnect")
@@ -376,9 +382,13 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 		}
 		asked := time.Now()
 		res, err := b.cfg.Client.XRead(ctx, &redis.XReadArgs{
-			Streams: []string{b.key, b.ackKey, cursor, ackCursor}, Count: readCount, Block: min(b.cfg.Heartbeat, time.Second),
+			Streams: []string{b.key, b.ackKey, cursor, ackCursor}, Count: readCount, Block: b.block(),
 		}).Result()
 		if errors.Is(err, redis.Nil) {
+			if b.checkStream(ctx, c, &st, cursor) {
+				cursor = ""
+				continue
+			}
 			b.reachedEnd(asked)
 			b.checkPeers(c, asked)
 			continue
@@ -393,16 +403,16 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 		}
 		n, full := 0, false
 		applied := false
-		for _, st := range res {
-			full = full || len(st.Messages) == readCount
-			if st.Stream == b.ackKey {
-				for _, m := range st.Messages {
+		for _, sr := range res {
+			full = full || len(sr.Messages) == readCount
+			if sr.Stream == b.ackKey {
+				for _, m := range sr.Messages {
 					ackCursor = m.ID
 					b.receiveAck(m)
 				}
 				continue
 			}
-			for _, m := range st.Messages {
+			for _, m := range sr.Messages {
 				cursor = m.ID
 				a, h := b.receive(c, m, lastSeq, hello)
 				applied = applied || a
@@ -423,23 +433,11 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 				b.setAcked(id)
 			}
 		}
-		// Entries trimmed before this node read them leave no gap in the
-		// numbers if their sender never publishes again, and a Redis that
-		// lost its data may not have dropped our connection: compare the
-		// stream's own count of entries with what this node consumed.
-		if n > 0 {
-			if info, err := b.cfg.Client.XInfoStream(ctx, b.key).Result(); err == nil {
-				switch {
-				case info.EntriesAdded < read+int64(n):
-					b.markLost(c, "redis-reset", fmt.Errorf("stream has %d entries ever, this node read %d", info.EntriesAdded, read+int64(n)))
-					cursor = ""
-					continue
-				case info.EntriesAdded-info.Length > read:
-					b.log.Warn("invalidations trimmed before this node read them; flushing", "read", read, "deleted", info.EntriesAdded-info.Length)
-					b.flush(c, "trimmed")
-				}
-			}
-			read += int64(n)
+		st.read += int64(n)
+		st.unchecked = st.unchecked || n > 0
+		if b.checkStream(ctx, c, &st, cursor) {
+			cursor = ""
+			continue
 		}
 		if !full {
 			b.reachedEnd(asked)
@@ -447,6 +445,52 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 		}
 	}
 }
+
+// streamCount is what the reader consumed, to compare with the stream's
+// own count of entries.
+type streamCount struct {
+	read      int64     // the stream's entries up to and including the cursor
+	checked   time.Time // when read was last compared with the stream
+	unchecked bool      // entries were read since
+}
+
+// checkStream compares the stream's own count of entries with what this
+// node consumed: entries trimmed before this node read them leave no gap
+// in the numbers if their sender never publishes again, and a Redis that
+// lost its data may not have dropped the connection. It runs at most once
+// per read interval, not on every read: it would be a round trip on the
+// acknowledgement path. It reports a reset, after which the node
+// reconnects.
+func (b *Bus) checkStream(ctx context.Context, c Cache, st *streamCount, cursor string) bool {
+	if !st.unchecked || time.Since(st.checked) < b.block() {
+		return false
+	}
+	st.checked, st.unchecked = time.Now(), false
+	info, err := b.cfg.Client.XInfoStream(ctx, b.key).Result()
+	if err != nil {
+		return false // the next read fails too, and reconnects
+	}
+	atEnd := info.LastGeneratedID == cursor
+	switch {
+	case info.EntriesAdded < st.read:
+		b.markLost(c, "redis-reset", fmt.Errorf("stream has %d entries ever, this node read %d", info.EntriesAdded, st.read))
+		return true
+	case atEnd && info.EntriesAdded > st.read, !atEnd && info.EntriesAdded-info.Length > st.read:
+		// Some were appended and trimmed before this node reached them.
+		b.log.Warn("invalidations trimmed before this node read them; flushing", "read", st.read,
+			"added", info.EntriesAdded, "deleted", info.EntriesAdded-info.Length)
+		b.flush(c, "trimmed")
+		// Count what is gone as read, so that it is flushed for once.
+		st.read = info.EntriesAdded - info.Length
+		if atEnd {
+			st.read = info.EntriesAdded
+		}
+	}
+	return false
+}
+
+// block is how long one read waits.
+func (b *Bus) block() time.Duration { return min(b.cfg.Heartbeat, time.Second) }
 
 // A read blocks for at most a heartbeat (the node's own heartbeats wake
 // it sooner) and at most a second, so Run returns soon after its context

@@ -40,15 +40,8 @@ func (b *Bus) sender(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			b.sendBye()
-			for {
-				select {
-				case r := <-b.reqs:
-					r.done <- pubResult{err: ErrStopped}
-				default:
-					return
-				}
-			}
+			b.finish(batch[:0])
+			return
 		case r := <-b.reqs:
 			batch = append(batch[:0], r)
 		}
@@ -119,11 +112,37 @@ func (b *Bus) append(ctx context.Context, batch []*pubReq) pubResult {
 	return pubResult{id: id, at: at}
 }
 
-// sendBye tells the peers this node leaves, so they neither wait for its
-// acknowledgements nor stop their caches when it falls silent.
-func (b *Bus) sendBye() {
+// finish publishes what is still queued, then says goodbye. Publishes
+// queued later fail; Run's caller stops writes before it stops the bus.
+func (b *Bus) finish(batch []*pubReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	defer cancel()
+	for {
+		select {
+		case r := <-b.reqs:
+			batch = append(batch, r)
+			continue
+		default:
+		}
+		break
+	}
+	if len(batch) > 0 {
+		res := b.append(ctx, batch)
+		for _, r := range batch {
+			r.done <- res
+		}
+		if res.err != nil {
+			// The peers must not forget this node cleanly: they stop
+			// serving when it falls silent, as for a crash.
+			return
+		}
+	}
+	b.sendBye(ctx)
+}
+
+// sendBye tells the peers this node leaves, so they neither wait for its
+// acknowledgements nor stop their caches when it falls silent.
+func (b *Bus) sendBye(ctx context.Context) {
 	b.seq++
 	msg := message{Node: b.cfg.NodeID, Seq: b.seq, Time: time.Now().UnixNano(), Layout: b.cfg.Layout, Bye: true}
 	body, _ := msg.encode()

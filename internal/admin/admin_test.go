@@ -185,7 +185,7 @@ func (e *env) startBus(t testing.TB, caching *proxy.Caching) {
 	t.Cleanup(func() { e.redis.Close() })
 	var err error
 	e.bus, err = coherence.New(coherence.Config{Client: e.redis, Group: caching.Upstream, NodeID: "node-a",
-		Heartbeat: 100 * time.Millisecond, Logger: testLogger(t)})
+		Layout: coherence.Layout([]string{"thrift://hms-a:9083"}), Heartbeat: 100 * time.Millisecond, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

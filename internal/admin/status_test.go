@@ -191,6 +191,44 @@ func TestBusAndWorkerMetrics(t *testing.T) {
 	}
 }
 
+// TestBusPeersAndLayoutAlarm (issue 10, items 3 and 4): the peers and a
+// peer serving other metastores under this group's name show in /metrics
+// and on the status page.
+func TestBusPeersAndLayoutAlarm(t *testing.T) {
+	e := startEnv(t, envOpts{bus: true})
+	other, err := coherence.New(coherence.Config{Client: e.redis, Group: "test", NodeID: "node-b",
+		Layout: coherence.Layout([]string{"thrift://hms-b:9083"}), Heartbeat: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); other.Run(ctx, nopCache{}) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "the alarm", func() bool { return e.bus.Stats().LayoutAlarms.Load() == 1 })
+
+	series, families := scrape(t, e.url)
+	for _, f := range []string{"hmsproxy_bus_peers", "hmsproxy_bus_layout_mismatch", "hmsproxy_bus_ack_timeouts_total", "hmsproxy_bus_publish_wait_seconds"} {
+		if !families[f] {
+			t.Errorf("family %s missing from /metrics", f)
+		}
+	}
+	for name, want := range map[string]float64{
+		`hmsproxy_bus_layout_mismatch`:       1,
+		`hmsproxy_bus_peers{state="alive"}`:  1,
+		`hmsproxy_bus_peers{state="silent"}`: 0,
+		`hmsproxy_bus_ack_timeouts_total`:    0,
+	} {
+		if got, ok := series[name]; !ok || got != want {
+			t.Errorf("%s = %v (present %v); want %v", name, got, ok, want)
+		}
+	}
+	st := getStatus(t, e.url)
+	if st.Bus == nil || !st.Bus.LayoutAlarm || len(st.Bus.Peers) != 1 || st.Bus.Peers[0].Node != "node-b" || !st.Bus.Peers[0].LayoutMismatch {
+		t.Errorf("status bus = %+v; want the layout alarm and node-b with another layout", st.Bus)
+	}
+}
+
 // TestBusLagWithoutSamples: before the first applied invalidation the lag
 // quantiles are NaN in /metrics and null in /status.json.
 func TestBusLagWithoutSamples(t *testing.T) {

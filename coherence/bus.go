@@ -287,9 +287,7 @@ func (b *Bus) awaitAcks(ctx context.Context, id streamID, deadline time.Time) er
 		}
 		select {
 		case <-changed:
-			if !timer.Stop() {
-				<-timer.C
-			}
+			timer.Stop() // since Go 1.23 no stale tick can follow
 		case <-timer.C:
 		case <-ctx.Done():
 			return fmt.Errorf("coherence: await acknowledgements: %w", ctx.Err())
@@ -489,12 +487,10 @@ func (b *Bus) checkStream(ctx context.Context, c Cache, st *streamCount, cursor 
 	return false
 }
 
-// block is how long one read waits.
+// block is how long one read waits: at most a heartbeat (the node's own
+// heartbeats wake it sooner anyway) and at most a second, so that Run
+// returns soon after its context ends.
 func (b *Bus) block() time.Duration { return min(b.cfg.Heartbeat, time.Second) }
-
-// A read blocks for at most a heartbeat (the node's own heartbeats wake
-// it sooner) and at most a second, so Run returns soon after its context
-// ends.
 
 // readCount bounds the entries of one read per stream; a read that
 // returns fewer reached the stream's end.

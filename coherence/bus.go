@@ -118,6 +118,8 @@ type Bus struct {
 
 	acked   atomic.Value  // streamID: how far this node applied, for the ack sender
 	ackWake chan struct{} // one pending wake-up of the ack sender
+
+	ownPrefix string // how this node's entries begin on the stream
 }
 
 type peer struct {
@@ -175,6 +177,7 @@ func New(cfg Config) (*Bus, error) {
 		ackWake:  make(chan struct{}, 1),
 	}
 	b.peersMin.Store(math.MaxInt64)
+	b.ownPrefix = ownPrefix(cfg.NodeID)
 	return b, nil
 }
 
@@ -596,6 +599,12 @@ func (b *Bus) learnPeers(registry map[string]string, now time.Time) {
 // invalidations were applied, and whether it is this node's hello.
 func (b *Bus) receive(c Cache, m redis.XMessage, lastSeq map[string]uint64, hello string) (applied, isHello bool) {
 	raw, _ := m.Values["m"].(string)
+	if strings.HasPrefix(raw, b.ownPrefix) {
+		// This node's own entry: only its hello matters, and decoding
+		// every entry twice would cost each write CPU.
+		b.stats.Received.Add(1)
+		return false, hello != "" && strings.Contains(raw, `"h":"`+hello+`"`)
+	}
 	msg, err := decode(raw)
 	if err != nil {
 		b.log.Warn("undecodable invalidation; flushing", "id", m.ID, "err", err)
@@ -629,7 +638,7 @@ func (b *Bus) heard(c Cache, msg message, now time.Time) {
 	at := minTime(now, time.Unix(0, msg.Time))
 	b.mu.Lock()
 	p := b.peers[msg.Node]
-	returned := ""
+	returned, changed := "", false
 	switch {
 	case msg.Bye:
 		// A clean stop: it published everything it wrote.
@@ -642,6 +651,7 @@ func (b *Bus) heard(c Cache, msg message, now time.Time) {
 		}
 		p = &peer{heard: at, layout: msg.Layout}
 		b.peers[msg.Node] = p
+		changed = true
 	default:
 		// Judged by the peer's own times, not by when this node read
 		// them: a reader that fell behind did not serve meanwhile, and
@@ -657,7 +667,11 @@ func (b *Bus) heard(c Cache, msg message, now time.Time) {
 		b.checkLayout(msg.Node, msg.Layout)
 	}
 	b.updateMin()
-	b.notify()
+	if changed || msg.Bye {
+		// Only a peer that comes or goes changes what writers wait for; a
+		// later "last heard" only moves their timers, which recheck.
+		b.notify()
+	}
 	b.mu.Unlock()
 	if returned != "" {
 		// What it sent while silent may be lost.

@@ -221,7 +221,7 @@ func TestGroupCommit(t *testing.T) {
 	}
 }
 
-// holdPipeline blocks the first pipeline after it is armed until gate is
+// holdPipeline blocks the first append after it is armed until gate is
 // closed: a seam to make publishes pile up behind one append.
 type holdPipeline struct {
 	gate  chan struct{}
@@ -229,14 +229,25 @@ type holdPipeline struct {
 	held  atomic.Bool
 }
 
-func (h *holdPipeline) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (h *holdPipeline) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-func (h *holdPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if h.armed.CompareAndSwap(true, false) {
+func (h *holdPipeline) hold(cmds ...redis.Cmder) {
+	for _, c := range cmds {
+		if c.Name() == "xadd" && h.armed.CompareAndSwap(true, false) {
 			h.held.Store(true)
 			<-h.gate
 		}
+	}
+}
+
+func (h *holdPipeline) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *holdPipeline) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.hold(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (h *holdPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.hold(cmds...)
 		return next(ctx, cmds)
 	}
 }

@@ -82,14 +82,17 @@ func (b *Bus) append(ctx context.Context, batch []*pubReq) pubResult {
 	if err != nil {
 		return pubResult{err: fmt.Errorf("coherence: encode invalidation: %w", err)}
 	}
-	pipe := b.cfg.Client.Pipeline()
-	add := pipe.XAdd(ctx, &redis.XAddArgs{
-		Stream: b.key, MaxLen: b.cfg.MaxLen, Approx: true, Values: []any{"m", body},
-	})
+	args := &redis.XAddArgs{Stream: b.key, MaxLen: b.cfg.MaxLen, Approx: true, Values: []any{"m", body}}
+	var add *redis.StringCmd
 	if beat {
+		pipe := b.cfg.Client.Pipeline()
+		add = pipe.XAdd(ctx, args)
 		pipe.HSet(ctx, b.peerKey, b.cfg.NodeID, strconv.FormatInt(start.UnixNano(), 10)+" "+b.cfg.Layout)
+		_, err = pipe.Exec(ctx)
+	} else {
+		add = b.cfg.Client.XAdd(ctx, args)
+		err = add.Err()
 	}
-	_, err = pipe.Exec(ctx)
 	at := time.Now()
 	if err != nil {
 		b.stats.PublishErrors.Add(1)
@@ -269,6 +272,12 @@ func (m message) encode() (string, error) {
 	}
 	b, err := json.Marshal(w)
 	return string(b), err
+}
+
+// ownPrefix is how the encoding of node's entries begins.
+func ownPrefix(node string) string {
+	b, _ := json.Marshal(wireMessage{Node: node})
+	return string(b[:len(b)-len(`,"s":0,"t":0}`)]) + ","
 }
 
 func decode(raw string) (message, error) {

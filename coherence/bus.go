@@ -112,8 +112,8 @@ type Bus struct {
 	mu       sync.Mutex // guards the fields below
 	peers    map[string]*peer
 	gone     map[string]time.Time // forgotten peers, so their return is noticed
-	through  streamID             // this node has applied the stream up to here
-	changed  chan struct{}        // closed and replaced when peers, acks or through change
+	acks     map[string]streamID  // how far each node acknowledged, known peer or not
+	changed  chan struct{}        // closed and replaced when peers or acks change
 	mismatch map[string]bool      // peers whose layout differs, logged once each
 
 	acked   atomic.Value  // streamID: how far this node applied, for the ack sender
@@ -124,7 +124,6 @@ type Bus struct {
 
 type peer struct {
 	heard  time.Time
-	ack    streamID
 	layout string
 	silent bool // noticed silent (and the cache dropped for it)
 }
@@ -172,6 +171,7 @@ func New(cfg Config) (*Bus, error) {
 		stopped:  make(chan struct{}),
 		peers:    map[string]*peer{},
 		gone:     map[string]time.Time{},
+		acks:     map[string]streamID{},
 		changed:  make(chan struct{}),
 		mismatch: map[string]bool{},
 		ackWake:  make(chan struct{}, 1),
@@ -243,13 +243,16 @@ func (b *Bus) Publish(ctx context.Context, ents []cache.Entity) error {
 		}
 		return fmt.Errorf("%w: %w", ErrNotPublished, res.err)
 	}
-	return b.awaitAcks(ctx, res.id, res.at.Add(b.timeout))
+	return b.awaitAcks(ctx, res.id, res.at.Add(b.timeout), res.registry)
 }
 
-// awaitAcks waits until this node has read its own entry id (so it knows
-// every peer that announced itself before it) and every live peer has
-// acknowledged id, or until deadline.
-func (b *Bus) awaitAcks(ctx context.Context, id streamID, deadline time.Time) error {
+// awaitAcks waits until every live peer has acknowledged id, or until
+// deadline. The peers are those this node knows and those the registry
+// held when the entry was appended: a node registers atomically with its
+// hello, and is in sync only once it has read that hello back, so a node
+// missing from both has begun reading the stream after this entry, and
+// caches nothing older.
+func (b *Bus) awaitAcks(ctx context.Context, id streamID, deadline time.Time, registry map[string]string) error {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -259,19 +262,33 @@ func (b *Bus) awaitAcks(ctx context.Context, id streamID, deadline time.Time) er
 	for {
 		now := time.Now()
 		wake := deadline
+		done := true
+		// pending notes a node that has not acknowledged id, and is not
+		// silent yet.
+		pending := func(node string, heard time.Time) {
+			if !b.acks[node].less(id) {
+				return
+			}
+			silentAt := heard.Add(b.timeout)
+			if !now.Before(silentAt) {
+				return // silent: it stopped serving its cache
+			}
+			done = false
+			wake = minTime(wake, silentAt)
+		}
 		b.mu.Lock()
-		done := !b.through.less(id)
-		if done {
-			for _, p := range b.peers {
-				if !p.ack.less(id) {
-					continue
-				}
-				silentAt := p.heard.Add(b.timeout)
-				if !now.Before(silentAt) {
-					continue // silent: it stopped serving its cache
-				}
-				done = false
-				wake = minTime(wake, silentAt)
+		for node, p := range b.peers {
+			pending(node, p.heard)
+		}
+		for node, v := range registry {
+			if _, known := b.peers[node]; known || node == b.cfg.NodeID {
+				continue
+			}
+			if _, gone := b.gone[node]; gone {
+				continue
+			}
+			if heard, _, ok := parseRegistry(v); ok {
+				pending(node, heard)
 			}
 		}
 		changed := b.changed
@@ -296,6 +313,14 @@ func (b *Bus) awaitAcks(ctx context.Context, id streamID, deadline time.Time) er
 			return fmt.Errorf("coherence: await acknowledgements: %w", ctx.Err())
 		}
 	}
+}
+
+// parseRegistry reads a peer registry value: the node's clock at its
+// latest heartbeat, in unix ns, and its layout.
+func parseRegistry(v string) (time.Time, string, bool) {
+	ns, layout, _ := strings.Cut(v, " ")
+	t, err := strconv.ParseInt(ns, 10, 64)
+	return time.Unix(0, t), layout, err == nil
 }
 
 // notify wakes every waiter; b.mu must be held.
@@ -369,10 +394,6 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 			if !first {
 				b.flush(c, "reconnect")
 			}
-			b.mu.Lock()
-			b.through = maxID(b.through, mustID(cursor))
-			b.notify()
-			b.mu.Unlock()
 			b.setAcked(mustID(cursor))
 			first = false
 			hello, helloAt = b.sayHello(), time.Now()
@@ -424,15 +445,8 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 				n++
 			}
 		}
-		if n > 0 {
-			id := mustID(cursor)
-			b.mu.Lock()
-			b.through = maxID(b.through, id)
-			b.notify()
-			b.mu.Unlock()
-			if applied {
-				b.setAcked(id)
-			}
+		if applied {
+			b.setAcked(mustID(cursor))
 		}
 		st.read += int64(n)
 		st.unchecked = st.unchecked || n > 0
@@ -568,12 +582,10 @@ func (b *Bus) learnPeers(registry map[string]string, now time.Time) {
 		if node == b.cfg.NodeID {
 			continue
 		}
-		ns, layout, _ := strings.Cut(v, " ")
-		t, err := strconv.ParseInt(ns, 10, 64)
-		if err != nil {
+		heard, layout, ok := parseRegistry(v)
+		if !ok {
 			continue
 		}
-		heard := time.Unix(0, t)
 		if now.Sub(heard) > b.cfg.PeerGone {
 			stale = append(stale, node)
 			continue
@@ -643,6 +655,7 @@ func (b *Bus) heard(c Cache, msg message, now time.Time) {
 	case msg.Bye:
 		// A clean stop: it published everything it wrote.
 		delete(b.peers, msg.Node)
+		delete(b.acks, msg.Node)
 		b.log.Info("peer left the bus", "node", msg.Node)
 	case p == nil:
 		if _, ok := b.gone[msg.Node]; ok {
@@ -705,8 +718,8 @@ func (b *Bus) receiveAck(m redis.XMessage) {
 		return
 	}
 	b.mu.Lock()
-	if p := b.peers[node]; p != nil && p.ack.less(id) {
-		p.ack = id
+	if b.acks[node].less(id) {
+		b.acks[node] = id
 		b.notify()
 	}
 	b.mu.Unlock()
@@ -725,6 +738,7 @@ func (b *Bus) checkPeers(c Cache, now time.Time) {
 		case age > b.cfg.PeerGone:
 			delete(b.peers, node)
 			delete(b.mismatch, node)
+			delete(b.acks, node)
 			b.gone[node] = now
 			gone = append(gone, node)
 		case age >= b.timeout && !p.silent:
@@ -750,6 +764,13 @@ func (b *Bus) checkPeers(c Cache, now time.Time) {
 	for _, node := range gone {
 		b.log.Warn("silent peer declared gone; flushing and serving the cache again", "node", node, "after", b.cfg.PeerGone)
 		b.flush(c, "peer-gone")
+	}
+	if len(gone) > 0 {
+		// Writers would wait for it no more, but new nodes learn it from
+		// the registry; best effort, any node that sees it gone removes it.
+		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+		b.cfg.Client.HDel(ctx, b.peerKey, gone...)
+		cancel()
 	}
 }
 

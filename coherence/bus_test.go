@@ -134,21 +134,49 @@ func TestPublishWaitsForPeers(t *testing.T) {
 	}
 }
 
-// TestNewNodeIsWaitedFor: a node that just joined is waited for by a
-// writer that has not yet heard any of its heartbeats (the peer registry).
+// TestNewNodeIsWaitedFor: a node that joined is waited for by a writer
+// that has not read its hello yet (the registry read with the append).
 func TestNewNodeIsWaitedFor(t *testing.T) {
 	r := redistest.Start(t)
 	cfg := fast(r.Client(), "join")
 	cfg.Heartbeat, cfg.HeartbeatTimeout, cfg.PeerGone = time.Hour, 2*time.Hour, 3*time.Hour // only hellos announce
-	b := run(t, cfg, &node{applyHook: func() { time.Sleep(30 * time.Millisecond) }})
-	cfg.Client = r.Client()
+	c := r.Client()
+	stall := &stallReads{gate: make(chan struct{})}
+	c.AddHook(stall)
+	cfg.Client = c
 	a := run(t, cfg, nil)
+	var release sync.Once
+	t.Cleanup(func() { release.Do(func() { close(stall.gate) }) })
+	stall.armed.Store(true) // the writer reads nothing more
+	cfg.Client = r.Client()
+	b := run(t, cfg, &node{applyHook: func() { time.Sleep(30 * time.Millisecond) }})
 	if err := a.bus.Publish(context.Background(), []cache.Entity{tbl}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := b.snapshot(); len(got) != 1 {
-		t.Fatalf("the older node had applied %d invalidations when the newcomer's publish returned; want 1", len(got))
+		t.Fatalf("the newcomer had applied %d invalidations when the writer's publish returned; want 1", len(got))
 	}
+	release.Do(func() { close(stall.gate) })
+}
+
+// stallReads blocks its client's stream reads while armed, until gate is
+// closed: a writer that has not read a newcomer's hello.
+type stallReads struct {
+	gate  chan struct{}
+	armed atomic.Bool
+}
+
+func (s *stallReads) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (s *stallReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "xread" && s.armed.Load() {
+			<-s.gate
+		}
+		return next(ctx, cmd)
+	}
+}
+func (s *stallReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 // TestBusLagPercentiles publishes 1,000 invalidations and measures how

@@ -26,9 +26,10 @@ type pubReq struct {
 }
 
 type pubResult struct {
-	id  streamID
-	at  time.Time // when Redis answered
-	err error
+	id       streamID
+	at       time.Time         // when Redis answered
+	registry map[string]string // the peer registry right after the entry
+	err      error
 }
 
 // sender appends every queued request to the stream, one entry per batch
@@ -83,16 +84,24 @@ func (b *Bus) append(ctx context.Context, batch []*pubReq) pubResult {
 		return pubResult{err: fmt.Errorf("coherence: encode invalidation: %w", err)}
 	}
 	args := &redis.XAddArgs{Stream: b.key, MaxLen: b.cfg.MaxLen, Approx: true, Values: []any{"m", body}}
-	var add *redis.StringCmd
-	if beat {
-		pipe := b.cfg.Client.Pipeline()
-		add = pipe.XAdd(ctx, args)
-		pipe.HSet(ctx, b.peerKey, b.cfg.NodeID, strconv.FormatInt(start.UnixNano(), 10)+" "+b.cfg.Layout)
-		_, err = pipe.Exec(ctx)
+	var pipe redis.Pipeliner
+	if msg.Hello != "" {
+		// Registered in the same transaction as the hello: whoever
+		// appends after the hello finds this node in the registry.
+		pipe = b.cfg.Client.TxPipeline()
 	} else {
-		add = b.cfg.Client.XAdd(ctx, args)
-		err = add.Err()
+		pipe = b.cfg.Client.Pipeline()
 	}
+	add := pipe.XAdd(ctx, args)
+	if beat {
+		pipe.HSet(ctx, b.peerKey, b.cfg.NodeID, strconv.FormatInt(start.UnixNano(), 10)+" "+b.cfg.Layout)
+	}
+	var reg *redis.MapStringStringCmd
+	if len(msg.Ents) > 0 {
+		// Who registered before this entry: the peers to wait for.
+		reg = pipe.HGetAll(ctx, b.peerKey)
+	}
+	_, err = pipe.Exec(ctx)
 	at := time.Now()
 	if err != nil {
 		b.stats.PublishErrors.Add(1)
@@ -112,7 +121,11 @@ func (b *Bus) append(ctx context.Context, batch []*pubReq) pubResult {
 	if len(msg.Ents) > 0 {
 		b.stats.Batches.Add(1)
 	}
-	return pubResult{id: id, at: at}
+	res := pubResult{id: id, at: at}
+	if reg != nil {
+		res.registry = reg.Val()
+	}
+	return res
 }
 
 // finish publishes what is still queued, then says goodbye. Publishes
@@ -333,13 +346,6 @@ func mustID(s string) streamID {
 
 func (a streamID) less(b streamID) bool {
 	return a.ms < b.ms || a.ms == b.ms && a.seq < b.seq
-}
-
-func maxID(a, b streamID) streamID {
-	if a.less(b) {
-		return b
-	}
-	return a
 }
 
 func (a streamID) String() string {

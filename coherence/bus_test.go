@@ -139,44 +139,71 @@ func TestPublishWaitsForPeers(t *testing.T) {
 func TestNewNodeIsWaitedFor(t *testing.T) {
 	r := redistest.Start(t)
 	cfg := fast(r.Client(), "join")
-	cfg.Heartbeat, cfg.HeartbeatTimeout, cfg.PeerGone = time.Hour, 2*time.Hour, 3*time.Hour // only hellos announce
+	cfg.HeartbeatTimeout = time.Second
 	c := r.Client()
-	stall := &stallReads{gate: make(chan struct{})}
+	stall := &stallReads{gate: make(chan struct{}), appended: make(chan struct{}, 1)}
 	c.AddHook(stall)
 	cfg.Client = c
 	a := run(t, cfg, nil)
 	var release sync.Once
 	t.Cleanup(func() { release.Do(func() { close(stall.gate) }) })
-	stall.armed.Store(true) // the writer reads nothing more
+	stall.armed.Store(true) // the writer reads nothing more for now
+	waitFor(t, "the writer's reads stalled", stall.stalled.Load)
 	cfg.Client = r.Client()
 	b := run(t, cfg, &node{applyHook: func() { time.Sleep(30 * time.Millisecond) }})
-	if err := a.bus.Publish(context.Background(), []cache.Entity{tbl}); err != nil {
+	if len(a.bus.Peers()) != 0 {
+		t.Fatal("the writer heard the newcomer; the test needs it not to")
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.bus.Publish(context.Background(), []cache.Entity{tbl}) }()
+	<-stall.appended
+	select {
+	case err := <-done:
+		t.Fatalf("publish returned (%v) before the newcomer applied it", err)
+	default:
+	}
+	release.Do(func() { close(stall.gate) }) // now it may read the acknowledgement
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := b.snapshot(); len(got) != 1 {
 		t.Fatalf("the newcomer had applied %d invalidations when the writer's publish returned; want 1", len(got))
 	}
-	release.Do(func() { close(stall.gate) })
 }
 
 // stallReads blocks its client's stream reads while armed, until gate is
-// closed: a writer that has not read a newcomer's hello.
+// closed (a writer that has not read a newcomer's hello), and tells when
+// an invalidation was appended.
 type stallReads struct {
-	gate  chan struct{}
-	armed atomic.Bool
+	gate     chan struct{}
+	armed    atomic.Bool
+	stalled  atomic.Bool
+	appended chan struct{}
 }
 
 func (s *stallReads) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (s *stallReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if cmd.Name() == "xread" && s.armed.Load() {
+			s.stalled.Store(true)
 			<-s.gate
 		}
 		return next(ctx, cmd)
 	}
 }
 func (s *stallReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			if c.Name() == "hgetall" && s.armed.Load() {
+				select {
+				case s.appended <- struct{}{}:
+				default:
+				}
+			}
+		}
+		return err
+	}
 }
 
 // TestBusLagPercentiles publishes 1,000 invalidations and measures how

@@ -195,7 +195,12 @@ func (s *stallReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
 		for _, c := range cmds {
-			if c.Name() == "hgetall" && s.armed.Load() {
+			if c.Name() == "hset" {
+				return err // a heartbeat
+			}
+		}
+		for _, c := range cmds {
+			if c.Name() == "xadd" && len(c.Args()) > 1 && c.Args()[1] == "hmsproxy:inval:join" && s.armed.Load() {
 				select {
 				case s.appended <- struct{}{}:
 				default:

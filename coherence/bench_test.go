@@ -70,6 +70,7 @@ func BenchmarkWriteThroughput(b *testing.B) {
 			b.ReportMetric(bw/pw, "ratio")
 			b.ReportMetric(float64(plainLat[len(plainLat)/2].Microseconds()), "p50-µs-alone")
 			b.ReportMetric(float64(busLat[len(busLat)/2].Microseconds()), "p50-µs-redis")
+			b.ReportMetric(float64(b.N)/float64(withBus.bus.Stats().Batches.Load()), "writes/append")
 			b.ReportMetric(0, "ns/op")
 			if n := withBus.bus.Stats().AckTimeouts.Load(); n > 0 {
 				b.Errorf("%d writes timed out waiting for a peer", n)

@@ -656,6 +656,7 @@ func (b *Bus) heard(c Cache, msg message, now time.Time) {
 		// A clean stop: it published everything it wrote.
 		delete(b.peers, msg.Node)
 		delete(b.acks, msg.Node)
+		delete(b.mismatch, msg.Node)
 		b.log.Info("peer left the bus", "node", msg.Node)
 	case p == nil:
 		if _, ok := b.gone[msg.Node]; ok {

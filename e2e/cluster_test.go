@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/internal/eventlog"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
@@ -103,13 +104,13 @@ func TestBypassingWritesReal(t *testing.T) {
 			defer func() { cancel(); wg.Wait() }()
 			var nodes []*node
 			for i := 0; i < 3; i++ {
-				bus, err := cache.NewBus(cache.BusConfig{Client: r.Client(), Upstream: ms.addr, Block: 200 * time.Millisecond})
+				bus, err := coherence.New(coherence.Config{Client: r.Client(), Group: ms.addr, Heartbeat: 200 * time.Millisecond})
 				if err != nil {
 					t.Fatal(err)
 				}
 				n := startProxy(t, ms, nodeOpts{bus: bus})
 				wg.Add(1)
-				go func() { defer wg.Done(); bus.Run(ctx, n.srv.ApplyRemote, n.srv.DropAll) }()
+				go func() { defer wg.Done(); bus.Run(ctx, n.srv) }()
 				for !bus.Synced() {
 					time.Sleep(5 * time.Millisecond)
 				}
@@ -223,7 +224,7 @@ func TestRedisRestartReal(t *testing.T) {
 				leaseKey   = "hmsproxy:leader:e2e-rr"
 			)
 			var nodes []*node
-			var buses []*cache.Bus
+			var buses []*coherence.Bus
 			var els []*leader.Elector
 			for i := 0; i < 3; i++ {
 				if i == 1 {
@@ -233,13 +234,13 @@ func TestRedisRestartReal(t *testing.T) {
 					time.Sleep(renew * 3 / 4)
 				}
 				client := r.Client()
-				bus, err := cache.NewBus(cache.BusConfig{Client: client, Upstream: ms.addr, Block: 200 * time.Millisecond})
+				bus, err := coherence.New(coherence.Config{Client: client, Group: ms.addr, Heartbeat: 200 * time.Millisecond})
 				if err != nil {
 					t.Fatal(err)
 				}
 				n := startProxy(t, ms, nodeOpts{bus: bus})
 				wg.Add(1)
-				go func() { defer wg.Done(); bus.Run(ctx, n.srv.ApplyRemote, n.srv.DropAll) }()
+				go func() { defer wg.Done(); bus.Run(ctx, n.srv) }()
 				el, err := leader.New(leader.Config{Client: client, Key: leaseKey, NodeID: fmt.Sprint("node", i), TTL: ttl, Renew: renew})
 				if err != nil {
 					t.Fatal(err)

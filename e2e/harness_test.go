@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/proxy"
@@ -107,7 +108,7 @@ type node struct {
 
 type nodeOpts struct {
 	noCache bool
-	bus     *cache.Bus
+	bus     *coherence.Bus
 	// kinds, when set, replaces cache.DefaultKinds (e.g. to cache
 	// KindOther, which the defaults leave uncached).
 	kinds *[cache.NumKinds]cache.KindConfig

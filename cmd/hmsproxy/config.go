@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/proxy"
 )
@@ -25,7 +26,11 @@ type fileConfig struct {
 	TLS       tlsConfig `yaml:"tls"`       // client listener TLS (tls.go); file only
 
 	Upstream struct {
-		URIs           []string      `yaml:"uris"`            // -upstream (comma-separated)
+		URIs []string `yaml:"uris"` // -upstream (comma-separated)
+		// Name names the group in Redis keys (stream, lease, cursor,
+		// changes) and cache keys; nodes that share it must list the same
+		// metastores. Default: the normalised, sorted URIs.
+		Name           string        `yaml:"name"`            // -upstream-name
 		Transport      string        `yaml:"transport"`       // -upstream-transport
 		MaxConns       int           `yaml:"max_conns"`       // -upstream-max-conns
 		DialTimeout    time.Duration `yaml:"dial_timeout"`    // -dial-timeout
@@ -91,6 +96,15 @@ type fileConfig struct {
 	Redis struct {
 		URL    string `yaml:"url"`     // -redis: host:port or redis://; empty runs one node alone
 		NodeID string `yaml:"node_id"` // -node-id; default random per process
+		// Heartbeat is how often a node announces itself on the bus.
+		Heartbeat time.Duration `yaml:"heartbeat"` // -redis-heartbeat
+		// HeartbeatTimeout is how long a silent peer is trusted, and the
+		// longest a write waits for the peers' acknowledgements; 0 is
+		// 3 × heartbeat.
+		HeartbeatTimeout time.Duration `yaml:"heartbeat_timeout"` // -redis-heartbeat-timeout
+		// PeerGone is when a silent peer is forgotten and the cache served
+		// again.
+		PeerGone time.Duration `yaml:"peer_gone"` // -redis-peer-gone
 		// The password comes from HMSPROXY_REDIS_PASSWORD or the URL.
 	} `yaml:"redis"`
 
@@ -181,6 +195,8 @@ func defaults() fileConfig {
 	c.Housekeeping.OpenTxnsInterval = time.Minute
 	c.Housekeeping.CompactionsInterval = 5 * time.Minute
 	c.Housekeeping.Reaper.Timeout = 300 * time.Second
+	c.Redis.Heartbeat = time.Second
+	c.Redis.PeerGone = time.Minute
 	c.Cache.Enabled = true
 	c.Cache.MaximumBytes = 512 << 20
 	c.Cache.DefaultCatalog = "hive"
@@ -225,6 +241,7 @@ Flags:
 	listen := fs.String("listen", c.Listen, "client listen address [listen]")
 	transport := fs.String("transport", c.Transport, "client transport, buffered or framed, as hive.metastore.thrift.framed.transport.enabled [transport]")
 	uris := fs.String("upstream", "", "metastore URIs, comma-separated thrift://host:port, in failover order [upstream.uris]")
+	upName := fs.String("upstream-name", "", "name of the metastore group in Redis and cache keys; default the normalised, sorted URIs [upstream.name]")
 	upTransport := fs.String("upstream-transport", c.Upstream.Transport, "upstream transport, buffered or framed [upstream.transport]")
 	maxConns := fs.Int("upstream-max-conns", c.Upstream.MaxConns, "max open connections per metastore [upstream.max_conns]")
 	dialTimeout := fs.Duration("dial-timeout", c.Upstream.DialTimeout, "upstream connect timeout [upstream.dial_timeout]")
@@ -277,6 +294,9 @@ Flags:
 	rlRedis := fs.Bool("ratelimit-redis", false, "share each user's rate limit across nodes through --redis [ratelimit.redis]")
 	redisURL := fs.String("redis", "", "Redis for invalidations between proxy nodes, host:port or redis://; empty: this node alone [redis.url]")
 	nodeID := fs.String("node-id", "", "this node's name on the invalidation bus; default random [redis.node_id]")
+	heartbeat := fs.Duration("redis-heartbeat", c.Redis.Heartbeat, "how often a node announces itself on the invalidation bus [redis.heartbeat]")
+	hbTimeout := fs.Duration("redis-heartbeat-timeout", 0, "a peer silent this long stops this node's cache, and writes wait at most this long for the peers; 0 is 3 × heartbeat [redis.heartbeat_timeout]")
+	peerGone := fs.Duration("redis-peer-gone", c.Redis.PeerGone, "a peer silent this long is forgotten and the cache served again [redis.peer_gone]")
 	adminListen := fs.String("admin", c.Admin.Listen, "admin HTTP address (/metrics, /healthz, /cache/flush); empty disables it [admin.listen]")
 	demo := fs.Bool("demo", false, "start an embedded demo metastore with sample data and use it as the upstream [demo]")
 	if err := fs.Parse(args); err != nil {
@@ -304,6 +324,8 @@ Flags:
 			c.Transport = *transport
 		case "upstream":
 			c.Upstream.URIs = splitList(*uris)
+		case "upstream-name":
+			c.Upstream.Name = *upName
 		case "upstream-transport":
 			c.Upstream.Transport = *upTransport
 		case "upstream-max-conns":
@@ -380,6 +402,12 @@ Flags:
 			c.Redis.URL = *redisURL
 		case "node-id":
 			c.Redis.NodeID = *nodeID
+		case "redis-heartbeat":
+			c.Redis.Heartbeat = *heartbeat
+		case "redis-heartbeat-timeout":
+			c.Redis.HeartbeatTimeout = *hbTimeout
+		case "redis-peer-gone":
+			c.Redis.PeerGone = *peerGone
 		case "admin":
 			c.Admin.Listen = *adminListen
 		case "cache":
@@ -432,6 +460,16 @@ Flags:
 		return c, errors.New("no upstream: give --upstream thrift://host:port (or --demo)")
 	}
 	return c, nil
+}
+
+// groupName is the upstream group's name: upstream.name, or the
+// normalised, sorted URIs, so that nodes listing one group in another
+// order or spelling share their Redis keys.
+func (c fileConfig) groupName() string {
+	if c.Upstream.Name != "" {
+		return c.Upstream.Name
+	}
+	return coherence.GroupName(c.Upstream.URIs)
 }
 
 func splitList(s string) []string {

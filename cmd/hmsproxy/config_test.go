@@ -89,3 +89,26 @@ func TestEventLogHealthConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupName (issue 10, item 3): nodes listing one group in another
+// order or spelling share its name; upstream.name overrides it.
+func TestGroupName(t *testing.T) {
+	a, err := load([]string{"-upstream", "thrift://hms2:9083,thrift://HMS1:9083"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := load([]string{"-upstream", "hms1:9083, thrift://hms2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.groupName() != b.groupName() || a.groupName() != "thrift://hms1:9083,thrift://hms2:9083" {
+		t.Fatalf("group names %q and %q; want both thrift://hms1:9083,thrift://hms2:9083", a.groupName(), b.groupName())
+	}
+	c, err := load([]string{"-upstream", "thrift://hms1:9083", "-upstream-name", "warehouse", "-redis-heartbeat", "250ms"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.groupName() != "warehouse" || c.Redis.Heartbeat != 250*time.Millisecond || c.Redis.PeerGone != time.Minute {
+		t.Fatalf("got name %q heartbeat %v peer-gone %v", c.groupName(), c.Redis.Heartbeat, c.Redis.PeerGone)
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/filter"
 	"github.com/hmsproxy/hmsproxy/internal/admin"
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
@@ -154,7 +154,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 	if err != nil {
 		return err
 	}
-	changeStream, err := newChanges(rdb, strings.Join(cfg.Upstream.URIs, ","), log)
+	changeStream, err := newChanges(rdb, cfg.groupName(), log)
 	if err != nil {
 		return err
 	}
@@ -206,10 +206,12 @@ func run(ctx context.Context, cfg fileConfig) error {
 		busDone := make(chan struct{})
 		go func() {
 			defer close(busDone)
-			bus.Run(busCtx, srv.ApplyRemote, srv.DropAll)
+			if err := bus.Run(busCtx, srv); !errors.Is(err, context.Canceled) {
+				log.Error("invalidation bus stopped", "err", err)
+			}
 		}()
 		defer func() { stopBus(); <-busDone }()
-		log.Info("invalidation bus on", "redis", redact(cfg.Redis.URL), "node", bus.NodeID())
+		log.Info("invalidation bus on", "redis", redact(cfg.Redis.URL), "node", bus.NodeID(), "group", bus.Group())
 	}
 	nodeID := cfg.Redis.NodeID
 	if bus != nil {
@@ -316,7 +318,7 @@ var errCallsCut = errors.New("stopped, but shutdown_timeout cut off calls in fli
 // newAdmin builds the admin server and binds its port; nil when
 // cfg.Admin.Listen is empty.
 func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstream.Group, caching *proxy.Caching,
-	bus *cache.Bus, wk *workers, tlsEP *tlsEndpoints, limiter *ratelimit.Limiter,
+	bus *coherence.Bus, wk *workers, tlsEP *tlsEndpoints, limiter *ratelimit.Limiter,
 	budget *inflight.Budget) (*admin.Server, net.Listener, error) {
 	if cfg.Admin.Listen == "" {
 		return nil, nil, nil
@@ -338,7 +340,7 @@ func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstre
 		acfg.Store = caching.Store
 		acfg.Scope = srv
 	}
-	if bus != nil { // a nil *cache.Bus in the interface would be called
+	if bus != nil { // a nil *coherence.Bus in the interface would be called
 		acfg.Bus = bus
 	}
 	if limiter != nil {
@@ -424,7 +426,7 @@ func newCaching(cfg fileConfig) (*proxy.Caching, error) {
 	}
 	return &proxy.Caching{
 		Store:          store,
-		Upstream:       strings.Join(cfg.Upstream.URIs, ","),
+		Upstream:       cfg.groupName(),
 		Scope:          scope,
 		ScopeInterval:  cfg.Cache.ScopeInterval,
 		PerUser:        cfg.Cache.PerUser,
@@ -440,12 +442,13 @@ func newCaching(cfg fileConfig) (*proxy.Caching, error) {
 // to the proxy as its Coherence, writes publish what they changed before
 // replying, and the cache is not served while the node may have missed
 // another node's invalidation.
-func newBus(cfg fileConfig, rdb *redis.Client, caching *proxy.Caching, log *slog.Logger) (*cache.Bus, error) {
+func newBus(cfg fileConfig, rdb *redis.Client, caching *proxy.Caching, log *slog.Logger) (*coherence.Bus, error) {
 	if rdb == nil || caching == nil {
 		return nil, nil
 	}
-	bus, err := cache.NewBus(cache.BusConfig{Client: rdb, Upstream: caching.Upstream,
-		NodeID: cfg.Redis.NodeID, Logger: log.With("component", "bus")})
+	bus, err := coherence.New(coherence.Config{Client: rdb, Group: cfg.groupName(), Layout: coherence.Layout(cfg.Upstream.URIs),
+		NodeID: cfg.Redis.NodeID, Heartbeat: cfg.Redis.Heartbeat, HeartbeatTimeout: cfg.Redis.HeartbeatTimeout,
+		PeerGone: cfg.Redis.PeerGone, Logger: log.With("component", "bus")})
 	if err != nil {
 		return nil, err
 	}
@@ -457,7 +460,7 @@ func newRedis(cfg fileConfig) (*redis.Client, error) {
 	if cfg.Redis.URL == "" {
 		return nil, nil
 	}
-	opts, err := cache.ParseRedisURL(cfg.Redis.URL)
+	opts, err := coherence.ParseRedisURL(cfg.Redis.URL)
 	if err != nil {
 		return nil, err
 	}

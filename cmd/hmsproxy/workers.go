@@ -83,10 +83,7 @@ func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *
 	coh proxy.Coherence, writes *writeObservers, nodeID, proxyAddr string, upTransport, clientTransport wire.Transport) (*workers, error) {
 	w := &workers{}
 	var lead worker.Leadership = leader.Solo{}
-	upName := srv.UpstreamName()
-	if upName == "" {
-		upName = strings.Join(cfg.Upstream.URIs, ",")
-	}
+	upName := cfg.groupName()
 	if rdb != nil {
 		el, err := leader.New(leader.Config{Client: rdb, Key: "hmsproxy:leader:" + upName, NodeID: nodeID,
 			Logger: log.With("component", "leader")})

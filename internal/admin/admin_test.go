@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/eventlog"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
@@ -38,8 +39,8 @@ type env struct {
 	admin  *Server
 	url    string
 	upAddr string
-	bus    *cache.Bus    // nil unless envOpts.bus
-	redis  *redis.Client // the bus's, nil unless envOpts.bus
+	bus    *coherence.Bus // nil unless envOpts.bus
+	redis  *redis.Client  // the bus's, nil unless envOpts.bus
 }
 
 type envOpts struct {
@@ -191,8 +192,8 @@ func (e *env) startBus(t testing.TB, caching *proxy.Caching) {
 	e.redis = redis.NewClient(&redis.Options{Addr: rs.Addr, MaxRetries: -1})
 	t.Cleanup(func() { e.redis.Close() })
 	var err error
-	e.bus, err = cache.NewBus(cache.BusConfig{Client: e.redis, Upstream: caching.Upstream, NodeID: "node-a",
-		Block: 100 * time.Millisecond, Heartbeat: 200 * time.Millisecond, Logger: testLogger(t)})
+	e.bus, err = coherence.New(coherence.Config{Client: e.redis, Group: caching.Upstream, NodeID: "node-a",
+		Layout: coherence.Layout([]string{"thrift://hms-a:9083"}), Heartbeat: 100 * time.Millisecond, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +206,7 @@ func (e *env) runBus(t testing.TB) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		e.bus.Run(ctx, e.proxy.ApplyRemote, e.proxy.DropAll)
+		e.bus.Run(ctx, e.proxy)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	waitFor(t, "the bus to sync", e.bus.Synced)

@@ -51,6 +51,10 @@ type collector struct {
 	busSynced        *prometheus.Desc
 	busLosses        *prometheus.Desc
 	busLag           *prometheus.Desc
+	busWait          *prometheus.Desc
+	busAckTimeouts   *prometheus.Desc
+	busPeers         *prometheus.Desc
+	busLayout        *prometheus.Desc
 
 	workerRuns        *prometheus.Desc
 	workerFailures    *prometheus.Desc
@@ -119,11 +123,21 @@ func newCollector(cfg *Config, seen func(*snapshot)) *collector {
 		busSynced: prometheus.NewDesc("hmsproxy_bus_synced",
 			"1 while the bus is connected and caught up (the cache is served), else 0.", nil, nil),
 		busLosses: prometheus.NewDesc("hmsproxy_invalidation_losses_total",
-			"Times this node dropped its cache because invalidations may have been missed, by reason (reconnect, gap, redis-restart, undecodable).",
+			"Times this node dropped its cache because invalidations may have been missed, by reason (reconnect, gap, redis-restart, redis-reset, trimmed, undecodable, peer-silent, peer-returned, peer-gone).",
 			[]string{"reason"}, nil),
 		busLag: prometheus.NewDesc("hmsproxy_bus_lag_seconds",
 			"Propagation lag of bus invalidations (publish on another node to apply here), at the quantile, over the last 4096 applied messages; NaN before the first.",
 			[]string{"quantile"}, nil),
+		busWait: prometheus.NewDesc("hmsproxy_bus_publish_wait_seconds",
+			"How long publishing held a write's reply (append, then every live peer's acknowledgement), at the quantile, over the last 4096 publishes; NaN before the first.",
+			[]string{"quantile"}, nil),
+		busAckTimeouts: prometheus.NewDesc("hmsproxy_bus_ack_timeouts_total",
+			"Writes answered at the heartbeat timeout because a live peer had not acknowledged their invalidation.", nil, nil),
+		busPeers: prometheus.NewDesc("hmsproxy_bus_peers",
+			"Other nodes on this group's bus, by state: alive, or silent (not heard for the heartbeat timeout: this node's cache is not served).",
+			[]string{"state"}, nil),
+		busLayout: prometheus.NewDesc("hmsproxy_bus_layout_mismatch",
+			"Peers on this group's stream announcing other metastores (another upstream layout); above 0 is a misconfiguration: give each group its own upstream.name.", nil, nil),
 
 		workerRuns: prometheus.NewDesc("hmsproxy_worker_runs_total",
 			"Runs of a background worker, failed ones included.", worker, nil),
@@ -191,7 +205,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		ds = append(ds, c.connections)
 	}
 	if c.cfg.Bus != nil {
-		ds = append(ds, c.busPublished, c.busPublishErrors, c.busReceived, c.busApplied, c.busSynced, c.busLosses, c.busLag)
+		ds = append(ds, c.busPublished, c.busPublishErrors, c.busReceived, c.busApplied, c.busSynced, c.busLosses, c.busLag,
+			c.busWait, c.busAckTimeouts, c.busPeers, c.busLayout)
 	}
 	if c.cfg.Workers != nil {
 		ds = append(ds, c.workerRuns, c.workerFailures, c.workerLastSuccess)
@@ -316,7 +331,12 @@ func (c *collector) emit(s *snapshot, ch chan<- prometheus.Metric) {
 		}
 		for i, q := range lagQuantiles {
 			gauge(c.busLag, b.lag[i], strconv.FormatFloat(q, 'g', -1, 64))
+			gauge(c.busWait, b.wait[i], strconv.FormatFloat(q, 'g', -1, 64))
 		}
+		counter(c.busAckTimeouts, b.ackTimeouts)
+		gauge(c.busPeers, float64(b.alive), "alive")
+		gauge(c.busPeers, float64(b.silent), "silent")
+		gauge(c.busLayout, float64(b.mismatched))
 	}
 	if s.hasShadow {
 		for k := firstKind; k <= lastKind; k++ {

@@ -7,16 +7,17 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/internal/eventlog"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/proxy"
 )
 
-// Bus is the invalidation bus; *cache.Bus implements it.
+// Bus is the invalidation bus; *coherence.Bus implements it.
 type Bus interface {
-	Stats() *cache.BusStats
+	Stats() *coherence.Stats
 	Synced() bool
+	Peers() []coherence.Peer
 }
 
 // LatencyStats is the proxy's call latency histograms; *proxy.Stats
@@ -56,7 +57,7 @@ type WorkerStatus struct {
 
 // lossReasons are the bus's reasons for dropping the cache, exported
 // (as 0) before they first happen so that rate() sees their start.
-var lossReasons = []string{"reconnect", "gap", "redis-restart", "undecodable"}
+var lossReasons = coherence.LossReasons
 
 // lagQuantiles are the quantiles of hmsproxy_bus_lag_seconds.
 var lagQuantiles = []float64{0.5, 0.99}
@@ -127,6 +128,10 @@ type busSnap struct {
 	losses                                      map[string]uint64
 	lagSamples                                  int
 	lag                                         []float64 // seconds at lagQuantiles; NaN without samples
+	wait                                        []float64 // Publish's hold of a writer, seconds at lagQuantiles
+	ackTimeouts                                 uint64
+	peers                                       []coherence.Peer // sorted by node
+	alive, silent, mismatched                   int
 }
 
 // take reads every source in cfg.
@@ -229,15 +234,31 @@ func takeBus(b Bus) *busSnap {
 	lags := st.Lags()
 	bs.lagSamples = len(lags)
 	slices.Sort(lags)
+	waits := st.PublishWaits()
+	slices.Sort(waits)
 	for _, q := range lagQuantiles {
 		bs.lag = append(bs.lag, quantile(lags, q))
+		bs.wait = append(bs.wait, quantile(waits, q))
+	}
+	bs.ackTimeouts = st.AckTimeouts.Load()
+	bs.peers = b.Peers()
+	sort.Slice(bs.peers, func(i, j int) bool { return bs.peers[i].Node < bs.peers[j].Node })
+	for _, p := range bs.peers {
+		if p.Silent {
+			bs.silent++
+		} else {
+			bs.alive++
+		}
+		if p.LayoutMismatch {
+			bs.mismatched++
+		}
 	}
 	return bs
 }
 
 // busLosses reads the loss counters: the known reasons, and any other the
 // bus has counted.
-func busLosses(st *cache.BusStats) map[string]uint64 {
+func busLosses(st *coherence.Stats) map[string]uint64 {
 	out := make(map[string]uint64, len(lossReasons))
 	for _, r := range lossReasons {
 		out[r] = st.Loss(r)

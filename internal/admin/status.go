@@ -98,6 +98,19 @@ type busStatus struct {
 	LagP99        *float64          `json:"lag_p99_seconds"`
 	LagSamples    int               `json:"lag_samples"`
 	Losses        map[string]uint64 `json:"losses"`
+	WaitP50       *float64          `json:"publish_wait_p50_seconds"` // null without samples
+	WaitP99       *float64          `json:"publish_wait_p99_seconds"`
+	AckTimeouts   uint64            `json:"ack_timeouts"`
+	// LayoutAlarm: a peer on this group's stream serves other metastores.
+	LayoutAlarm bool         `json:"layout_alarm"`
+	Peers       []peerStatus `json:"peers"`
+}
+
+type peerStatus struct {
+	Node           string    `json:"node"`
+	LastHeard      time.Time `json:"last_heard"`
+	Silent         bool      `json:"silent"`
+	LayoutMismatch bool      `json:"layout_mismatch"`
 }
 
 type workerStatus struct {
@@ -169,7 +182,12 @@ func (s *Server) status(snap *snapshot) *status {
 			Synced: b.synced, Published: b.published, PublishErrors: b.publishErrors,
 			Received: b.received, Applied: b.applied,
 			LagP50: finite(b.lag[0]), LagP99: finite(b.lag[1]), LagSamples: b.lagSamples,
-			Losses: b.losses,
+			Losses:  b.losses,
+			WaitP50: finite(b.wait[0]), WaitP99: finite(b.wait[1]), AckTimeouts: b.ackTimeouts,
+			LayoutAlarm: b.mismatched > 0, Peers: []peerStatus{},
+		}
+		for _, p := range b.peers {
+			st.Bus.Peers = append(st.Bus.Peers, peerStatus{Node: p.Node, LastHeard: p.Heard, Silent: p.Silent, LayoutMismatch: p.LayoutMismatch})
 		}
 	}
 	if el := s.cfg.EventLog; el != nil {

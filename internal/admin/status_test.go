@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/internal/eventlog"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 )
@@ -53,10 +54,15 @@ func busEvents(t testing.TB, e *env, n int) {
 	}
 	waitFor(t, "the undecodable loss", func() bool { return e.bus.Stats().Loss("undecodable") == 1 })
 
-	other, err := cache.NewBus(cache.BusConfig{Client: e.redis, Upstream: "test", NodeID: "node-b"})
+	other, err := coherence.New(coherence.Config{Client: e.redis, Group: "test", NodeID: "node-b", Heartbeat: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
+	otherCtx, stopOther := context.WithCancel(ctx)
+	otherDone := make(chan struct{})
+	go func() { defer close(otherDone); other.Run(otherCtx, nopCache{}) }()
+	defer func() { stopOther(); <-otherDone }()
+	waitFor(t, "node-b to sync", other.Synced)
 	for i := range n {
 		ent := cache.Entity{Level: cache.LevelTable, Cat: "hive", DB: "demo_db1", Table: fmt.Sprintf("t%d", i)}
 		if err := other.Publish(ctx, []cache.Entity{ent}); err != nil {
@@ -66,6 +72,12 @@ func busEvents(t testing.TB, e *env, n int) {
 	waitFor(t, "the invalidations to apply", func() bool { return e.bus.Stats().Applied.Load() == uint64(n) })
 	waitFor(t, "the bus to sync", e.bus.Synced)
 }
+
+// nopCache is a peer's cache that holds nothing.
+type nopCache struct{}
+
+func (nopCache) ApplyRemote([]cache.Entity) {}
+func (nopCache) DropAll(string)             {}
 
 // traffic makes hits and misses over several kinds and methods, and one
 // admin flush.
@@ -177,6 +189,44 @@ func TestBusAndWorkerMetrics(t *testing.T) {
 	p50, p99 := series[`hmsproxy_bus_lag_seconds{quantile="0.5"}`], series[`hmsproxy_bus_lag_seconds{quantile="0.99"}`]
 	if !(p50 > 0 && p50 <= p99 && p99 < 10) {
 		t.Errorf("bus lag p50 %v, p99 %v; want 0 < p50 <= p99 < 10s", p50, p99)
+	}
+}
+
+// TestBusPeersAndLayoutAlarm (issue 10, items 3 and 4): the peers and a
+// peer serving other metastores under this group's name show in /metrics
+// and on the status page.
+func TestBusPeersAndLayoutAlarm(t *testing.T) {
+	e := startEnv(t, envOpts{bus: true})
+	other, err := coherence.New(coherence.Config{Client: e.redis, Group: "test", NodeID: "node-b",
+		Layout: coherence.Layout([]string{"thrift://hms-b:9083"}), Heartbeat: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); other.Run(ctx, nopCache{}) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "the alarm", func() bool { return e.bus.Stats().LayoutAlarms.Load() == 1 })
+
+	series, families := scrape(t, e.url)
+	for _, f := range []string{"hmsproxy_bus_peers", "hmsproxy_bus_layout_mismatch", "hmsproxy_bus_ack_timeouts_total", "hmsproxy_bus_publish_wait_seconds"} {
+		if !families[f] {
+			t.Errorf("family %s missing from /metrics", f)
+		}
+	}
+	for name, want := range map[string]float64{
+		`hmsproxy_bus_layout_mismatch`:       1,
+		`hmsproxy_bus_peers{state="alive"}`:  1,
+		`hmsproxy_bus_peers{state="silent"}`: 0,
+		`hmsproxy_bus_ack_timeouts_total`:    0,
+	} {
+		if got, ok := series[name]; !ok || got != want {
+			t.Errorf("%s = %v (present %v); want %v", name, got, ok, want)
+		}
+	}
+	st := getStatus(t, e.url)
+	if st.Bus == nil || !st.Bus.LayoutAlarm || len(st.Bus.Peers) != 1 || st.Bus.Peers[0].Node != "node-b" || !st.Bus.Peers[0].LayoutMismatch {
+		t.Errorf("status bus = %+v; want the layout alarm and node-b with another layout", st.Bus)
 	}
 }
 

@@ -1,0 +1,198 @@
+package coherence_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/coherence"
+	"github.com/hmsproxy/hmsproxy/internal/demohms"
+	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/internal/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/proxy"
+	"github.com/hmsproxy/hmsproxy/upstream"
+)
+
+// BenchmarkWriteThroughput (issue 10, item 7) drives concurrent
+// alter_table calls through one proxy node without Redis and through one
+// with the bus, in alternating rounds of the same size against one demo
+// metastore, so both see the same machine. It reports writes per second
+// of each, their ratio (goal: >= 0.9) and the median write latency of
+// each, whose difference is what the bus adds. With peers=2 the node with
+// the bus has two peers whose acknowledgements every write waits for.
+func BenchmarkWriteThroughput(b *testing.B) {
+	for _, peers := range []int{0, 2} {
+		b.Run(fmt.Sprintf("peers=%d", peers), func(b *testing.B) {
+			r := redistest.Start(b)
+			metastore := startDemo(b)
+			plain := startNode(b, metastore, nil)
+			withBus := startNode(b, metastore, r.Client())
+			for range peers {
+				startNode(b, metastore, r.Client())
+			}
+			waitPeers(b, withBus.bus, peers)
+			const workers = 32
+			plainC, busC := make([]*hmsclient.Client, workers), make([]*hmsclient.Client, workers)
+			for i := range workers {
+				plainC[i], busC[i] = dial(b, plain.addr), dial(b, withBus.addr)
+				call(b, plainC[i], "create_table", hmsreq.Args(table(i, 0).Field(1)))
+			}
+			var plainTime, busTime time.Duration
+			var plainLat, busLat []time.Duration
+			v := 0
+			b.ResetTimer()
+			for done := 0; done < b.N; {
+				n := min(b.N-done, 8*workers) // short rounds: both see the same load
+				v++
+				d, lat := round(b, plainC, n, v)
+				plainTime, plainLat = plainTime+d, append(plainLat, lat...)
+				v++
+				d, lat = round(b, busC, n, v)
+				busTime, busLat = busTime+d, append(busLat, lat...)
+				done += n
+			}
+			b.StopTimer()
+			slices.Sort(plainLat)
+			slices.Sort(busLat)
+			pw, bw := float64(b.N)/plainTime.Seconds(), float64(b.N)/busTime.Seconds()
+			b.ReportMetric(pw, "writes/s-alone")
+			b.ReportMetric(bw, "writes/s-redis")
+			b.ReportMetric(bw/pw, "ratio")
+			b.ReportMetric(float64(plainLat[len(plainLat)/2].Microseconds()), "p50-µs-alone")
+			b.ReportMetric(float64(busLat[len(busLat)/2].Microseconds()), "p50-µs-redis")
+			b.ReportMetric(float64(b.N)/float64(withBus.bus.Stats().Batches.Load()), "writes/append")
+			b.ReportMetric(0, "ns/op")
+			if n := withBus.bus.Stats().AckTimeouts.Load(); n > 0 {
+				b.Errorf("%d writes timed out waiting for a peer", n)
+			}
+		})
+	}
+}
+
+// round makes n writes through cs, spread over them, and returns the
+// wall time and each write's latency.
+func round(b *testing.B, cs []*hmsclient.Client, n, v int) (time.Duration, []time.Duration) {
+	var wg sync.WaitGroup
+	lat := make([]time.Duration, n)
+	start := time.Now()
+	for w := range cs {
+		wg.Go(func() {
+			for i := w; i < n; i += len(cs) {
+				at := time.Now()
+				args := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "w"+strconv.Itoa(w)), table(w, v*100000+i).Field(3))
+				if _, err := cs[w].Call(context.Background(), "alter_table", args); err != nil {
+					b.Error(err)
+					return
+				}
+				lat[i] = time.Since(at)
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start), lat
+}
+
+func table(w, v int) hmsreq.Table {
+	name := "w" + strconv.Itoa(w)
+	return hmsreq.Table{DB: "demo_db0", Name: name, Owner: "bench", CreateTime: 1700000000,
+		SD:     hmsreq.TextSD("file:/tmp/wh/demo_db0.db/"+name, hmsreq.Column{Name: "id", Type: "bigint"}),
+		Params: map[string]string{"v": strconv.Itoa(v)}}
+}
+
+type benchNode struct {
+	addr string
+	bus  *coherence.Bus // nil without Redis
+}
+
+func startDemo(b *testing.B) string {
+	d := demohms.New(demohms.Config{Transport: wire.Buffered})
+	d.Seed(1, 1, 1)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go d.Serve(ln)
+	b.Cleanup(func() { d.Close() })
+	return ln.Addr().String()
+}
+
+// startNode runs a caching proxy node, on the bus when rdb is set.
+func startNode(b *testing.B, metastore string, rdb *redis.Client) *benchNode {
+	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + metastore}, HealthInterval: time.Hour, MaxConns: 64})
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := cache.New(cache.Config{MaxBytes: 16 << 20, Kinds: cache.DefaultKinds()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	caching := &proxy.Caching{Store: st, Upstream: "bench"}
+	n := &benchNode{}
+	if rdb != nil {
+		n.bus, err = coherence.New(coherence.Config{Client: rdb, Group: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		caching.Coherence = n.bus
+	}
+	srv, err := proxy.New(proxy.Config{Cache: caching}, g)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go srv.Serve(ln)
+	n.addr = ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	if n.bus != nil {
+		go func() { defer close(done); n.bus.Run(ctx, srv) }()
+	} else {
+		close(done)
+	}
+	b.Cleanup(func() {
+		sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+		defer c()
+		srv.Shutdown(sctx)
+		cancel()
+		<-done
+		g.Close()
+		st.Close()
+	})
+	return n
+}
+
+func waitPeers(b *testing.B, bus *coherence.Bus, n int) {
+	for deadline := time.Now().Add(10 * time.Second); !bus.Synced() || len(bus.Peers()) != n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatal("bus did not sync")
+		}
+	}
+}
+
+func dial(b *testing.B, addr string) *hmsclient.Client {
+	c, err := hmsclient.Dial(context.Background(), addr, wire.Buffered)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return c
+}
+
+func call(b *testing.B, c *hmsclient.Client, method string, args []byte) {
+	if _, err := c.Call(context.Background(), method, args); err != nil {
+		b.Fatal(err)
+	}
+}

@@ -1,0 +1,860 @@
+package coherence
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+)
+
+// Cache is the local cache the bus keeps coherent. *proxy.Server
+// implements it.
+type Cache interface {
+	// ApplyRemote applies another node's invalidations.
+	ApplyRemote(ents []cache.Entity)
+	// DropAll drops everything cached: invalidations may have been missed.
+	DropAll(reason string)
+}
+
+// Config configures a Bus. The zero value of each field selects the
+// default in its comment; Client and Group are required.
+type Config struct {
+	Client *redis.Client
+	// Group names the upstream group (upstream.name): one stream, one
+	// acknowledgement stream and one peer registry per group.
+	Group string
+	// Layout is this node's digest of the group's metastores (Layout).
+	// Nodes announce it; a peer on the same group with another layout
+	// raises an alarm. Empty: announced as empty, and not checked.
+	Layout string
+	// NodeID names this proxy process. Default: random per process, so
+	// a restarted node never continues an old numbering.
+	NodeID string
+	// MaxLen trims each stream to about this many entries. Default 100,000.
+	MaxLen int64
+	// Heartbeat is how often the node announces itself, so that peers
+	// can tell it is alive and a lost tail of its messages shows as a gap.
+	// Default 1s.
+	Heartbeat time.Duration
+	// HeartbeatTimeout is how long a peer may stay silent before this
+	// node stops serving its cache, and the longest a write waits for its
+	// peers' acknowledgements. Default 3 × Heartbeat: two heartbeats may
+	// be late (a GC pause, a busy Redis) before a node is taken for lost,
+	// while a partitioned node's writes wait at most a few seconds.
+	HeartbeatTimeout time.Duration
+	// PeerGone is how long a silent peer is waited for before it is
+	// forgotten (and the cache dropped once more, then served again).
+	// Default 1m: a crashed node stops the others' caches for that long,
+	// a node cut from Redis longer has its writes seen through the
+	// notification log only.
+	PeerGone time.Duration
+	// Prefix of the Redis keys. Default "hmsproxy".
+	Prefix string
+	// Logger receives structured logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// ErrConfig reports an unusable Config.
+var ErrConfig = errors.New("coherence: bad config")
+
+// ErrRunning is returned by a second Run of one Bus.
+var ErrRunning = errors.New("coherence: bus already running")
+
+// ErrStopped is returned by Publish once Run has returned.
+var ErrStopped = errors.New("coherence: bus stopped")
+
+// ErrNotPublished is returned (wrapped) by a Publish that did not reach
+// Redis within HeartbeatTimeout. The caller may answer its client: the
+// other nodes stopped serving their caches when they stopped hearing this
+// one.
+var ErrNotPublished = errors.New("coherence: invalidation not published")
+
+// ErrNotAcknowledged is returned by a Publish whose entry some live peer
+// did not acknowledge within HeartbeatTimeout. The caller may answer its
+// client: a peer that has not applied the entry by then has stopped
+// serving its cache.
+var ErrNotAcknowledged = errors.New("coherence: invalidation not acknowledged by every peer")
+
+// Bus is one node's end of the invalidation stream.
+type Bus struct {
+	cfg     Config
+	key     string // the invalidation stream
+	ackKey  string // the acknowledgement stream
+	peerKey string // the peer registry (hash node -> last heartbeat)
+	log     *slog.Logger
+	timeout time.Duration
+	stats   Stats
+
+	running atomic.Bool
+	reqs    chan *pubReq  // publishes for the sender
+	stopped chan struct{} // closed when Run has returned
+	seq     uint64        // the sender's numbering; only the sender touches it
+
+	// Synced is computed from these without a lock: reading it is on
+	// every cached read.
+	synced    atomic.Bool  // connected, and this node's hello read back
+	caughtUp  atomic.Int64 // unix ns of the last read that reached the stream's end
+	published atomic.Int64 // unix ns of the start of the last prompt successful append
+	peersMin  atomic.Int64 // unix ns: the earliest "last heard" of a known peer
+
+	mu       sync.Mutex // guards the fields below
+	peers    map[string]*peer
+	gone     map[string]time.Time // forgotten peers, so their return is noticed
+	acks     map[string]streamID  // how far each node acknowledged, known peer or not
+	changed  chan struct{}        // closed and replaced when peers or acks change
+	mismatch map[string]bool      // peers whose layout differs, logged once each
+
+	acked   atomic.Value  // streamID: how far this node applied, for the ack sender
+	ackWake chan struct{} // one pending wake-up of the ack sender
+
+	ownPrefix string // how this node's entries begin on the stream
+}
+
+type peer struct {
+	heard  time.Time
+	layout string
+	silent bool // noticed silent (and the cache dropped for it)
+}
+
+// New validates cfg.
+func New(cfg Config) (*Bus, error) {
+	if cfg.Client == nil || cfg.Group == "" {
+		return nil, fmt.Errorf("%w: client and group are required", ErrConfig)
+	}
+	if cfg.NodeID == "" {
+		var b [8]byte
+		rand.Read(b[:])
+		cfg.NodeID = hex.EncodeToString(b[:])
+	}
+	if cfg.MaxLen <= 0 {
+		cfg.MaxLen = 100_000
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = time.Second
+	}
+	if cfg.HeartbeatTimeout <= 0 {
+		cfg.HeartbeatTimeout = 3 * cfg.Heartbeat
+	}
+	if cfg.HeartbeatTimeout <= cfg.Heartbeat {
+		return nil, fmt.Errorf("%w: heartbeat timeout %v must exceed the heartbeat %v", ErrConfig, cfg.HeartbeatTimeout, cfg.Heartbeat)
+	}
+	if cfg.PeerGone <= 0 {
+		cfg.PeerGone = time.Minute
+	}
+	if cfg.PeerGone < cfg.HeartbeatTimeout {
+		return nil, fmt.Errorf("%w: peer-gone timeout %v is below the heartbeat timeout %v", ErrConfig, cfg.PeerGone, cfg.HeartbeatTimeout)
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "hmsproxy"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	b := &Bus{
+		cfg: cfg, log: cfg.Logger, timeout: cfg.HeartbeatTimeout,
+		key:      cfg.Prefix + ":inval:" + cfg.Group,
+		ackKey:   cfg.Prefix + ":acks:" + cfg.Group,
+		peerKey:  cfg.Prefix + ":peers:" + cfg.Group,
+		reqs:     make(chan *pubReq, 4096),
+		stopped:  make(chan struct{}),
+		peers:    map[string]*peer{},
+		gone:     map[string]time.Time{},
+		acks:     map[string]streamID{},
+		changed:  make(chan struct{}),
+		mismatch: map[string]bool{},
+		ackWake:  make(chan struct{}, 1),
+	}
+	b.peersMin.Store(math.MaxInt64)
+	b.ownPrefix = ownPrefix(cfg.NodeID)
+	return b, nil
+}
+
+// NodeID is this node's name on the bus.
+func (b *Bus) NodeID() string { return b.cfg.NodeID }
+
+// Group is the upstream group's name.
+func (b *Bus) Group() string { return b.cfg.Group }
+
+// Stats are the bus counters.
+func (b *Bus) Stats() *Stats { return &b.stats }
+
+// Synced reports whether this node may serve its cache: it is connected,
+// it has read the stream to its end and published within the heartbeat
+// timeout, and it has heard every known peer within that timeout.
+func (b *Bus) Synced() bool {
+	if !b.synced.Load() {
+		return false
+	}
+	at := min(b.caughtUp.Load(), b.published.Load(), b.peersMin.Load())
+	return time.Now().UnixNano()-at < int64(b.timeout)
+}
+
+// Publish sends invalidations to the other nodes and returns once every
+// live peer has applied them, or after HeartbeatTimeout. Either way the
+// caller may then answer the writing client; the error says which
+// (ErrNotPublished, ErrNotAcknowledged, ErrStopped, or ctx's).
+func (b *Bus) Publish(ctx context.Context, ents []cache.Entity) error {
+	start := time.Now()
+	defer func() { b.stats.waits.add(time.Since(start)) }()
+	select {
+	case <-b.stopped:
+		return ErrStopped
+	default:
+	}
+	req := &pubReq{ents: ents, done: make(chan pubResult, 1)}
+	deadline := time.NewTimer(b.timeout)
+	defer deadline.Stop()
+	select {
+	case b.reqs <- req:
+	case <-b.stopped:
+		return ErrStopped
+	case <-ctx.Done():
+		return fmt.Errorf("coherence: publish: %w", ctx.Err())
+	}
+	var res pubResult
+	select {
+	case res = <-req.done:
+	case <-deadline.C:
+		// No append since the request was queued has been heard by the
+		// peers without it: they stop serving by now.
+		b.stats.PublishErrors.Add(1)
+		return fmt.Errorf("%w within %v", ErrNotPublished, b.timeout)
+	case <-ctx.Done():
+		return fmt.Errorf("coherence: publish: %w", ctx.Err())
+	}
+	if res.err != nil {
+		// Hold the reply until the peers have stopped hearing this node:
+		// every append they did hear began before the request was queued.
+		select {
+		case <-deadline.C:
+		case <-ctx.Done():
+		}
+		return fmt.Errorf("%w: %w", ErrNotPublished, res.err)
+	}
+	return b.awaitAcks(ctx, res.id, res.at.Add(b.timeout), res.registry)
+}
+
+// awaitAcks waits until every live peer has acknowledged id, or until
+// deadline. The peers are those this node knows and those the registry
+// held when the entry was appended: a node registers atomically with its
+// hello, and is in sync only once it has read that hello back, so a node
+// missing from both has begun reading the stream after this entry, and
+// caches nothing older.
+func (b *Bus) awaitAcks(ctx context.Context, id streamID, deadline time.Time, registry map[string]string) error {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		now := time.Now()
+		wake := deadline
+		done := true
+		// pending notes a node that has not acknowledged id, and is not
+		// silent yet.
+		pending := func(node string, heard time.Time) {
+			if !b.acks[node].less(id) {
+				return
+			}
+			silentAt := heard.Add(b.timeout)
+			if !now.Before(silentAt) {
+				return // silent: it stopped serving its cache
+			}
+			done = false
+			wake = minTime(wake, silentAt)
+		}
+		b.mu.Lock()
+		for node, p := range b.peers {
+			pending(node, p.heard)
+		}
+		for node, v := range registry {
+			if _, known := b.peers[node]; known || node == b.cfg.NodeID {
+				continue
+			}
+			if _, gone := b.gone[node]; gone {
+				continue
+			}
+			if heard, _, ok := parseRegistry(v); ok {
+				pending(node, heard)
+			}
+		}
+		changed := b.changed
+		b.mu.Unlock()
+		if done {
+			return nil
+		}
+		if !now.Before(deadline) {
+			b.stats.AckTimeouts.Add(1)
+			return fmt.Errorf("%w within %v", ErrNotAcknowledged, b.timeout)
+		}
+		if timer == nil {
+			timer = time.NewTimer(wake.Sub(now))
+		} else {
+			timer.Reset(wake.Sub(now))
+		}
+		select {
+		case <-changed:
+			timer.Stop() // since Go 1.23 no stale tick can follow
+		case <-timer.C:
+		case <-ctx.Done():
+			return fmt.Errorf("coherence: await acknowledgements: %w", ctx.Err())
+		}
+	}
+}
+
+// parseRegistry reads a peer registry value: the node's clock at its
+// latest heartbeat, in unix ns, and its layout.
+func parseRegistry(v string) (time.Time, string, bool) {
+	ns, layout, _ := strings.Cut(v, " ")
+	t, err := strconv.ParseInt(ns, 10, 64)
+	return time.Unix(0, t), layout, err == nil
+}
+
+// notify wakes every waiter; b.mu must be held.
+func (b *Bus) notify() {
+	close(b.changed)
+	b.changed = make(chan struct{})
+}
+
+// Run keeps the node on the bus until ctx ends: it publishes, reads the
+// stream, applying other nodes' invalidations to c and dropping c when
+// some may have been missed, acknowledges what it applied and sends
+// heartbeats. It owns its goroutines and returns when they have stopped,
+// with ctx's cause (or ErrRunning when the bus already runs).
+func (b *Bus) Run(ctx context.Context, c Cache) error {
+	if c == nil {
+		return fmt.Errorf("%w: no cache", ErrConfig)
+	}
+	if !b.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer close(b.stopped)
+	inner, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { b.sender(inner) })
+	wg.Go(func() { b.heartbeats(inner) })
+	wg.Go(func() { b.acker(inner) })
+	b.read(inner, c)
+	b.synced.Store(false)
+	cancel()
+	wg.Wait()
+	return fmt.Errorf("coherence: bus stopped: %w", context.Cause(ctx))
+}
+
+// read is the reading loop: (re)connect, then read both streams.
+func (b *Bus) read(ctx context.Context, c Cache) {
+	var (
+		cursor, ackCursor string
+		st                streamCount
+		runID             string
+		first             = true // nothing can be cached before the first sync
+		lastSeq           = map[string]uint64{}
+		hello             string // the nonce of this connection's hello
+		helloAt           time.Time
+		backoff           = 50 * time.Millisecond
+	)
+	for ctx.Err() == nil {
+		if cursor == "" {
+			// (Re)connect: start after the newest entry. Whatever was
+			// cached may be stale, so flush first, then serve again once
+			// this node's hello comes back.
+			pos, err := b.position(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				if !first {
+					b.markLost(c, "reconnect", err)
+				}
+				sleepCtx(ctx, backoff)
+				backoff = min(2*backoff, 2*time.Second)
+				continue
+			}
+			if runID != "" && pos.runID != runID {
+				b.stats.loss("redis-restart")
+			}
+			runID = pos.runID
+			clear(lastSeq)
+			cursor, ackCursor = pos.last, pos.lastAck
+			st = streamCount{read: pos.added, checked: time.Now()}
+			b.learnPeers(pos.registry, time.Now())
+			if !first {
+				b.flush(c, "reconnect")
+			}
+			b.setAcked(mustID(cursor))
+			first = false
+			hello, helloAt = b.sayHello(), time.Now()
+			backoff = 50 * time.Millisecond
+		}
+		if !b.synced.Load() && time.Since(helloAt) > b.timeout {
+			hello, helloAt = b.sayHello(), time.Now() // the first one was lost
+		}
+		asked := time.Now()
+		res, err := b.cfg.Client.XRead(ctx, &redis.XReadArgs{
+			Streams: []string{b.key, b.ackKey, cursor, ackCursor}, Count: readCount, Block: b.block(),
+		}).Result()
+		if errors.Is(err, redis.Nil) {
+			if b.checkStream(ctx, c, &st, cursor) {
+				cursor = ""
+				continue
+			}
+			b.reachedEnd(asked)
+			b.checkPeers(c, asked)
+			continue
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			b.markLost(c, "reconnect", err)
+			cursor = ""
+			continue
+		}
+		n, full := 0, false
+		applied := false
+		for _, sr := range res {
+			full = full || len(sr.Messages) == readCount
+			if sr.Stream == b.ackKey {
+				for _, m := range sr.Messages {
+					ackCursor = m.ID
+					b.receiveAck(m)
+				}
+				continue
+			}
+			for _, m := range sr.Messages {
+				cursor = m.ID
+				a, h := b.receive(c, m, lastSeq, hello)
+				applied = applied || a
+				if h {
+					b.synced.Store(true)
+					b.log.Info("invalidation bus in sync", "node", b.cfg.NodeID, "group", b.cfg.Group)
+				}
+				n++
+			}
+		}
+		if applied {
+			b.setAcked(mustID(cursor))
+		}
+		st.read += int64(n)
+		st.unchecked = st.unchecked || n > 0
+		if b.checkStream(ctx, c, &st, cursor) {
+			cursor = ""
+			continue
+		}
+		if !full {
+			b.reachedEnd(asked)
+			b.checkPeers(c, asked)
+		}
+	}
+}
+
+// streamCount is what the reader consumed, to compare with the stream's
+// own count of entries.
+type streamCount struct {
+	read      int64     // the stream's entries up to and including the cursor
+	checked   time.Time // when read was last compared with the stream
+	unchecked bool      // entries were read since
+}
+
+// checkStream compares the stream's own count of entries with what this
+// node consumed: entries trimmed before this node read them leave no gap
+// in the numbers if their sender never publishes again, and a Redis that
+// lost its data may not have dropped the connection. It runs at most once
+// per read interval, not on every read: it would be a round trip on the
+// acknowledgement path. It reports a reset, after which the node
+// reconnects.
+func (b *Bus) checkStream(ctx context.Context, c Cache, st *streamCount, cursor string) bool {
+	if !st.unchecked || time.Since(st.checked) < b.block() {
+		return false
+	}
+	st.checked, st.unchecked = time.Now(), false
+	info, err := b.cfg.Client.XInfoStream(ctx, b.key).Result()
+	if err != nil {
+		return false // the next read fails too, and reconnects
+	}
+	atEnd := info.LastGeneratedID == cursor
+	switch {
+	case info.EntriesAdded < st.read:
+		b.markLost(c, "redis-reset", fmt.Errorf("stream has %d entries ever, this node read %d", info.EntriesAdded, st.read))
+		return true
+	case atEnd && info.EntriesAdded > st.read, !atEnd && info.EntriesAdded-info.Length > st.read:
+		// Some were appended and trimmed before this node reached them.
+		b.log.Warn("invalidations trimmed before this node read them; flushing", "read", st.read,
+			"added", info.EntriesAdded, "deleted", info.EntriesAdded-info.Length)
+		b.flush(c, "trimmed")
+		// Count what is gone as read, so that it is flushed for once.
+		st.read = info.EntriesAdded - info.Length
+		if atEnd {
+			st.read = info.EntriesAdded
+		}
+	}
+	return false
+}
+
+// block is how long one read waits: at most a heartbeat (the node's own
+// heartbeats wake it sooner anyway) and at most a second, so that Run
+// returns soon after its context ends.
+func (b *Bus) block() time.Duration { return min(b.cfg.Heartbeat, time.Second) }
+
+// readCount bounds the entries of one read per stream; a read that
+// returns fewer reached the stream's end.
+const readCount = 512
+
+// reachedEnd records that everything appended before asked is applied.
+func (b *Bus) reachedEnd(asked time.Time) {
+	if b.synced.Load() {
+		b.caughtUp.Store(asked.UnixNano())
+	}
+}
+
+type position struct {
+	last, lastAck string
+	added         int64
+	runID         string
+	registry      map[string]string
+}
+
+// position reads where both streams end, how many entries the stream has
+// ever had, the Redis run id and the peer registry, in one transaction.
+func (b *Bus) position(ctx context.Context) (position, error) {
+	var p position
+	info, err := b.cfg.Client.Info(ctx, "server").Result()
+	if err != nil {
+		return p, fmt.Errorf("coherence: redis info: %w", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+			p.runID = v
+		}
+	}
+	pipe := b.cfg.Client.TxPipeline()
+	exists := pipe.Exists(ctx, b.key)
+	// XINFO STREAM fails on a missing key; EXISTS in the same
+	// transaction tells that case apart from a real failure.
+	st := pipe.XInfoStream(ctx, b.key)
+	lastAck := pipe.XRevRangeN(ctx, b.ackKey, "+", "-", 1)
+	reg := pipe.HGetAll(ctx, b.peerKey)
+	pipe.Exec(ctx) // errors are read per command below
+	if err := exists.Err(); err != nil {
+		return p, fmt.Errorf("coherence: read stream position: %w", err)
+	}
+	p.last, p.lastAck = "0-0", "0-0"
+	if exists.Val() == 1 {
+		if err := st.Err(); err != nil {
+			return p, fmt.Errorf("coherence: read stream position: %w", err)
+		}
+		p.last, p.added = st.Val().LastGeneratedID, st.Val().EntriesAdded
+	}
+	if err := lastAck.Err(); err != nil {
+		return p, fmt.Errorf("coherence: read acknowledgement position: %w", err)
+	}
+	if v := lastAck.Val(); len(v) > 0 {
+		p.lastAck = v[0].ID
+	}
+	if err := reg.Err(); err != nil {
+		return p, fmt.Errorf("coherence: read peer registry: %w", err)
+	}
+	p.registry = reg.Val()
+	return p, nil
+}
+
+// learnPeers takes the peers of the registry that announced themselves
+// within PeerGone: a node that just started must wait for their
+// acknowledgements too, before it has heard any of their heartbeats.
+func (b *Bus) learnPeers(registry map[string]string, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var stale []string
+	for node, v := range registry {
+		if node == b.cfg.NodeID {
+			continue
+		}
+		heard, layout, ok := parseRegistry(v)
+		if !ok {
+			continue
+		}
+		if now.Sub(heard) > b.cfg.PeerGone {
+			stale = append(stale, node)
+			continue
+		}
+		p := b.peers[node]
+		if p == nil {
+			p = &peer{heard: heard, layout: layout}
+			b.peers[node] = p
+		} else if heard.After(p.heard) {
+			p.heard = heard
+		}
+		b.checkLayout(node, layout)
+	}
+	b.updateMin()
+	b.notify()
+	if len(stale) > 0 {
+		// Best effort: a later node removes them otherwise.
+		b.cfg.Client.HDel(context.Background(), b.peerKey, stale...)
+	}
+}
+
+// receive handles one invalidation-stream entry. It reports whether
+// invalidations were applied, and whether it is this node's hello.
+func (b *Bus) receive(c Cache, m redis.XMessage, lastSeq map[string]uint64, hello string) (applied, isHello bool) {
+	raw, _ := m.Values["m"].(string)
+	if strings.HasPrefix(raw, b.ownPrefix) {
+		// This node's own entry: only its hello matters, and decoding
+		// every entry twice would cost each write CPU.
+		b.stats.Received.Add(1)
+		return false, hello != "" && strings.Contains(raw, `"h":"`+hello+`"`)
+	}
+	msg, err := decode(raw)
+	if err != nil {
+		b.log.Warn("undecodable invalidation; flushing", "id", m.ID, "err", err)
+		b.flush(c, "undecodable")
+		return false, false
+	}
+	b.stats.Received.Add(1)
+	if msg.Node == b.cfg.NodeID {
+		return false, hello != "" && msg.Hello == hello
+	}
+	if prev, ok := lastSeq[msg.Node]; ok && msg.Seq != prev+1 {
+		b.log.Warn("gap in invalidations from a node; flushing", "node", msg.Node, "after", prev, "got", msg.Seq)
+		b.flush(c, "gap")
+	}
+	lastSeq[msg.Node] = msg.Seq
+	b.heard(c, msg, time.Now())
+	if len(msg.Ents) > 0 {
+		c.ApplyRemote(msg.Ents)
+		b.stats.Applied.Add(1)
+		b.stats.lags.add(time.Since(time.Unix(0, msg.Time)))
+		applied = true
+	}
+	if msg.Bye {
+		delete(lastSeq, msg.Node)
+	}
+	return applied, false
+}
+
+// heard updates the sender's liveness from one of its entries.
+func (b *Bus) heard(c Cache, msg message, now time.Time) {
+	at := minTime(now, time.Unix(0, msg.Time))
+	b.mu.Lock()
+	p := b.peers[msg.Node]
+	returned, changed := "", false
+	switch {
+	case msg.Bye:
+		// A clean stop: it published everything it wrote.
+		delete(b.peers, msg.Node)
+		delete(b.acks, msg.Node)
+		delete(b.mismatch, msg.Node)
+		b.log.Info("peer left the bus", "node", msg.Node)
+	case p == nil:
+		if _, ok := b.gone[msg.Node]; ok {
+			delete(b.gone, msg.Node)
+			returned = "a peer declared gone"
+		}
+		p = &peer{heard: at, layout: msg.Layout}
+		b.peers[msg.Node] = p
+		changed = true
+	default:
+		// Judged by the peer's own times, not by when this node read
+		// them: a reader that fell behind did not serve meanwhile, and
+		// its peers were not silent.
+		if p.silent || at.Sub(p.heard) >= b.timeout {
+			returned = "a silent peer"
+		}
+		p.silent = false
+		p.heard = maxTime(p.heard, at)
+		p.layout = msg.Layout
+	}
+	if !msg.Bye {
+		b.checkLayout(msg.Node, msg.Layout)
+	}
+	b.updateMin()
+	if changed || msg.Bye {
+		// Only a peer that comes or goes changes what writers wait for; a
+		// later "last heard" only moves their timers, which recheck.
+		b.notify()
+	}
+	b.mu.Unlock()
+	if returned != "" {
+		// What it sent while silent may be lost.
+		b.log.Warn("heard "+returned+" again; flushing", "node", msg.Node)
+		b.flush(c, "peer-returned")
+	}
+}
+
+// checkLayout raises the alarm for a peer announcing another layout; b.mu
+// must be held.
+func (b *Bus) checkLayout(node, layout string) {
+	bad := b.cfg.Layout != "" && layout != "" && layout != b.cfg.Layout
+	if bad == b.mismatch[node] {
+		return
+	}
+	if bad {
+		b.mismatch[node] = true
+		b.stats.LayoutAlarms.Add(1)
+		b.log.Error("a peer on this group's stream serves other metastores: the group name is shared by different upstream layouts, so invalidations may go astray; give each group its own upstream.name",
+			"node", node, "group", b.cfg.Group, "layout", b.cfg.Layout, "peer_layout", layout)
+		return
+	}
+	delete(b.mismatch, node)
+}
+
+func (b *Bus) receiveAck(m redis.XMessage) {
+	node, _ := m.Values["n"].(string)
+	raw, _ := m.Values["a"].(string)
+	id, ok := parseID(raw)
+	if !ok || node == b.cfg.NodeID {
+		return
+	}
+	b.mu.Lock()
+	if b.acks[node].less(id) {
+		b.acks[node] = id
+		b.notify()
+	}
+	b.mu.Unlock()
+}
+
+// checkPeers notices peers that went silent or are gone. It runs only
+// when the node has read everything appended before now: a peer only
+// looks silent to a reader that fell behind, which does not serve its
+// cache meanwhile anyway.
+func (b *Bus) checkPeers(c Cache, now time.Time) {
+	var silent, gone []string
+	b.mu.Lock()
+	for node, p := range b.peers {
+		age := now.Sub(p.heard)
+		switch {
+		case age > b.cfg.PeerGone:
+			delete(b.peers, node)
+			delete(b.mismatch, node)
+			delete(b.acks, node)
+			b.gone[node] = now
+			gone = append(gone, node)
+		case age >= b.timeout && !p.silent:
+			p.silent = true
+			silent = append(silent, node)
+		}
+	}
+	for node, at := range b.gone { // remembered for as long as a peer may be
+		if now.Sub(at) > 10*b.cfg.PeerGone {
+			delete(b.gone, node)
+		}
+	}
+	if len(gone) > 0 {
+		b.updateMin()
+		b.notify()
+	}
+	b.mu.Unlock()
+	for _, node := range silent {
+		b.log.Warn("peer silent: it may be writing without publishing; serving from the metastore until it is heard again or gone",
+			"node", node, "timeout", b.timeout)
+		b.flush(c, "peer-silent")
+	}
+	for _, node := range gone {
+		b.log.Warn("silent peer declared gone; flushing and serving the cache again", "node", node, "after", b.cfg.PeerGone)
+		b.flush(c, "peer-gone")
+	}
+	if len(gone) > 0 {
+		// Writers would wait for it no more, but new nodes learn it from
+		// the registry; best effort, any node that sees it gone removes it.
+		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+		b.cfg.Client.HDel(ctx, b.peerKey, gone...)
+		cancel()
+	}
+}
+
+// updateMin recomputes peersMin; b.mu must be held.
+func (b *Bus) updateMin() {
+	m := int64(math.MaxInt64)
+	for _, p := range b.peers {
+		m = min(m, p.heard.UnixNano())
+	}
+	b.peersMin.Store(m)
+}
+
+func (b *Bus) markLost(c Cache, reason string, err error) {
+	if b.synced.Swap(false) {
+		b.log.Warn("invalidation bus lost; serving from the metastore until it is back", "err", err)
+	}
+	b.flush(c, reason)
+}
+
+func (b *Bus) flush(c Cache, reason string) {
+	b.stats.loss(reason)
+	c.DropAll(reason)
+}
+
+// Peer is another node as this one sees it.
+type Peer struct {
+	Node           string
+	Heard          time.Time // when last heard, by the earlier of both clocks
+	Silent         bool      // not heard for HeartbeatTimeout: the cache is not served
+	Layout         string    // its announced layout
+	LayoutMismatch bool      // it announces another layout than this node
+}
+
+// Peers returns the known peers, in no particular order.
+func (b *Bus) Peers() []Peer {
+	now := time.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]Peer, 0, len(b.peers))
+	for node, p := range b.peers {
+		out = append(out, Peer{Node: node, Heard: p.heard, Silent: now.Sub(p.heard) >= b.timeout,
+			Layout: p.layout, LayoutMismatch: b.mismatch[node]})
+	}
+	return out
+}
+
+// Layout is this node's announced layout.
+func (b *Bus) Layout() string { return b.cfg.Layout }
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// ParseRedisURL accepts "host:port" or a redis:// URL.
+func ParseRedisURL(s string) (*redis.Options, error) {
+	if strings.Contains(s, "://") {
+		o, err := redis.ParseURL(s)
+		if err != nil {
+			return nil, fmt.Errorf("%w: redis url: %w", ErrConfig, err)
+		}
+		return o, nil
+	}
+	if _, err := strconv.Atoi(s[strings.LastIndexByte(s, ':')+1:]); err != nil {
+		return nil, fmt.Errorf("%w: redis address %q", ErrConfig, s)
+	}
+	return &redis.Options{Addr: s}, nil
+}

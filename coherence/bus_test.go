@@ -1,0 +1,557 @@
+package coherence
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/redistest"
+)
+
+// node is one bus end with what it received; it implements Cache.
+type node struct {
+	bus *Bus
+	// applyHook, if set, runs before an invalidation is recorded: a test
+	// slows a peer down with it.
+	applyHook func()
+	mu        sync.Mutex // guards got, losses
+	got       []cache.Entity
+	losses    []string
+}
+
+func (n *node) ApplyRemote(ents []cache.Entity) {
+	if n.applyHook != nil {
+		n.applyHook()
+	}
+	n.mu.Lock()
+	n.got = append(n.got, ents...)
+	n.mu.Unlock()
+}
+
+func (n *node) DropAll(reason string) {
+	n.mu.Lock()
+	n.losses = append(n.losses, reason)
+	n.mu.Unlock()
+}
+
+func (n *node) snapshot() ([]cache.Entity, []string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.got), slices.Clone(n.losses)
+}
+
+// fast is a config with short timings for tests.
+func fast(c *redis.Client, group string) Config {
+	return Config{Client: c, Group: group, Heartbeat: 50 * time.Millisecond, HeartbeatTimeout: 200 * time.Millisecond, PeerGone: time.Hour}
+}
+
+// run starts a node with cfg and waits until it is in sync.
+func run(t *testing.T, cfg Config, n *node) *node {
+	t.Helper()
+	if n == nil {
+		n = &node{}
+	}
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.bus = b
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); b.Run(ctx, n) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, "synced", b.Synced)
+	return n
+}
+
+func startNodes(t *testing.T, r *redistest.Server, count int) []*node {
+	t.Helper()
+	nodes := make([]*node, count)
+	for i := range nodes {
+		nodes[i] = run(t, fast(r.Client(), "u1"), nil)
+	}
+	for _, n := range nodes { // every node has heard every other
+		waitFor(t, "peers known", func() bool { return len(n.bus.Peers()) == count-1 && n.bus.Synced() })
+	}
+	return nodes
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+var tbl = cache.Entity{Level: cache.LevelTable, Cat: "hive", DB: "db", Table: "t"}
+
+func TestBusDelivers(t *testing.T) {
+	r := redistest.Start(t)
+	nodes := startNodes(t, r, 3)
+	want := []cache.Entity{tbl, {Level: cache.LevelAll}}
+	if err := nodes[0].bus.Publish(context.Background(), want); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range nodes[1:] {
+		if got, _ := n.snapshot(); !slices.Equal(got, want) {
+			t.Fatalf("node %d got %v when Publish returned; want %v", i+1, got, want)
+		}
+	}
+	if got, _ := nodes[0].snapshot(); len(got) != 0 {
+		t.Fatalf("publisher applied its own message: %v", got)
+	}
+}
+
+// TestPublishWaitsForPeers (issue 10, item 5): Publish returns only once
+// every live peer has applied the invalidation, even a slow one.
+func TestPublishWaitsForPeers(t *testing.T) {
+	r := redistest.Start(t)
+	a := run(t, fast(r.Client(), "ryw"), nil)
+	b := run(t, fast(r.Client(), "ryw"), &node{applyHook: func() { time.Sleep(30 * time.Millisecond) }})
+	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(b.bus.Peers()) == 1 })
+	for i := range 5 {
+		if err := a.bus.Publish(context.Background(), []cache.Entity{tbl}); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := b.snapshot(); len(got) != i+1 {
+			t.Fatalf("after publish %d returned the peer had applied %d invalidations; want %d", i+1, len(got), i+1)
+		}
+	}
+	if n := a.bus.Stats().AckTimeouts.Load(); n != 0 {
+		t.Fatalf("%d publishes timed out waiting for a live peer", n)
+	}
+}
+
+// TestNewNodeIsWaitedFor: a node that joined is waited for by a writer
+// that has not read its hello yet (the registry read with the append).
+func TestNewNodeIsWaitedFor(t *testing.T) {
+	r := redistest.Start(t)
+	cfg := fast(r.Client(), "join")
+	cfg.HeartbeatTimeout = time.Second
+	c := r.Client()
+	stall := &stallReads{gate: make(chan struct{}), appended: make(chan struct{}, 1)}
+	c.AddHook(stall)
+	cfg.Client = c
+	a := run(t, cfg, nil)
+	var release sync.Once
+	t.Cleanup(func() { release.Do(func() { close(stall.gate) }) })
+	stall.armed.Store(true) // the writer reads nothing more for now
+	waitFor(t, "the writer's reads stalled", stall.stalled.Load)
+	cfg.Client = r.Client()
+	b := run(t, cfg, &node{applyHook: func() { time.Sleep(30 * time.Millisecond) }})
+	if len(a.bus.Peers()) != 0 {
+		t.Fatal("the writer heard the newcomer; the test needs it not to")
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.bus.Publish(context.Background(), []cache.Entity{tbl}) }()
+	<-stall.appended
+	select {
+	case err := <-done:
+		t.Fatalf("publish returned (%v) before the newcomer applied it", err)
+	default:
+	}
+	release.Do(func() { close(stall.gate) }) // now it may read the acknowledgement
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := b.snapshot(); len(got) != 1 {
+		t.Fatalf("the newcomer had applied %d invalidations when the writer's publish returned; want 1", len(got))
+	}
+}
+
+// stallReads blocks its client's stream reads while armed, until gate is
+// closed (a writer that has not read a newcomer's hello), and tells when
+// an invalidation was appended.
+type stallReads struct {
+	gate     chan struct{}
+	armed    atomic.Bool
+	stalled  atomic.Bool
+	appended chan struct{}
+}
+
+func (s *stallReads) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (s *stallReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "xread" && s.armed.Load() {
+			s.stalled.Store(true)
+			<-s.gate
+		}
+		return next(ctx, cmd)
+	}
+}
+func (s *stallReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			if c.Name() == "hset" {
+				return err // a heartbeat
+			}
+		}
+		for _, c := range cmds {
+			if c.Name() == "xadd" && len(c.Args()) > 1 && c.Args()[1] == "hmsproxy:inval:join" && s.armed.Load() {
+				select {
+				case s.appended <- struct{}{}:
+				default:
+				}
+			}
+		}
+		return err
+	}
+}
+
+// TestBusLagPercentiles publishes 1,000 invalidations and measures how
+// long each took to reach the other nodes, and how long publishes held
+// their writer.
+func TestBusLagPercentiles(t *testing.T) {
+	r := redistest.Start(t)
+	nodes := startNodes(t, r, 3)
+	ctx := context.Background()
+	for i := 0; i < 1000; i++ {
+		if err := nodes[0].bus.Publish(ctx, []cache.Entity{tbl}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range nodes[1:] {
+		waitFor(t, "all delivered", func() bool { got, _ := n.snapshot(); return len(got) == 1000 })
+	}
+	lags := append(nodes[1].bus.Stats().Lags(), nodes[2].bus.Stats().Lags()...)
+	slices.Sort(lags)
+	waits := nodes[0].bus.Stats().PublishWaits()
+	slices.Sort(waits)
+	t.Logf("propagation lag over %d deliveries: p50 %v p99 %v max %v; publish held the writer p50 %v p99 %v",
+		len(lags), lags[len(lags)/2], lags[len(lags)*99/100], lags[len(lags)-1], waits[len(waits)/2], waits[len(waits)*99/100])
+}
+
+// TestGroupCommit (issue 10, item 7): publishes queued while an append is
+// on its way share the next entry, in order and without a gap.
+func TestGroupCommit(t *testing.T) {
+	r := redistest.Start(t)
+	c := r.Client()
+	hold := &holdPipeline{gate: make(chan struct{})}
+	c.AddHook(hold)
+	a := run(t, fast(c, "gc"), nil)
+	b := run(t, fast(r.Client(), "gc"), nil)
+	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 })
+
+	// Hold the sender in one append, queue the publishes behind it.
+	applied := b.bus.Stats().Applied.Load()
+	var release sync.Once
+	t.Cleanup(func() { release.Do(func() { close(hold.gate) }) })
+	hold.armed.Store(true)
+	const writes = 100
+	var wg sync.WaitGroup
+	errs := make(chan error, writes+1)
+	wg.Go(func() { errs <- a.bus.Publish(context.Background(), []cache.Entity{tbl}) })
+	waitFor(t, "the sender held", hold.held.Load)
+	for i := range writes {
+		wg.Go(func() {
+			errs <- a.bus.Publish(context.Background(), []cache.Entity{{Level: cache.LevelTable, Cat: "hive", DB: "db", Table: strconv.Itoa(i)}})
+		})
+	}
+	waitFor(t, "publishes queued", func() bool { return len(a.bus.reqs) >= writes })
+	release.Do(func() { close(hold.gate) })
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, losses := b.snapshot()
+	if len(got) != writes+1 {
+		t.Fatalf("peer applied %d invalidations; want %d", len(got), writes+1)
+	}
+	if n := b.bus.Stats().Applied.Load() - applied; n > 2 {
+		t.Fatalf("%d concurrent publishes arrived in %d entries; want them merged into at most 2", writes, n)
+	}
+	if len(losses) != 0 {
+		t.Fatalf("peer flushed (%v): group commit broke the numbering", losses)
+	}
+}
+
+// holdPipeline blocks the first append after it is armed until gate is
+// closed: a seam to make publishes pile up behind one append.
+type holdPipeline struct {
+	gate  chan struct{}
+	armed atomic.Bool
+	held  atomic.Bool
+}
+
+func (h *holdPipeline) hold(cmds ...redis.Cmder) {
+	for _, c := range cmds {
+		if c.Name() == "xadd" && h.armed.CompareAndSwap(true, false) {
+			h.held.Store(true)
+			<-h.gate
+		}
+	}
+}
+
+func (h *holdPipeline) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *holdPipeline) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.hold(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (h *holdPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.hold(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+// TestBusRedisRestart: a node that lost Redis flushes, stops claiming to
+// be in sync while it is down, and flushes again when it is back.
+func TestBusRedisRestart(t *testing.T) {
+	r := redistest.Start(t)
+	nodes := startNodes(t, r, 2)
+	r.Stop()
+	waitFor(t, "nodes notice", func() bool { return !nodes[0].bus.Synced() && !nodes[1].bus.Synced() })
+	r.Restart()
+	waitFor(t, "resync", func() bool { return nodes[0].bus.Synced() && nodes[1].bus.Synced() })
+	for i, n := range nodes {
+		_, losses := n.snapshot()
+		if len(losses) < 2 {
+			t.Fatalf("node %d flushed %d times over an outage; want at least 2 (on loss and on return)", i, len(losses))
+		}
+	}
+	// And it delivers again.
+	before, _ := nodes[1].snapshot()
+	if err := nodes[0].bus.Publish(context.Background(), []cache.Entity{{Level: cache.LevelDatabase, Cat: "hive", DB: "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := nodes[1].snapshot(); len(got) != len(before)+1 {
+		t.Fatal("no delivery after restart")
+	}
+}
+
+func addRaw(t *testing.T, c *redis.Client, stream string, m message) {
+	t.Helper()
+	body, err := m.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.XAdd(context.Background(), &redis.XAddArgs{Stream: stream, Values: []any{"m", body}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBusGap: a missing sequence number (a trimmed or lost entry) makes
+// the reader flush.
+func TestBusGap(t *testing.T) {
+	r := redistest.Start(t)
+	n := run(t, fast(r.Client(), "u1"), nil)
+	c := r.Client()
+	add := func(seq uint64) {
+		addRaw(t, c, "hmsproxy:inval:u1", message{Node: "other", Seq: seq, Time: time.Now().UnixNano(), Ents: []cache.Entity{tbl}})
+	}
+	add(1)
+	add(2)
+	waitFor(t, "two applied", func() bool { got, _ := n.snapshot(); return len(got) == 2 })
+	before := n.bus.Stats().Loss("gap")
+	add(5)
+	waitFor(t, "gap flush", func() bool { return n.bus.Stats().Loss("gap") == before+1 })
+}
+
+// TestBusTrimmed: entries trimmed away before a node read them make it
+// flush, even when no later number reveals a gap.
+func TestBusTrimmed(t *testing.T) {
+	r := redistest.Start(t)
+	c := r.Client()
+	ctx := context.Background()
+	for i := 0; i < 3; i++ { // history before the node starts
+		addRaw(t, c, "hmsproxy:inval:u2", message{Node: "old", Seq: uint64(i + 1), Time: time.Now().UnixNano()})
+	}
+	cfg := fast(r.Client(), "u2")
+	cfg.Heartbeat, cfg.HeartbeatTimeout, cfg.PeerGone = time.Hour, 2*time.Hour, 3*time.Hour
+	n := run(t, cfg, nil)
+	// Five entries appended and trimmed in one transaction: the node can
+	// only ever read the last one.
+	pipe := c.TxPipeline()
+	for i := uint64(1); i <= 5; i++ {
+		body, _ := message{Node: "newcomer", Seq: i, Time: time.Now().UnixNano(), Ents: []cache.Entity{{Level: cache.LevelAll}}}.encode()
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: "hmsproxy:inval:u2", Values: []any{"m", body}})
+	}
+	pipe.XTrimMaxLen(ctx, "hmsproxy:inval:u2", 1)
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "trim flush", func() bool { return n.bus.Stats().Loss("trimmed") > 0 })
+}
+
+// TestBusStreamReset: a Redis that lost its data without dropping the
+// node's connection is noticed from the stream's own entry count.
+func TestBusStreamReset(t *testing.T) {
+	r := redistest.Start(t)
+	c := r.Client()
+	ctx := context.Background()
+	for i := 0; i < 5; i++ {
+		addRaw(t, c, "hmsproxy:inval:u3", message{Node: "old", Seq: uint64(i + 1), Time: time.Now().UnixNano()})
+	}
+	cfg := fast(r.Client(), "u3")
+	cfg.Heartbeat, cfg.HeartbeatTimeout, cfg.PeerGone = time.Hour, 2*time.Hour, 3*time.Hour
+	n := run(t, cfg, nil)
+	if err := c.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	addRaw(t, c, "hmsproxy:inval:u3", message{Node: "x", Seq: 1, Time: time.Now().UnixNano()})
+	waitFor(t, "reset flush", func() bool { return n.bus.Stats().Loss("redis-reset") > 0 })
+	waitFor(t, "resync", n.bus.Synced)
+}
+
+// TestRunReturnsCause (issue 11, item 6): Run says why it stopped, and
+// refuses to run twice.
+func TestRunReturnsCause(t *testing.T) {
+	r := redistest.Start(t)
+	b, err := New(fast(r.Client(), "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cause := errors.New("test over")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx, &node{}) }()
+	waitFor(t, "synced", b.Synced)
+	if err := b.Run(ctx, &node{}); !errors.Is(err, ErrRunning) {
+		t.Fatalf("second Run: got %v; want ErrRunning", err)
+	}
+	cancel(cause)
+	if err := <-done; !errors.Is(err, cause) {
+		t.Fatalf("Run returned %v; want the context's cause", err)
+	}
+	if err := b.Publish(context.Background(), nil); !errors.Is(err, ErrStopped) {
+		t.Fatalf("Publish after Run: got %v; want ErrStopped", err)
+	}
+}
+
+// TestGroupNameNormalised (issue 10, item 3): nodes that list the same
+// metastores in another order or spelling share one group name and
+// layout; another metastore makes another layout.
+func TestGroupNameNormalised(t *testing.T) {
+	a := []string{"thrift://HMS-1.example.com:9083", "hms-2.example.com:9083"}
+	b := []string{" thrift://hms-2.EXAMPLE.com:9083/", "THRIFT://hms-1.example.com", "thrift://hms-1.example.com:9083"}
+	if GroupName(a) != GroupName(b) {
+		t.Fatalf("group names differ: %q and %q", GroupName(a), GroupName(b))
+	}
+	if want := "thrift://hms-1.example.com:9083,thrift://hms-2.example.com:9083"; GroupName(a) != want {
+		t.Fatalf("got %q; want %q", GroupName(a), want)
+	}
+	if Layout(a) != Layout(b) {
+		t.Fatal("layouts differ for one group")
+	}
+	if Layout(a) == Layout([]string{"thrift://hms-1.example.com:9083", "thrift://hms-3.example.com:9083"}) {
+		t.Fatal("layouts equal for different groups")
+	}
+}
+
+// TestLayoutAlarm (issue 10, item 3): a peer on this group's stream that
+// announces another layout raises the alarm; one with the same does not.
+func TestLayoutAlarm(t *testing.T) {
+	r := redistest.Start(t)
+	cfg := fast(r.Client(), "shared")
+	cfg.Layout = Layout([]string{"thrift://a:9083"})
+	a := run(t, cfg, nil)
+	cfg.Client = r.Client()
+	same := run(t, cfg, nil)
+	waitFor(t, "peer heard", func() bool { return len(a.bus.Peers()) == 1 })
+	if n := a.bus.Stats().LayoutAlarms.Load(); n != 0 {
+		t.Fatalf("%d alarms for a peer with the same layout", n)
+	}
+	cfg.Client, cfg.Layout = r.Client(), Layout([]string{"thrift://b:9083"})
+	other := run(t, cfg, nil)
+	waitFor(t, "alarm", func() bool { return a.bus.Stats().LayoutAlarms.Load() == 1 })
+	for _, p := range a.bus.Peers() {
+		if p.LayoutMismatch != (p.Node == other.bus.NodeID()) {
+			t.Fatalf("peer %s: mismatch %v", p.Node, p.LayoutMismatch)
+		}
+	}
+	if same.bus.Stats().LayoutAlarms.Load() != 1 {
+		t.Fatal("the other node with the first layout raised no alarm")
+	}
+}
+
+// TestPeerSilent (issue 10, item 4): a peer cut from Redis stops the
+// others' caches within the heartbeat timeout; when it is heard again
+// they flush and serve again. The cut node itself stops too, and its
+// publishes are answered within the timeout.
+func TestPeerSilent(t *testing.T) {
+	r := redistest.Start(t)
+	relay := redistest.NewRelay(t, r.Addr)
+	a := run(t, fast(r.Client(), "p"), nil)
+	cut := run(t, fast(relay.Client(), "p"), nil)
+	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && a.bus.Synced() })
+
+	relay.Cut()
+	at := time.Now()
+	err := cut.bus.Publish(context.Background(), []cache.Entity{tbl})
+	took := time.Since(at)
+	if !errors.Is(err, ErrNotPublished) {
+		t.Fatalf("publish from the cut node: got %v; want ErrNotPublished", err)
+	}
+	if timeout := cut.bus.cfg.HeartbeatTimeout; took > timeout+50*time.Millisecond {
+		t.Fatalf("publish from the cut node held its writer %v; want at most the timeout %v", took, timeout)
+	}
+	// By the time the writer got its answer, the peer bypasses.
+	if a.bus.Synced() {
+		t.Fatal("peer still serves its cache when the cut node answered its writer")
+	}
+	if cut.bus.Synced() {
+		t.Fatal("cut node still serves its cache")
+	}
+	waitFor(t, "silent noticed", func() bool { return a.bus.Stats().Loss("peer-silent") == 1 })
+
+	relay.Restore()
+	waitFor(t, "back in sync", func() bool { return a.bus.Synced() && cut.bus.Synced() })
+	if a.bus.Stats().Loss("peer-returned") == 0 && a.bus.Stats().Loss("gap") == 0 {
+		t.Fatal("the peer did not flush when the silent node came back")
+	}
+}
+
+// TestPeerGone: a peer silent for PeerGone is forgotten, with a flush, and
+// the cache is served again; a peer that stops cleanly is forgotten at
+// once, without a flush.
+func TestPeerGone(t *testing.T) {
+	r := redistest.Start(t)
+	relay := redistest.NewRelay(t, r.Addr)
+	cfg := fast(r.Client(), "g")
+	cfg.PeerGone = 500 * time.Millisecond
+	a := run(t, cfg, nil)
+	cfg.Client = relay.Client()
+	run(t, cfg, nil)
+	waitFor(t, "peer known", func() bool { return len(a.bus.Peers()) == 1 && a.bus.Synced() })
+	relay.Cut()
+	waitFor(t, "bypass", func() bool { return !a.bus.Synced() })
+	waitFor(t, "gone", func() bool { return a.bus.Stats().Loss("peer-gone") == 1 })
+	waitFor(t, "serving again", a.bus.Synced)
+	if n := len(a.bus.Peers()); n != 0 {
+		t.Fatalf("%d peers after the silent one was declared gone", n)
+	}
+
+	// A clean stop.
+	b, err := New(fast(r.Client(), "g"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); b.Run(ctx, &node{}) }()
+	waitFor(t, "peer known", func() bool { return len(a.bus.Peers()) == 1 })
+	cancel()
+	<-done
+	waitFor(t, "peer left", func() bool { return len(a.bus.Peers()) == 0 })
+	if !a.bus.Synced() {
+		t.Fatal("a clean stop made the peer bypass its cache")
+	}
+}

@@ -1,0 +1,424 @@
+package coherence
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+)
+
+// pubReq is one Publish, a heartbeat or a hello waiting for the sender.
+type pubReq struct {
+	ents  []cache.Entity
+	hello string // non-empty: this node's hello, with its nonce
+	beat  bool   // a heartbeat: also refresh the peer registry
+	done  chan pubResult
+}
+
+type pubResult struct {
+	id       streamID
+	at       time.Time         // when Redis answered
+	registry map[string]string // the peer registry right after the entry
+	err      error
+}
+
+// sender appends every queued request to the stream, one entry per batch
+// of what queued up while the previous append was on its way (group
+// commit). One sender keeps the numbers in stream order, which readers
+// rely on to tell a gap from a reordering.
+func (b *Bus) sender(ctx context.Context) {
+	var batch []*pubReq
+	for {
+		select {
+		case <-ctx.Done():
+			b.finish(batch[:0])
+			return
+		case r := <-b.reqs:
+			batch = append(batch[:0], r)
+		}
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case r := <-b.reqs:
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		res := b.append(ctx, batch)
+		for _, r := range batch {
+			r.done <- res
+		}
+		clear(batch)
+	}
+}
+
+// maxBatch bounds the requests merged into one entry.
+const maxBatch = 1024
+
+// append writes one entry for batch.
+func (b *Bus) append(ctx context.Context, batch []*pubReq) pubResult {
+	b.seq++
+	start := time.Now()
+	msg := message{Node: b.cfg.NodeID, Seq: b.seq, Time: start.UnixNano(), Layout: b.cfg.Layout}
+	beat := false
+	for _, r := range batch {
+		msg.Ents = append(msg.Ents, r.ents...)
+		if r.hello != "" {
+			msg.Hello = r.hello
+		}
+		beat = beat || r.beat || r.hello != ""
+	}
+	body, err := msg.encode()
+	if err != nil {
+		return pubResult{err: fmt.Errorf("coherence: encode invalidation: %w", err)}
+	}
+	args := &redis.XAddArgs{Stream: b.key, MaxLen: b.cfg.MaxLen, Approx: true, Values: []any{"m", body}}
+	var pipe redis.Pipeliner
+	if msg.Hello != "" {
+		// Registered in the same transaction as the hello: whoever
+		// appends after the hello finds this node in the registry.
+		pipe = b.cfg.Client.TxPipeline()
+	} else {
+		pipe = b.cfg.Client.Pipeline()
+	}
+	add := pipe.XAdd(ctx, args)
+	if beat {
+		pipe.HSet(ctx, b.peerKey, b.cfg.NodeID, strconv.FormatInt(start.UnixNano(), 10)+" "+b.cfg.Layout)
+	}
+	var reg *redis.MapStringStringCmd
+	if len(msg.Ents) > 0 {
+		// Who registered before this entry: the peers to wait for.
+		reg = pipe.HGetAll(ctx, b.peerKey)
+	}
+	_, err = pipe.Exec(ctx)
+	at := time.Now()
+	if err != nil {
+		b.stats.PublishErrors.Add(1)
+		return pubResult{err: fmt.Errorf("coherence: publish invalidation: %w", err)}
+	}
+	id, ok := parseID(add.Val())
+	if !ok {
+		return pubResult{err: fmt.Errorf("coherence: publish invalidation: odd stream id %q", add.Val())}
+	}
+	if at.Sub(start) <= b.timeout-b.cfg.Heartbeat {
+		// Only a prompt append counts as this node being heard: peers
+		// take the sender's start time as when they heard it, and this
+		// bounds how much later than that they may have heard it.
+		b.published.Store(start.UnixNano())
+	}
+	b.stats.Published.Add(1)
+	if len(msg.Ents) > 0 {
+		b.stats.Batches.Add(1)
+	}
+	res := pubResult{id: id, at: at}
+	if reg != nil {
+		res.registry = reg.Val()
+	}
+	return res
+}
+
+// finish publishes what is still queued, then says goodbye. Publishes
+// queued later fail; Run's caller stops writes before it stops the bus.
+func (b *Bus) finish(batch []*pubReq) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+	defer cancel()
+	for {
+		select {
+		case r := <-b.reqs:
+			batch = append(batch, r)
+			continue
+		default:
+		}
+		break
+	}
+	if len(batch) > 0 {
+		res := b.append(ctx, batch)
+		for _, r := range batch {
+			r.done <- res
+		}
+		if res.err != nil {
+			// The peers must not forget this node cleanly: they stop
+			// serving when it falls silent, as for a crash.
+			return
+		}
+	}
+	b.sendBye(ctx)
+}
+
+// sendBye tells the peers this node leaves, so they neither wait for its
+// acknowledgements nor stop their caches when it falls silent.
+func (b *Bus) sendBye(ctx context.Context) {
+	b.seq++
+	msg := message{Node: b.cfg.NodeID, Seq: b.seq, Time: time.Now().UnixNano(), Layout: b.cfg.Layout, Bye: true}
+	body, _ := msg.encode()
+	pipe := b.cfg.Client.Pipeline()
+	pipe.XAdd(ctx, &redis.XAddArgs{Stream: b.key, MaxLen: b.cfg.MaxLen, Approx: true, Values: []any{"m", body}})
+	pipe.HDel(ctx, b.peerKey, b.cfg.NodeID)
+	if _, err := pipe.Exec(ctx); err != nil {
+		b.log.Debug("goodbye not published", "err", err)
+	}
+}
+
+// heartbeats announce the node now and then, so that peers know it is
+// alive and a reader who lost its latest messages sees the gap.
+func (b *Bus) heartbeats(ctx context.Context) {
+	t := time.NewTicker(b.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r := &pubReq{beat: true, done: make(chan pubResult, 1)}
+		select {
+		case b.reqs <- r:
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case res := <-r.done:
+			if res.err != nil && ctx.Err() == nil {
+				b.log.Debug("heartbeat failed", "err", res.err)
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// sayHello queues this node's hello and returns its nonce: the node is in
+// sync once it reads the hello back, because every writer whose entry
+// comes after it has then heard of this node and waits for its
+// acknowledgement.
+func (b *Bus) sayHello() string {
+	var n [8]byte
+	rand.Read(n[:])
+	nonce := hex.EncodeToString(n[:])
+	select {
+	case b.reqs <- &pubReq{hello: nonce, done: make(chan pubResult, 1)}:
+	default: // the queue is full; the reader asks again after the timeout
+	}
+	return nonce
+}
+
+// setAcked records how far this node applied the stream and wakes the
+// acknowledgement sender.
+func (b *Bus) setAcked(id streamID) {
+	// Only the reader calls this: a load and a store do not race.
+	if cur, _ := b.acked.Load().(streamID); cur.less(id) {
+		b.acked.Store(id)
+	}
+	select {
+	case b.ackWake <- struct{}{}:
+	default:
+	}
+}
+
+// acker appends how far this node applied the stream to the
+// acknowledgement stream, coalescing while an append is on its way.
+func (b *Bus) acker(ctx context.Context) {
+	var sent streamID
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.ackWake:
+		}
+		id, _ := b.acked.Load().(streamID)
+		if !sent.less(id) {
+			continue
+		}
+		err := b.cfg.Client.XAdd(ctx, &redis.XAddArgs{
+			Stream: b.ackKey, MaxLen: b.cfg.MaxLen, Approx: true,
+			Values: []any{"n", b.cfg.NodeID, "a", id.String()},
+		}).Err()
+		if err != nil {
+			if ctx.Err() == nil {
+				b.log.Debug("acknowledgement not published", "err", err)
+			}
+			continue // the next applied entry retries; writers wait at most the timeout
+		}
+		sent = id
+	}
+}
+
+// message is one entry of the invalidation stream.
+type message struct {
+	Node   string
+	Seq    uint64
+	Time   int64 // the sender's clock when it began the append, unix ns
+	Layout string
+	Hello  string // this connection's hello nonce
+	Bye    bool   // the sender stops cleanly
+	Ents   []cache.Entity
+}
+
+type wireMessage struct {
+	Node   string     `json:"n"`
+	Seq    uint64     `json:"s"`
+	Time   int64      `json:"t"`
+	Layout string     `json:"l,omitempty"`
+	Hello  string     `json:"h,omitempty"`
+	Bye    bool       `json:"b,omitempty"`
+	Ents   [][]string `json:"e,omitempty"` // level, catalog, database, table
+}
+
+func (m message) encode() (string, error) {
+	w := wireMessage{Node: m.Node, Seq: m.Seq, Time: m.Time, Layout: m.Layout, Hello: m.Hello, Bye: m.Bye}
+	if len(m.Ents) > 0 {
+		w.Ents = make([][]string, len(m.Ents))
+		for i, e := range m.Ents {
+			w.Ents[i] = []string{e.Level.String(), e.Cat, e.DB, e.Table}
+		}
+	}
+	b, err := json.Marshal(w)
+	return string(b), err
+}
+
+// ownPrefix is how the encoding of node's entries begins.
+func ownPrefix(node string) string {
+	b, _ := json.Marshal(wireMessage{Node: node})
+	return string(b[:len(b)-len(`,"s":0,"t":0}`)]) + ","
+}
+
+func decode(raw string) (message, error) {
+	var w wireMessage
+	if err := json.Unmarshal([]byte(raw), &w); err != nil {
+		return message{}, fmt.Errorf("coherence: decode entry: %w", err)
+	}
+	if w.Node == "" {
+		return message{}, fmt.Errorf("coherence: decode entry: no node")
+	}
+	m := message{Node: w.Node, Seq: w.Seq, Time: w.Time, Layout: w.Layout, Hello: w.Hello, Bye: w.Bye}
+	if len(w.Ents) > 0 {
+		m.Ents = make([]cache.Entity, len(w.Ents))
+		for i, f := range w.Ents {
+			if len(f) != 4 {
+				return message{}, fmt.Errorf("coherence: decode entry: entity has %d fields, want 4", len(f))
+			}
+			m.Ents[i] = cache.Entity{Level: parseLevel(f[0]), Cat: f[1], DB: f[2], Table: f[3]}
+		}
+	}
+	return m, nil
+}
+
+// parseLevel reads Level.String; anything unknown is LevelAll, the safe
+// reading of a level a newer node knows and this one does not.
+func parseLevel(s string) cache.Level {
+	for l := cache.LevelAll; l <= cache.LevelFunction; l++ {
+		if l.String() == s {
+			return l
+		}
+	}
+	return cache.LevelAll
+}
+
+// streamID is a Redis stream entry id, ordered as Redis orders them.
+type streamID struct{ ms, seq uint64 }
+
+func parseID(s string) (streamID, bool) {
+	a, b, ok := strings.Cut(s, "-")
+	if !ok {
+		return streamID{}, false
+	}
+	ms, err1 := strconv.ParseUint(a, 10, 64)
+	seq, err2 := strconv.ParseUint(b, 10, 64)
+	return streamID{ms, seq}, err1 == nil && err2 == nil
+}
+
+// mustID parses an id Redis gave; an odd one reads as 0-0.
+func mustID(s string) streamID {
+	id, _ := parseID(s)
+	return id
+}
+
+func (a streamID) less(b streamID) bool {
+	return a.ms < b.ms || a.ms == b.ms && a.seq < b.seq
+}
+
+func (a streamID) String() string {
+	return strconv.FormatUint(a.ms, 10) + "-" + strconv.FormatUint(a.seq, 10)
+}
+
+// Stats are the bus's counters.
+type Stats struct {
+	// Published counts appends (invalidations, heartbeats, hellos);
+	// Batches those that carried invalidations, each for one or more
+	// concurrent writes.
+	Published, Batches, PublishErrors atomic.Uint64
+	// Received counts entries read, Applied those with other nodes'
+	// invalidations.
+	Received, Applied atomic.Uint64
+	// AckTimeouts counts publishes answered at the heartbeat timeout
+	// with a live peer that had not acknowledged.
+	AckTimeouts atomic.Uint64
+	// LayoutAlarms counts peers seen announcing another group layout.
+	LayoutAlarms atomic.Uint64
+	// Losses by reason: reconnect, gap, redis-restart, redis-reset,
+	// trimmed, undecodable, peer-silent, peer-returned, peer-gone.
+	Losses sync.Map // string -> *atomic.Uint64
+
+	lags  ring // propagation lags, publish to apply
+	waits ring // how long Publish held its caller
+}
+
+// LossReasons are the reasons Stats.Losses counts.
+var LossReasons = []string{"reconnect", "gap", "redis-restart", "redis-reset", "trimmed", "undecodable",
+	"peer-silent", "peer-returned", "peer-gone"}
+
+// Lags returns the recent propagation lags (publish on another node to
+// apply here).
+func (s *Stats) Lags() []time.Duration { return s.lags.get() }
+
+// PublishWaits returns how long recent publishes held their writer: the
+// latency the bus adds to a write.
+func (s *Stats) PublishWaits() []time.Duration { return s.waits.get() }
+
+func (s *Stats) loss(reason string) {
+	v, _ := s.Losses.LoadOrStore(reason, new(atomic.Uint64))
+	v.(*atomic.Uint64).Add(1)
+}
+
+// Loss is the count of flushes for reason.
+func (s *Stats) Loss(reason string) uint64 {
+	if v, ok := s.Losses.Load(reason); ok {
+		return v.(*atomic.Uint64).Load()
+	}
+	return 0
+}
+
+// ring keeps the last 4096 durations.
+type ring struct {
+	mu sync.Mutex // guards d, at
+	d  []time.Duration
+	at int
+}
+
+func (r *ring) add(d time.Duration) {
+	r.mu.Lock()
+	if len(r.d) < 4096 {
+		r.d = append(r.d, d)
+	} else {
+		r.d[r.at] = d
+		r.at = (r.at + 1) % len(r.d)
+	}
+	r.mu.Unlock()
+}
+
+func (r *ring) get() []time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]time.Duration(nil), r.d...)
+}

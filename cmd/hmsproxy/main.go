@@ -41,6 +41,16 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// Everything in run honours cancellation, so the process stops within
+	// the timeout whatever the metastores do; this is the guarantee should
+	// some part ever not. It is armed here, by the signal, and not in run:
+	// tests call run in-process, and a timer left behind would end them.
+	context.AfterFunc(ctx, func() {
+		time.AfterFunc(cfg.ShutdownTimeout+shutdownGrace, func() {
+			fmt.Fprintf(os.Stderr, "hmsproxy: shutdown overran its timeout (%v); exiting now\n", cfg.ShutdownTimeout)
+			os.Exit(exitCallsCut)
+		})
+	})
 	if err := run(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "hmsproxy:", redact(err.Error()))
 		if errors.Is(err, errCallsCut) {
@@ -265,13 +275,6 @@ func run(ctx context.Context, cfg fileConfig) error {
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: draining in-flight calls", "timeout", cfg.ShutdownTimeout)
-	// Everything below honours cancellation, so the process stops within
-	// the timeout whatever the metastores do; this is the guarantee
-	// should some part ever not.
-	time.AfterFunc(cfg.ShutdownTimeout+shutdownGrace, func() {
-		log.Error("shutdown overran its timeout; exiting now", "timeout", cfg.ShutdownTimeout)
-		os.Exit(exitCallsCut)
-	})
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	// Background work serves no client: it stops first, at once, so that

@@ -237,6 +237,11 @@ func TestWrongClientCertificateRefused(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v; want an error saying %q", err, tc.want)
 			}
+			// The server counts the failure when its side of the handshake
+			// ends, which may be just after the client saw the alert.
+			for deadline := time.Now().Add(5 * time.Second); r.Stats().HandshakeFailures == before && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
 			if got := r.Stats().HandshakeFailures; got != before+1 {
 				t.Fatalf("handshake failures: got %d; want %d", got, before+1)
 			}

@@ -375,6 +375,24 @@ func TestReleaseWakesFollowers(t *testing.T) {
 // it expires (the follower sleeps until the lease's PTTL), not up to a
 // renew period later.
 func TestExpiryWakesFollowers(t *testing.T) {
+	// A follower that tried once per renew period would be late by half
+	// a period every time; a loaded machine (the race detector, parallel
+	// test binaries) now and then delays one wake-up. The best of three
+	// tells the two apart.
+	var late time.Duration
+	for attempt := 0; attempt < 3; attempt++ {
+		if late = expiryTakeover(t); late <= 250*time.Millisecond {
+			t.Logf("takeover %v after the lease expired (renew period %v)", late, slowRenew)
+			return
+		}
+		t.Logf("attempt %d: takeover %v after the lease expired", attempt+1, late)
+	}
+	t.Fatalf("takeover %v after the lease expired in the best of three; want within 250ms", late)
+}
+
+// expiryTakeover crashes a leader and returns how long after its lease
+// expired a follower took over.
+func expiryTakeover(t *testing.T) time.Duration {
 	srv := redistest.Start(t)
 	first := startSlowNode(t, srv, "a")
 	old := waitLeader(t, []*node{first}, 2*time.Second)
@@ -392,11 +410,7 @@ func TestExpiryWakesFollowers(t *testing.T) {
 		}
 	}
 	waitLeader(t, rest, slowTTL+slowRenew)
-	late := time.Since(expires)
-	if late > 250*time.Millisecond {
-		t.Fatalf("takeover %v after the lease expired; want within 250ms", late)
-	}
-	t.Logf("takeover %v after the lease expired (renew period %v)", late, slowRenew)
+	return time.Since(expires)
 }
 
 // TestRedisUpLateLeadsAtOnce: nodes started while Redis is down lead as

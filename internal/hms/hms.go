@@ -212,7 +212,13 @@ type Method struct {
 	//     Target names the child (foreign) table.
 	Target Effect
 
-	idem bool // the call changes no metastore state: safe to retry, read timeouts apply
+	// Batch is set for reads that name a list of objects a cache may
+	// keep one entry each for (get_partitions_by_names[_req],
+	// get_table_objects_by_name[_req]).
+	Batch *Batch
+
+	idem bool
+	plan []target // Resolve's paths, for Read methods // the call changes no metastore state: safe to retry, read timeouts apply
 }
 
 // Idempotent reports whether the call changes no server state, so it may be
@@ -251,6 +257,9 @@ func init() {
 		}
 		byName[m.Name] = m
 		sorted = append(sorted, m)
+		if m.Class == Read {
+			m.plan = resolvePlan(m)
+		}
 	}
 	for _, name := range unproven {
 		m := byName[name]

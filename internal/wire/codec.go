@@ -14,7 +14,15 @@ type Decoder struct {
 
 // NewDecoder returns a Decoder over b with default limits.
 func NewDecoder(b []byte) *Decoder {
-	return &Decoder{s: scanner{buf: b, lim: Limits{}.WithDefaults()}}
+	d := new(Decoder)
+	d.Reset(b)
+	return d
+}
+
+// Reset makes d a fresh Decoder over b with default limits: a Decoder
+// held by value, which the request hit path keeps off the heap.
+func (d *Decoder) Reset(b []byte) {
+	*d = Decoder{s: scanner{buf: b, lim: Limits{}.WithDefaults()}}
 }
 
 // Err is the first error met.

@@ -147,6 +147,21 @@ func (d *Decoder) Skip(typ byte) {
 	}
 }
 
+// Fields visits the fields of the struct at d's position, through its
+// STOP: fn reads the value of a field and returns true, or returns false
+// to have it skipped. It stops at the first error.
+func (d *Decoder) Fields(fn func(id int16, typ byte) bool) {
+	for {
+		typ, id := d.FieldBegin()
+		if typ == TStop || d.err != nil {
+			return
+		}
+		if !fn(id, typ) {
+			d.Skip(typ)
+		}
+	}
+}
+
 // Encoder appends Thrift binary values to B.
 type Encoder struct {
 	B []byte

@@ -6,6 +6,14 @@
 // and treats them as writes for timeouts and retries.
 //
 // The table is static Go data; nothing is read from IDL or docs at run time.
+//
+// The table also knows the Thrift shapes of the calls it names, so that no
+// other package has to: Method.Resolve walks a read's args once and
+// returns its names as sent, the rest of its cache key and, for a batch
+// read, its list of names (resolve.go); Method.Batch cuts a batch's list
+// out of its args, rebuilds them for fewer names, splits the reply into
+// one object per name and lays a reply out over cached objects
+// (batch.go); Walk reads the names of a write's Effects.
 package hms
 
 import (

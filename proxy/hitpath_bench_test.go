@@ -62,7 +62,7 @@ func (f *cannedForwarder) Do(_ context.Context, c upstream.Call, sink upstream.R
 
 // benchConn is a client connection of a caching server over the canned
 // forwarder, writing its replies nowhere.
-func benchConn(b *testing.B) (*clientConn, *cannedForwarder) {
+func benchConn(b testing.TB) (*clientConn, *cannedForwarder) {
 	b.Helper()
 	caching := newCaching(b, nil)
 	fwd := &cannedForwarder{}
@@ -75,7 +75,7 @@ func benchConn(b *testing.B) (*clientConn, *cannedForwarder) {
 	return c, fwd
 }
 
-func callMsg(b *testing.B, method string, args []byte) wire.Message {
+func callMsg(b testing.TB, method string, args []byte) wire.Message {
 	b.Helper()
 	buf := wire.AppendHeader(nil, wire.Call, []byte(method), 7)
 	m, err := wire.Parse(append(buf, args...), wire.Limits{})
@@ -130,6 +130,38 @@ func BenchmarkHitPath(b *testing.B) {
 			b.StopTimer()
 			if fwd.calls != calls || c.outcome != OutcomeHit {
 				b.Fatalf("%d upstream calls during the run, outcome %v: not all hits", fwd.calls-calls, c.outcome)
+			}
+		})
+	}
+}
+
+// TestHitPathAllocs: a hit on a single entry decodes its request once,
+// into buffers the connection keeps, and allocates nothing (issue 11's
+// goal: at most one allocation).
+func TestHitPathAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts mean nothing under the race detector")
+	}
+	for _, tc := range []struct {
+		method string
+		args   []byte
+	}{
+		{"get_table", hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))},
+		{"get_table_req", hmsreq.Req(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"), hmsreq.Str(4, "hive"))},
+	} {
+		t.Run(tc.method, func(t *testing.T) {
+			c, _ := benchConn(t)
+			m := callMsg(t, tc.method, tc.args)
+			meth := hms.Lookup(m.Name())
+			c.handle(meth, m)
+			c.s.cache.Store.Wait()
+			allocs := testing.AllocsPerRun(100, func() {
+				if err := c.handle(meth, m); err != nil || c.outcome != OutcomeHit {
+					t.Fatalf("outcome %v, err %v; want a hit", c.outcome, err)
+				}
+			})
+			if allocs > 1 {
+				t.Errorf("%v allocations per hit; want at most 1", allocs)
 			}
 		})
 	}

@@ -63,7 +63,7 @@ func FuzzBatchParse(f *testing.F) {
 			}
 			iov, _ := shape.AppendReply(nil, nil, objs)
 			if got := bytes.Join(iov, nil); !bytes.Equal(got, data) {
-				t.Fatalf("partsReply(splitParts(%x)) = %x; want the input back", data, got)
+				t.Fatalf("AppendReply(SplitPartitions(%x)) = %x; want the input back", data, got)
 			}
 		}
 		// As client args.

@@ -208,6 +208,7 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 	}
 	// The one walk over the args: everything below uses its result.
 	r := &c.res
+	defer r.Forget() // r aliases the request, which the reader may drop
 	if err := meth.Resolve(r, m.Body()); err != nil || r.Bad {
 		return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
 	}

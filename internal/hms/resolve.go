@@ -36,6 +36,16 @@ type Resolved struct {
 	Bad bool
 }
 
+// Forget drops r's views of the last args, so that a connection keeping
+// r does not pin the buffer a large request was read into. Rest, r's own
+// buffer, is kept for the next request.
+func (r *Resolved) Forget() {
+	r.Cat, r.DB = nil, nil
+	clear(r.Tables[:cap(r.Tables)])
+	clear(r.List[:cap(r.List)])
+	r.Tables, r.List = r.Tables[:0], r.List[:0]
+}
+
 // Span is a range of bytes, From inclusive, To exclusive.
 type Span struct{ From, To int }
 

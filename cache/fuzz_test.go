@@ -36,6 +36,23 @@ func FuzzAppendKey(f *testing.F) {
 		if err == nil && ok1 && len(k1) == 0 {
 			t.Fatalf("AppendKey ok with an empty key")
 		}
+		// The request path resolves the args in one walk: it must build
+		// the very key of ExtractNames and AppendKey, and the same names.
+		var r hms.Resolved
+		rerr := m.Resolve(&r, a)
+		if (rerr == nil) != (err == nil) {
+			t.Fatalf("Resolve error %v; ExtractNames error %v", rerr, err)
+		}
+		if err != nil {
+			return
+		}
+		k3, ok3 := ReadKey(nil, Scope{Upstream: "u"}, m, &r, "hive")
+		if ok3 != ok1 || ok1 && !bytes.Equal(k1, k3) {
+			t.Fatalf("ReadKey = %q %v; AppendKey = %q %v", k3, ok3, k1, ok1)
+		}
+		if n3 := ReadNames(m, &r, "hive"); ok1 && fmt.Sprint(n3) != fmt.Sprint(n) {
+			t.Fatalf("ReadNames = %+v; ExtractNames = %+v", n3, n)
+		}
 	})
 }
 
@@ -94,12 +111,13 @@ type fuzzReq struct {
 	args []byte
 }
 
+// key is the key the request path builds: one Resolve, then ReadKey.
 func (r fuzzReq) key() ([]byte, bool) {
-	n, err := ExtractNames(&r.m.Target, r.args, "hive")
-	if err != nil {
+	var res hms.Resolved
+	if err := r.m.Resolve(&res, r.args); err != nil {
 		return nil, false
 	}
-	return AppendKey(nil, r.sc, r.m, &n, r.args)
+	return ReadKey(nil, r.sc, r.m, &res, "hive")
 }
 
 // gen reads generation choices from fuzz bytes; past the end it reads 0.

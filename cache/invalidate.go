@@ -334,23 +334,11 @@ func (t *TxnTracker) add(txn int64, e Entity) {
 // walkReq visits the fields of the request struct at arg 1; fn consumes
 // the value and returns true, or returns false to have it skipped.
 func walkReq(d *wire.Decoder, fn func(id int16, typ byte) bool) {
-	for {
-		typ, id := d.FieldBegin()
-		if typ == wire.TStop || d.Err() != nil {
-			return
-		}
+	d.Fields(func(id int16, typ byte) bool {
 		if id != 1 || typ != wire.TStruct {
-			d.Skip(typ)
-			continue
+			return false
 		}
-		for {
-			ft, fid := d.FieldBegin()
-			if ft == wire.TStop || d.Err() != nil {
-				break
-			}
-			if !fn(fid, ft) {
-				d.Skip(ft)
-			}
-		}
-	}
+		d.Fields(fn)
+		return true
+	})
 }

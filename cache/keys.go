@@ -107,14 +107,7 @@ func ExtractNames(e *hms.Effect, args []byte, defaultCat string) (Names, error) 
 				}
 				v = db
 			}
-			if e.Scope == hms.ScopeCatalog {
-				// A database *pattern* (get_databases, get_table_meta):
-				// HMS turns it into a case-insensitive regex, where \W
-				// still is not \w: keep it as sent (issue 10 fuzzing).
-				n.DB, n.HasDB = string(v), true
-				return false
-			}
-			n.DB, n.HasDB = lowerASCII(v), true
+			n.DB, n.HasDB = normDB(e.Scope, v), true
 			return false
 		}); err != nil {
 			return n, err
@@ -136,9 +129,10 @@ func ExtractNames(e *hms.Effect, args []byte, defaultCat string) (Names, error) 
 // AppendKey appends the cache key of a read: scope, method, normalised
 // names (and whether the database came as "@cat#db", which metastores
 // before 3.0 answer differently), then the args with the name fields
-// removed, so that every other
-// field that can change the reply (snapshots, capabilities, engine,
-// filters, partition values, limits) is part of the key as sent.
+// removed, so that every other field that can change the reply
+// (snapshots, capabilities, engine, filters, partition values, limits) is
+// part of the key as sent. It is ReadKey for names n found by
+// ExtractNames; the request path uses ReadKey.
 //
 // Scope and names are length-prefixed, not terminated: they come from the
 // network (set_ugi, db and table names) and may hold any byte, and with
@@ -148,6 +142,121 @@ func ExtractNames(e *hms.Effect, args []byte, defaultCat string) (Names, error) 
 // such a field, so keying it as the name it seems to hold would mix the
 // reply for a missing name into the entry of a real one.
 func AppendKey(dst []byte, sc Scope, m *hms.Method, n *Names, args []byte) ([]byte, bool) {
+	var r hms.Resolved
+	if err := m.Resolve(&r, args); err != nil || r.Bad {
+		return dst, false
+	}
+	kn := keyNames{defCat: n.Cat, hasDB: n.HasDB, prefixed: n.Prefixed, db: []byte(n.DB)}
+	for _, t := range n.Tables {
+		kn.tables = append(kn.tables, []byte(t))
+	}
+	dst = appendPrefix(dst, sc, m, &kn, len(kn.tables))
+	return append(dst, r.Rest...), true
+}
+
+// ReadKey appends the cache key of a read whose args m.Resolve resolved
+// into r: the key AppendKey builds from ExtractNames' names, without
+// decoding the args again or allocating. ok is false for a request that
+// must not be cached (see AppendKey).
+func ReadKey(dst []byte, sc Scope, m *hms.Method, r *hms.Resolved, defaultCat string) ([]byte, bool) {
+	if r.Bad {
+		return dst, false
+	}
+	kn := resolvedNames(m, r, defaultCat)
+	dst = appendPrefix(dst, sc, m, &kn, len(kn.tables))
+	return append(dst, r.Rest...), true
+}
+
+// EntryKeyPrefix appends the key prefix of the entries of a batch read
+// (m.Batch): the read's key without its list of names, then 0xff. An
+// entry's key is the prefix and its name: a partition name as sent, or a
+// table name lower-cased.
+func EntryKeyPrefix(dst []byte, sc Scope, m *hms.Method, r *hms.Resolved, defaultCat string) ([]byte, bool) {
+	if r.Bad {
+		return dst, false
+	}
+	kn := resolvedNames(m, r, defaultCat)
+	if m.Batch != nil && m.Batch.Of == hms.BatchTables {
+		// The tables are the entries: keyed by the rest of the request,
+		// so that one entry serves every request naming that table.
+		dst = appendPrefix(dst, sc, m, &kn, 0)
+		dst = append(dst, r.Rest...)
+		return append(dst, 0xff), true
+	}
+	dst = appendPrefix(dst, sc, m, &kn, len(kn.tables))
+	from := 0
+	for _, c := range r.Cuts {
+		dst = append(dst, r.Rest[from:c.From]...)
+		from = c.To
+	}
+	dst = append(dst, r.Rest[from:]...)
+	return append(dst, 0xff), true
+}
+
+// AppendTableName appends a table name as entry keys hold it.
+func AppendTableName(dst, tbl []byte) []byte { return appendLower(dst, tbl) }
+
+// keyNames are a read's names as found, before lower-casing: cat nil
+// stands for defCat, taken as it is.
+type keyNames struct {
+	cat, db         []byte
+	defCat          string
+	hasDB, prefixed bool
+	tables          [][]byte
+}
+
+// resolvedNames reads the names of a resolved read as ExtractNames does.
+func resolvedNames(m *hms.Method, r *hms.Resolved, defaultCat string) keyNames {
+	kn := keyNames{cat: r.Cat, defCat: defaultCat, tables: r.Tables}
+	if v := r.DB; v != nil {
+		if m.Target.DBInName {
+			cat, db, null := splitCatDB(v)
+			if cat != nil {
+				kn.cat, kn.prefixed = cat, true
+			}
+			v = db
+			if null {
+				v = nil
+			}
+		}
+		kn.db, kn.hasDB = v, v != nil
+	}
+	return kn
+}
+
+// ReadNames are the normalised names of a resolved read: what its
+// dependencies, the never-cache policy and refresh jobs go by.
+func ReadNames(m *hms.Method, r *hms.Resolved, defaultCat string) Names {
+	kn := resolvedNames(m, r, defaultCat)
+	n := Names{Cat: defaultCat, HasDB: kn.hasDB, Prefixed: kn.prefixed}
+	if kn.cat != nil {
+		n.Cat = lowerASCII(kn.cat)
+	}
+	if kn.hasDB {
+		n.DB = normDB(m.Target.Scope, kn.db)
+	}
+	if len(kn.tables) > 0 {
+		n.Tables = make([]string, len(kn.tables))
+		for i, t := range kn.tables {
+			n.Tables[i] = lowerASCII(t)
+		}
+	}
+	return n
+}
+
+// normDB normalises a database name. A database *pattern* (ScopeCatalog:
+// get_databases, get_table_meta) is turned by HMS into a
+// case-insensitive regex, where \W still is not \w: it stays as sent
+// (issue 10 fuzzing).
+func normDB(sc hms.Scope, db []byte) string {
+	if sc == hms.ScopeCatalog {
+		return string(db)
+	}
+	return lowerASCII(db)
+}
+
+// appendPrefix appends the scope, method and the first nt tables of kn.
+func appendPrefix(dst []byte, sc Scope, m *hms.Method, kn *keyNames, nt int) []byte {
 	dst = appendString(dst, sc.Upstream)
 	if sc.PerUser {
 		dst = append(dst, 1)
@@ -156,46 +265,32 @@ func AppendKey(dst []byte, sc Scope, m *hms.Method, n *Names, args []byte) ([]by
 	}
 	dst = appendString(dst, sc.User)
 	dst = appendString(dst, m.Name)
-	dst = appendString(dst, n.Cat)
+	if kn.cat != nil {
+		dst = appendLower(dst, kn.cat)
+	} else {
+		dst = appendString(dst, kn.defCat)
+	}
 	var form byte // bit 0: a database is named; bit 1: as "@cat#db"
-	if n.HasDB {
+	if kn.hasDB {
 		form |= 1
 	}
-	if n.Prefixed {
+	if kn.prefixed {
 		form |= 2
 	}
 	dst = append(dst, form)
-	if n.HasDB {
-		dst = appendString(dst, n.DB)
-	}
-	dst = binary.AppendUvarint(dst, uint64(len(n.Tables)))
-	for _, t := range n.Tables {
-		dst = appendString(dst, t)
-	}
-	var drop [3]namePath
-	nd := 0
-	for _, p := range []hms.Path{m.Target.Cat, m.Target.DB, m.Target.Table} {
-		if len(p) == 0 {
-			continue
+	if kn.hasDB {
+		if m.Target.Scope == hms.ScopeCatalog {
+			dst = binary.AppendUvarint(dst, uint64(len(kn.db)))
+			dst = append(dst, kn.db...)
+		} else {
+			dst = appendLower(dst, kn.db)
 		}
-		want := wire.TString
-		if p[len(p)-1] == hms.Each {
-			p = p[:len(p)-1] // the whole list is in the names above
-			want = wire.TList
-		}
-		for _, step := range p {
-			if step == hms.Each {
-				// Names inside a list of structs: keep the args whole.
-				return append(dst, args...), true
-			}
-		}
-		drop[nd] = namePath{p, want}
-		nd++
 	}
-	d := wire.NewDecoder(args)
-	bad := false
-	dst = appendWithout(dst, args, d, drop[:nd], &bad)
-	return dst, d.Err() == nil && !bad
+	dst = binary.AppendUvarint(dst, uint64(nt))
+	for _, t := range kn.tables[:nt] {
+		dst = appendLower(dst, t)
+	}
+	return dst
 }
 
 // appendString appends s with its length in front.
@@ -204,53 +299,16 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, s...)
 }
 
-// namePath is a name field to leave out of a key, and its wire type.
-type namePath struct {
-	p    hms.Path
-	want byte // TString, or TList for a list of names (a set is accepted too)
-}
-
-// appendWithout copies a struct from d, leaving out the fields at paths.
-// It sets *bad when a field at the end of a path has an unexpected type.
-func appendWithout(dst, src []byte, d *wire.Decoder, paths []namePath, bad *bool) []byte {
-	for {
-		start := d.Pos()
-		typ, id := d.FieldBegin()
-		if d.Err() != nil {
-			return dst
+// appendLower appends b lower-cased (as lowerASCII), length in front.
+func appendLower(dst, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	for _, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
 		}
-		if typ == wire.TStop {
-			return append(dst, wire.TStop)
-		}
-		leaf, inner := false, false
-		var sub [3]namePath
-		ns := 0
-		for _, p := range paths {
-			if p.p[0] != int16(id) {
-				continue
-			}
-			if len(p.p) == 1 {
-				leaf = true
-				if typ != p.want && !(p.want == wire.TList && typ == wire.TSet) {
-					*bad = true
-				}
-			} else {
-				inner = true
-				sub[ns] = namePath{p.p[1:], p.want}
-				ns++
-			}
-		}
-		switch {
-		case leaf:
-			d.Skip(typ)
-		case inner && typ == wire.TStruct:
-			dst = append(dst, src[start:d.Pos()]...)
-			dst = appendWithout(dst, src, d, sub[:ns], bad)
-		default:
-			d.Skip(typ)
-			dst = append(dst, src[start:d.Pos()]...)
-		}
+		dst = append(dst, c)
 	}
+	return dst
 }
 
 // notFound maps the point lookups whose not-found answer may be cached

@@ -1,6 +1,10 @@
 // Package cache is the proxy's byte-budgeted store of metastore reply
 // bytes: keys built from normalised requests, per-kind TTL, refresh-ahead
 // and negative caching, and invalidation by entity generations.
+//
+// A read's key and names are built from what hms.Method.Resolve found in
+// one walk of its args (ReadKey, EntryKeyPrefix, ReadNames): the cache
+// normalises names (case, "@cat#db"), it does not decode requests.
 package cache
 
 import (

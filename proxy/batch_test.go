@@ -26,9 +26,9 @@ type recordingForwarder struct {
 }
 
 func (r *recordingForwarder) Do(ctx context.Context, c upstream.Call, sink upstream.ReplySink) error {
-	if shape, ok := batchShapes[string(c.Msg.Name())]; ok {
+	if m := hms.Lookup(c.Msg.Name()); m != nil && m.Batch != nil && m.Batch.Of == hms.BatchPartitions {
 		var names []string
-		hms.Walk(c.Msg.Body(), append(slices.Clone(shape.names), hms.Each), func(typ byte, v []byte) bool {
+		hms.Walk(c.Msg.Body(), append(slices.Clone(m.Batch.Names), hms.Each), func(typ byte, v []byte) bool {
 			names = append(names, string(v))
 			return true
 		})

@@ -206,32 +206,43 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 	if k.Store.Policy(meth.Kind).TTL <= 0 || (k.Coherence != nil && !k.Coherence.Synced()) {
 		return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
 	}
-	names, err := cache.ExtractNames(&meth.Target, m.Body(), k.DefaultCatalog)
-	if err != nil || !k.allowed(&names) {
+	// The one walk over the args: everything below uses its result.
+	r := &c.res
+	defer r.Forget() // r aliases the request, which the reader may drop
+	if err := meth.Resolve(r, m.Body()); err != nil || r.Bad {
 		return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
+	}
+	// Names as strings cost allocations: made only when needed (a
+	// policy, a miss, a sampled or due hit, a batch).
+	var names cache.Names
+	named := false
+	if k.Policy != nil {
+		names, named = cache.ReadNames(meth, r, k.DefaultCatalog), true
+		if !k.allowed(&names) {
+			return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
+		}
 	}
 	sc := k.scope(c.sess)
-	if shape, ok := batchShapes[meth.Name]; ok {
-		if handled, err := c.batchRead(meth, m, shape, &names, sc); handled {
+	if b := meth.Batch; b != nil {
+		read := c.batchRead
+		if b.Of == hms.BatchTables {
+			read = c.tableRead
+		}
+		if handled, err := read(meth, m, sc); handled {
 			return err
 		}
 	}
-	if shape, ok := tableShapes[meth.Name]; ok {
-		if handled, err := c.tableRead(meth, m, shape, &names, sc); handled {
-			return err
-		}
-	}
-	key, ok := cache.AppendKey(c.key[:0], sc, meth, &names, m.Body())
+	key, _ := cache.ReadKey(c.key[:0], sc, meth, r, k.DefaultCatalog)
 	c.key = key
-	if !ok {
-		return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
-	}
 	// A hit sampled for shadow validation needs the generations of its
 	// dependencies from before the lookup: an invalidation after it then
 	// explains any difference the re-read finds.
 	var shadowSnap cache.Snapshot
 	sampled := k.shadow.sample()
 	if sampled {
+		if !named {
+			names, named = cache.ReadNames(meth, r, k.DefaultCatalog), true
+		}
 		deps, ok := k.Store.ReadDeps(c.deps[:0], sc, meth, &names)
 		c.deps = deps
 		if shadowSnap, ok = k.Store.Gens().Take(deps); !ok {
@@ -240,6 +251,9 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 	}
 	if e, st := k.Store.Get(key, meth.Kind); st != cache.Miss {
 		if st == cache.HitRefresh && k.Store.StartRefresh(key) {
+			if !named {
+				names = cache.ReadNames(meth, r, k.DefaultCatalog)
+			}
 			k.enqueueRefresh(c.sess, meth, m, key, &names)
 		}
 		if sampled && k.shadow.admit(meth.Kind) {
@@ -248,6 +262,9 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 		}
 		c.outcome = OutcomeHit
 		return c.replyWith(m, wire.Reply, e.Body())
+	}
+	if !named {
+		names = cache.ReadNames(meth, r, k.DefaultCatalog)
 	}
 	deps, ok := k.Store.ReadDeps(c.deps[:0], sc, meth, &names)
 	c.deps = deps
@@ -272,8 +289,8 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 	} else {
 		c.outcome = OutcomeMiss
 	}
-	r := res.(loaded)
-	return c.replyWith(m, r.typ, r.body)
+	ld := res.(loaded)
+	return c.replyWith(m, ld.typ, ld.body)
 }
 
 func (k *cacher) allowed(n *cache.Names) bool {
@@ -397,11 +414,10 @@ type refreshJob struct {
 	key   []byte // the entry's key; for a batch, the key prefix of its entries
 	names cache.Names
 
-	batch *listShape // set for per-partition entries of a by-names call
-	due   []string   // their names
-
-	table     *listShape // set for a per-table entry of a table-objects call
-	tableName string     // its table
+	// For the entries of a batch read: its shape, and the names of the
+	// entries due (one table for a table-objects read).
+	batch *hms.Batch
+	due   []string
 }
 
 func (k *cacher) enqueueRefresh(sess *upstream.Session, meth *hms.Method, m wire.Message, key []byte, n *cache.Names) {
@@ -411,7 +427,7 @@ func (k *cacher) enqueueRefresh(sess *upstream.Session, meth *hms.Method, m wire
 
 // endRefresh lets the job's entries be refreshed again.
 func (k *cacher) endRefresh(j *refreshJob) {
-	if j.batch == nil {
+	if j.batch == nil || j.batch.Of == hms.BatchTables {
 		k.Store.EndRefresh(j.key)
 		return
 	}
@@ -456,12 +472,13 @@ func (k *cacher) refresh(ctx context.Context, up Forwarder, j refreshJob, deps [
 	if !ok {
 		return deps
 	}
-	if j.batch != nil {
-		k.refreshBatch(ctx, up, j, &snap)
-		return deps
-	}
-	if j.table != nil {
+	switch {
+	case j.batch == nil:
+	case j.batch.Of == hms.BatchTables:
 		k.refreshTable(ctx, up, j, &snap)
+		return deps
+	default:
+		k.refreshBatch(ctx, up, j, &snap)
 		return deps
 	}
 	m, err := wire.Parse(j.msg, wire.Limits{MaxMessage: len(j.msg)})

@@ -34,13 +34,17 @@ type clientConn struct {
 	scratch []byte
 
 	// Buffers reused across calls, so the hit path does not allocate.
+	res  hms.Resolved // the request's args, resolved in one walk
 	key  []byte
+	ekey []byte // a batch's entry key prefix
 	hdr  []byte
 	deps []cache.Dep
 	ents []cache.Entity
 
-	iov   [][]byte // reply pieces of a batch answered from the cache
-	frame []byte   // their wrapper bytes
+	iov   [][]byte    // reply pieces of a batch answered from the cache
+	frame []byte      // their wrapper bytes
+	objs  [][]byte    // the objects of that reply
+	parts []namedPart // a by-names read's partitions being assembled
 
 	outcome Outcome // how the call in progress was answered
 

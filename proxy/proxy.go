@@ -1,6 +1,12 @@
 // Package proxy accepts HMS client connections, reads each call as Thrift
 // bytes and routes it by the method table: session calls update the
 // client's state, everything else goes to the metastores.
+//
+// For cached reads it decides: hit or miss, who loads and who waits,
+// what is admitted, refreshed or shadow-checked. The bytes are not its
+// business: a read is resolved once by internal/hms (names, key
+// remainder, batch list), keyed by cache, and batch requests and replies
+// are cut and assembled by hms.Batch.
 package proxy
 
 import (

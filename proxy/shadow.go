@@ -118,10 +118,10 @@ type shadowJob struct {
 	snap cache.Snapshot
 
 	// For an entry of a batch (a partition of a by-names call, a table of
-	// a table-objects call): the list shape, set in one of them, and the
-	// entry's name. msg then asks for that one entry.
-	batch, table *listShape
-	name         string
+	// a table-objects call): the batch's shape and the entry's name. msg
+	// then asks for that one entry.
+	batch *hms.Batch
+	name  string
 }
 
 // observed is what the metastore's reply r says the entry holds: nil for
@@ -132,17 +132,18 @@ func (j *shadowJob) observed(r loaded) (body []byte, ok bool) {
 		return nil, false
 	}
 	switch {
-	case j.table != nil:
-		return splitTable(r, j.table.inStruct, j.name)
-	case j.batch != nil:
-		parts, ok := splitParts(r, j.batch.inStruct, []string{j.name})
+	case j.batch == nil:
+	case j.batch.Of == hms.BatchTables:
+		return j.batch.SplitTable(r.typ, r.body, j.name)
+	default:
+		parts, ok := j.batch.SplitPartitions(r.typ, r.body, []string{j.name})
 		if !ok || len(parts) > 1 {
 			return nil, false
 		}
 		if len(parts) == 0 {
 			return nil, true
 		}
-		return parts[0].body, true
+		return parts[0].Body, true
 	}
 	return r.body, true
 }

@@ -22,43 +22,36 @@ import (
 // and case variants fold into it, as the metastore folds them) is served
 // from that table's own entry: its reply is a list of that one table.
 
-var tableShapes = map[string]listShape{
-	"get_table_objects_by_name":     {names: hms.Path{2}},
-	"get_table_objects_by_name_req": {names: hms.Path{1, 2}, inStruct: true},
-}
-
 // tableRead serves a table-objects read of one distinct table from its
-// per-table entry. It reports false when the request does not fit, so the
-// caller caches the reply whole.
-func (c *clientConn) tableRead(meth *hms.Method, m wire.Message, shape listShape, names *cache.Names, sc cache.Scope) (bool, error) {
+// per-table entry, from the request resolved in c.res. It reports false
+// when the request does not fit, so the caller caches the reply whole.
+func (c *clientConn) tableRead(meth *hms.Method, m wire.Message, sc cache.Scope) (bool, error) {
 	k := c.s.cache
-	if !names.HasDB || len(names.Tables) == 0 {
+	r := &c.res
+	if r.Bad || len(r.Tables) == 0 {
+		// The name list must be what the metastore reads as one (a list
+		// of strings).
 		return false, nil
 	}
-	tbl := names.Tables[0]
-	for _, t := range names.Tables[1:] {
+	one := cache.ReadNames(meth, r, k.DefaultCatalog)
+	if !one.HasDB {
+		return false, nil
+	}
+	tbl := one.Tables[0]
+	for _, t := range one.Tables[1:] {
 		if t != tbl {
 			return false, nil // the metastore's order is its database's: see above
 		}
 	}
 	args := m.Body()
-	// The name list must be what the metastore reads as one (a list of
-	// strings); AppendKey refuses anything else.
-	key, ok := cache.AppendKey(c.key[:0], sc, meth, names, args)
-	c.key = key
-	if !ok {
-		return false, nil
-	}
-	one := cache.Names{Cat: names.Cat, DB: names.DB, HasDB: true, Prefixed: names.Prefixed}
 	// The entry's key: the request without its name list, then the table.
-	key, ok = cache.AppendKey(c.key[:0], sc, meth, &one, dropField(args, shape.names))
+	key, ok := cache.EntryKeyPrefix(c.key[:0], sc, meth, r, k.DefaultCatalog)
 	if !ok {
 		return false, nil
 	}
-	key = append(key, 0xff)
 	key = append(key, tbl...)
 	c.key = key
-	one.Tables = []string{tbl}
+	one.Tables = one.Tables[:1]
 	deps, ok := k.Store.ReadDeps(c.deps[:0], sc, meth, &one)
 	c.deps = deps
 	if !ok {
@@ -74,17 +67,19 @@ func (c *clientConn) tableRead(meth *hms.Method, m wire.Message, shape listShape
 	if e, st := k.Store.Get(key, meth.Kind); st != cache.Miss {
 		if st == cache.HitRefresh && k.Store.StartRefresh(key) {
 			k.enqueue(refreshJob{sess: c.sess, meth: meth, msg: append([]byte(nil), m.Buf...),
-				key: append([]byte(nil), key...), names: one, table: &shape, tableName: tbl})
+				key: append([]byte(nil), key...), names: one, batch: meth.Batch, due: []string{tbl}})
 		}
 		if sampled && k.shadow.admit(meth.Kind) {
 			k.shadow.enqueue(shadowJob{sess: c.sess, meth: meth, msg: append([]byte(nil), m.Buf...),
-				key: append([]byte(nil), key...), want: e.Body(), snap: shadowSnap, table: &shape, name: tbl})
+				key: append([]byte(nil), key...), want: e.Body(), snap: shadowSnap, batch: meth.Batch, name: tbl})
 		}
 		c.outcome = OutcomeHit
 		c.hdr = wire.AppendHeader(c.hdr[:0], wire.Reply, m.Name(), m.SeqID)
-		c.iov, c.frame = partsReply(append(c.iov[:0], c.hdr), c.frame, []namedPart{{name: tbl, body: e.Body()}}, shape.inStruct)
+		c.objs = append(c.objs[:0], e.Body())
+		c.iov, c.frame = meth.Batch.AppendReply(append(c.iov[:0], c.hdr), c.frame, c.objs)
 		err := c.w.Write(c.iov...)
-		clear(c.iov) // don't keep cached entries alive through the buffer
+		clear(c.iov) // don't keep cached entries alive through the buffers
+		clear(c.objs)
 		if err != nil {
 			return true, errors.Join(errClientWrite, err)
 		}
@@ -117,7 +112,7 @@ func (c *clientConn) tableRead(meth *hms.Method, m wire.Message, shape listShape
 		}
 		// That load failed: this request's own answer decides.
 	}
-	res, err := k.fetchTable(c.s.ctx, c.s.up, c.sess, m, meth, key, tbl, shape, &snap)
+	res, err := k.fetchTable(c.s.ctx, c.s.up, c.sess, m, meth, key, tbl, &snap)
 	if err != nil {
 		return true, err
 	}
@@ -133,13 +128,13 @@ func (c *clientConn) tableRead(meth *hms.Method, m wire.Message, shape listShape
 var oneFlight = []string{""}
 
 // fetchTable sends a one-table request upstream and admits its table.
-func (k *cacher) fetchTable(ctx context.Context, up Forwarder, sess *upstream.Session, m wire.Message, meth *hms.Method, key []byte, tbl string, shape listShape, snap *cache.Snapshot) (loaded, error) {
+func (k *cacher) fetchTable(ctx context.Context, up Forwarder, sess *upstream.Session, m wire.Message, meth *hms.Method, key []byte, tbl string, snap *cache.Snapshot) (loaded, error) {
 	started := k.Store.Now()
 	var sink captureSink
 	if err := up.Do(ctx, upstream.Call{Session: sess, Class: upstream.Read, Msg: m}, &sink); err != nil {
 		return loaded{}, err
 	}
-	if body, ok := splitTable(sink.res, shape.inStruct, tbl); ok && body != nil {
+	if body, ok := meth.Batch.SplitTable(sink.res.typ, sink.res.body, tbl); ok && body != nil {
 		k.Store.Put(key, meth.Kind, body, snap, started, false)
 	}
 	return sink.res, nil
@@ -151,45 +146,7 @@ func (k *cacher) refreshTable(ctx context.Context, up Forwarder, j refreshJob, s
 	if err != nil {
 		return
 	}
-	if _, err := k.fetchTable(ctx, up, j.sess, m, j.meth, j.key, j.tableName, *j.table, snap); err != nil {
+	if _, err := k.fetchTable(ctx, up, j.sess, m, j.meth, j.key, j.due[0], snap); err != nil {
 		k.log.Debug("refresh failed", "method", j.meth.Name, "err", err)
-	}
-}
-
-// splitTable takes the one Table struct out of a table-objects reply to a
-// request for table tbl. ok is false when the reply is not a plain success
-// this code understands: an exception, result fields beyond the list,
-// more than one table, or a table not named tbl (a projection without
-// names, say). body is nil when the table does not exist.
-func splitTable(r loaded, inStruct bool, tbl string) (body []byte, ok bool) {
-	d, et, n, ok := openList(r, inStruct)
-	if !ok || n > 1 || (n == 1 && et != wire.TStruct) {
-		return nil, false
-	}
-	if n == 1 {
-		start := d.Pos()
-		if name, named := tableName(d); d.Err() != nil || !named || name != tbl {
-			return nil, false // a table we cannot name: don't guess
-		}
-		body = r.body[start:d.Pos()]
-	}
-	if !closesList(r, d, inStruct) {
-		return nil, false
-	}
-	return body, true
-}
-
-// tableName reads a Table struct, returning its tableName (field 1).
-func tableName(d *wire.Decoder) (name string, ok bool) {
-	for {
-		typ, id := d.FieldBegin()
-		if typ == wire.TStop || d.Err() != nil {
-			return name, ok
-		}
-		if id == 1 && typ == wire.TString && !ok {
-			name, ok = d.String(), true
-			continue
-		}
-		d.Skip(typ)
 	}
 }

@@ -23,12 +23,12 @@ type tableCallsForwarder struct {
 }
 
 func (f *tableCallsForwarder) Do(ctx context.Context, c upstream.Call, sink upstream.ReplySink) error {
-	shape, ok := tableShapes[string(c.Msg.Name())]
-	if !ok {
+	m := hms.Lookup(c.Msg.Name())
+	if m == nil || m.Batch == nil || m.Batch.Of != hms.BatchTables {
 		return f.up.Do(ctx, c, sink)
 	}
 	names := []string{}
-	hms.Walk(c.Msg.Body(), append(slices.Clone(shape.names), hms.Each), func(typ byte, v []byte) bool {
+	hms.Walk(c.Msg.Body(), append(slices.Clone(m.Batch.Names), hms.Each), func(typ byte, v []byte) bool {
 		names = append(names, string(v))
 		return true
 	})

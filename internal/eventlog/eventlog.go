@@ -236,7 +236,7 @@ func currentID(ctx context.Context, c Caller) (int64, error) {
 		return 0, fmt.Errorf("eventlog: get_current_notificationEventId: %w", err)
 	}
 	var id int64
-	forFields(d, func(fid int16, typ byte) bool {
+	d.Fields(func(fid int16, typ byte) bool {
 		if fid == 1 && typ == wire.TI64 {
 			id = d.I64()
 			return true
@@ -264,7 +264,7 @@ func (p *Poller) next(ctx context.Context, cursor int64) ([]Event, error) {
 		return nil, fmt.Errorf("eventlog: get_next_notification: %w", err)
 	}
 	var events []Event
-	forFields(d, func(fid int16, typ byte) bool {
+	d.Fields(func(fid int16, typ byte) bool {
 		if fid != 1 || typ != wire.TList {
 			return false
 		}
@@ -298,23 +298,9 @@ func success(m wire.Message) (*wire.Decoder, error) {
 	return d, nil
 }
 
-// forFields visits a struct's fields; fn consumes a value and returns
-// true, or returns false to have it skipped.
-func forFields(d *wire.Decoder, fn func(id int16, typ byte) bool) {
-	for {
-		typ, id := d.FieldBegin()
-		if typ == wire.TStop || d.Err() != nil {
-			return
-		}
-		if !fn(id, typ) {
-			d.Skip(typ)
-		}
-	}
-}
-
 func readEvent(d *wire.Decoder) Event {
 	var ev Event
-	forFields(d, func(id int16, typ byte) bool {
+	d.Fields(func(id int16, typ byte) bool {
 		switch {
 		case id == 1 && typ == wire.TI64:
 			ev.ID = d.I64()

@@ -6,6 +6,14 @@
 // and treats them as writes for timeouts and retries.
 //
 // The table is static Go data; nothing is read from IDL or docs at run time.
+//
+// The table also knows the Thrift shapes of the calls it names, so that no
+// other package has to: Method.Resolve walks a read's args once and
+// returns its names as sent, the rest of its cache key and, for a batch
+// read, its list of names (resolve.go); Method.Batch cuts a batch's list
+// out of its args, rebuilds them for fewer names, splits the reply into
+// one object per name and lays a reply out over cached objects
+// (batch.go); Walk reads the names of a write's Effects.
 package hms
 
 import (
@@ -212,7 +220,13 @@ type Method struct {
 	//     Target names the child (foreign) table.
 	Target Effect
 
-	idem bool // the call changes no metastore state: safe to retry, read timeouts apply
+	// Batch is set for reads that name a list of objects a cache may
+	// keep one entry each for (get_partitions_by_names[_req],
+	// get_table_objects_by_name[_req]).
+	Batch *Batch
+
+	idem bool
+	plan []target // Resolve's paths, for Read methods // the call changes no metastore state: safe to retry, read timeouts apply
 }
 
 // Idempotent reports whether the call changes no server state, so it may be
@@ -251,6 +265,9 @@ func init() {
 		}
 		byName[m.Name] = m
 		sorted = append(sorted, m)
+		if m.Class == Read {
+			m.plan = resolvePlan(m)
+		}
 	}
 	for _, name := range unproven {
 		m := byName[name]

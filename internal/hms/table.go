@@ -44,6 +44,12 @@ func wr(name, since string, e ...Effect) Method {
 	return Method{Name: name, Class: Write, Since: since, Effects: e}
 }
 
+// batch marks a read that names a list of objects.
+func (m Method) batch(of BatchOf, names Path, inStruct bool) Method {
+	m.Batch = &Batch{Of: of, Names: names, InStruct: inStruct}
+	return m
+}
+
 // gone marks the version a method was removed in.
 func (m Method) gone(v string) Method { m.Gone = v; return m }
 
@@ -137,8 +143,10 @@ var table = []Method{
 	// ---- §3.2 tables, schemas, constraints ------------------------------
 	rd("get_table", "2.3", KindTable).at(argTable).gone("4.1"),
 	rd("get_table_req", "2.3", KindTable).at(Effect{Scope: ScopeTable, Cat: Path{1, 4}, DB: Path{1, 1}, Table: Path{1, 2}}),
-	rd("get_table_objects_by_name", "2.3", KindTable).at(Effect{Scope: ScopeTable, DB: Path{1}, Table: Path{2, Each}, DBInName: true}).gone("4.1"),
-	rd("get_table_objects_by_name_req", "2.3", KindTable).at(Effect{Scope: ScopeTable, Cat: Path{1, 4}, DB: Path{1, 1}, Table: Path{1, 2, Each}}),
+	rd("get_table_objects_by_name", "2.3", KindTable).at(Effect{Scope: ScopeTable, DB: Path{1}, Table: Path{2, Each}, DBInName: true}).
+		batch(BatchTables, Path{2}, false).gone("4.1"),
+	rd("get_table_objects_by_name_req", "2.3", KindTable).at(Effect{Scope: ScopeTable, Cat: Path{1, 4}, DB: Path{1, 1}, Table: Path{1, 2, Each}}).
+		batch(BatchTables, Path{1, 2}, true),
 	rd("get_tables", "2.3", KindTableNames).at(argDB),
 	rd("get_tables_by_type", "2.3", KindTableNames).at(argDB),
 	rd("get_all_tables", "2.3", KindTableNames).at(argDB),
@@ -172,8 +180,9 @@ var table = []Method{
 	rd("get_partitions_req", "4.0", KindPartitions).at(reqParts123),
 	rdOwn("get_partitions_with_auth", "2.3", KindPartitions).at(argParts),
 	rd("get_partitions_pspec", "2.3", KindPartitions).at(argParts),
-	rd("get_partitions_by_names", "2.3", KindPartitions).at(argPartNames),
-	rd("get_partitions_by_names_req", "4.0", KindPartitions).at(Effect{Scope: ScopePartition, DB: Path{1, 1}, Table: Path{1, 2}, Part: Path{1, 3, Each}, DBInName: true}),
+	rd("get_partitions_by_names", "2.3", KindPartitions).at(argPartNames).batch(BatchPartitions, Path{3}, false),
+	rd("get_partitions_by_names_req", "4.0", KindPartitions).at(Effect{Scope: ScopePartition, DB: Path{1, 1}, Table: Path{1, 2}, Part: Path{1, 3, Each}, DBInName: true}).
+		batch(BatchPartitions, Path{1, 3}, true),
 	rd("get_partitions_ps", "2.3", KindPartitions).at(argParts),
 	rdOwn("get_partitions_ps_with_auth", "2.3", KindPartitions).at(argParts),
 	rdOwn("get_partitions_ps_with_auth_req", "4.0", KindPartitions).at(reqParts123), // userName 6, groupNames 7

@@ -14,7 +14,15 @@ type Decoder struct {
 
 // NewDecoder returns a Decoder over b with default limits.
 func NewDecoder(b []byte) *Decoder {
-	return &Decoder{s: scanner{buf: b, lim: Limits{}.WithDefaults()}}
+	d := new(Decoder)
+	d.Reset(b)
+	return d
+}
+
+// Reset makes d a fresh Decoder over b with default limits: a Decoder
+// held by value, which the request hit path keeps off the heap.
+func (d *Decoder) Reset(b []byte) {
+	*d = Decoder{s: scanner{buf: b, lim: Limits{}.WithDefaults()}}
 }
 
 // Err is the first error met.
@@ -136,6 +144,21 @@ func (d *Decoder) Skip(typ byte) {
 	}
 	if err := d.s.skip(typ); err != nil {
 		d.err = err
+	}
+}
+
+// Fields visits the fields of the struct at d's position, through its
+// STOP: fn reads the value of a field and returns true, or returns false
+// to have it skipped. It stops at the first error.
+func (d *Decoder) Fields(fn func(id int16, typ byte) bool) {
+	for {
+		typ, id := d.FieldBegin()
+		if typ == TStop || d.err != nil {
+			return
+		}
+		if !fn(id, typ) {
+			d.Skip(typ)
+		}
 	}
 }
 

@@ -1,10 +1,9 @@
-package proxy
+package hms
 
 import (
 	"bytes"
 	"testing"
 
-	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 )
 
@@ -38,8 +37,9 @@ func fuzzReply(inStruct bool, vals ...string) []byte {
 
 var fuzzAsked = []string{"p=1", "p=2", "p=x"}
 
-// FuzzBatchParse feeds random bytes to the by-names parsers: splitParts
-// (upstream replies), dropField and buildByNames (client requests).
+// FuzzBatchParse feeds random bytes to the by-names parsers:
+// SplitPartitions (upstream replies), DropField and AppendRequest (client
+// requests), and checks AppendReply lays a reply it split out as it came.
 func FuzzBatchParse(f *testing.F) {
 	for _, in := range []bool{false, true} {
 		f.Add(in, fuzzReply(in, "1", "2"))
@@ -51,35 +51,39 @@ func FuzzBatchParse(f *testing.F) {
 	f.Add(true, []byte{wire.TStruct, 0, 1, wire.TList, 0, 3, wire.TString, 0x7f, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, inStruct bool, data []byte) {
 		// As an upstream reply.
-		if parts, ok := splitParts(loaded{typ: wire.Reply, body: data}, inStruct, fuzzAsked); ok && len(parts) > 0 {
-			iov, _ := partsReply(nil, nil, parts, inStruct)
-			if got := bytes.Join(iov, nil); !bytes.Equal(got, data) {
-				t.Fatalf("partsReply(splitParts(%x)) = %x; want the input back", data, got)
-			}
-		}
-		// As client args.
 		meth := "get_partitions_by_names"
 		if inStruct {
 			meth = "get_partitions_by_names_req"
 		}
-		shape := batchShapes[meth]
+		shape := byName[meth].Batch
+		if parts, ok := shape.SplitPartitions(wire.Reply, data, fuzzAsked); ok && len(parts) > 0 {
+			var objs [][]byte
+			for _, p := range parts {
+				objs = append(objs, p.Body)
+			}
+			iov, _ := shape.AppendReply(nil, nil, objs)
+			if got := bytes.Join(iov, nil); !bytes.Equal(got, data) {
+				t.Fatalf("AppendReply(SplitPartitions(%x)) = %x; want the input back", data, got)
+			}
+		}
+		// As client args.
 		hdr := wire.AppendHeader(nil, wire.Call, []byte(meth), 1)
 		in, inErr := wire.Parse(append(hdr[:len(hdr):len(hdr)], data...), wire.Limits{})
-		for _, p := range []hms.Path{shape.names, {3}, {1, 3}, {1}} {
-			out := dropField(data, p)
+		for _, p := range []Path{shape.Names, {3}, {1, 3}, {1}} {
+			out := DropField(nil, data, p)
 			if inErr != nil || len(in.Buf) != len(hdr)+len(data) {
 				continue
 			}
 			if _, err := wire.Parse(append(hdr[:len(hdr):len(hdr)], out...), wire.Limits{}); err != nil {
-				t.Fatalf("dropField(%x, %v) = %x: %v; want a valid struct", data, p, out, err)
+				t.Fatalf("DropField(%x, %v) = %x: %v; want a valid struct", data, p, out, err)
 			}
 		}
 		if inErr != nil {
 			return
 		}
-		req := buildByNames(in, shape, []string{"p=1", "p=2"})
+		req := shape.AppendRequest(nil, in.Header(), in.Body(), []string{"p=1", "p=2"})
 		if _, err := wire.Parse(req, wire.Limits{}); err != nil {
-			t.Fatalf("buildByNames(%x) = %x: %v; want a valid message", data, req, err)
+			t.Fatalf("AppendRequest(%x) = %x: %v; want a valid message", data, req, err)
 		}
 	})
 }

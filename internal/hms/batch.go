@@ -1,0 +1,205 @@
+package hms
+
+import (
+	"bytes"
+	"strings"
+
+	"github.com/hmsproxy/hmsproxy/filter"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+)
+
+// The Thrift shapes of batch reads: where a by-names request keeps its
+// list of names, how to ask for fewer names, how the reply wraps the list
+// of objects, how to cut it into one object per name and how to lay a
+// reply out again over cached objects. The cache decides which names are
+// hits; the bytes are handled here.
+
+// BatchOf says what a batch read's list names.
+type BatchOf uint8
+
+const (
+	// BatchPartitions: partition names; the reply lists Partition structs.
+	BatchPartitions BatchOf = iota + 1
+	// BatchTables: table names; the reply lists Table structs.
+	BatchTables
+)
+
+// Batch is the shape of a read that names a list of objects: a cache may
+// keep one entry per object.
+type Batch struct {
+	Of BatchOf
+	// Names is the list of names in the args (field ids, no Each).
+	Names Path
+	// InStruct: the args and the result wrap the list in a request
+	// struct at field 1 and a result struct at field 0.
+	InStruct bool
+}
+
+// Object is one object of a batch reply and the name it answers.
+type Object struct {
+	Name string
+	Body []byte // the struct's bytes, aliasing the reply
+}
+
+// AppendRequest appends a copy of the call whose header is hdr and whose
+// args are args, with its list of names replaced by names.
+func (b *Batch) AppendRequest(dst, hdr, args []byte, names []string) []byte {
+	dst = append(dst, hdr...)
+	var e wire.Encoder
+	e.StringListField(b.Names[len(b.Names)-1], names)
+	return replaceField(dst, args, b.Names, e.B)
+}
+
+// SplitPartitions cuts a by-names reply (message type typ, result body)
+// into partitions matched to the names asked for. ok is false when the
+// reply is not a plain success this code understands: an exception,
+// result fields beyond the list, or a partition none of asked names.
+func (b *Batch) SplitPartitions(typ byte, body []byte, asked []string) ([]Object, bool) {
+	d, et, n, ok := b.openList(typ, body)
+	if !ok || (et != wire.TStruct && n > 0) {
+		return nil, false
+	}
+	byValues := make(map[string]string, len(asked))
+	for _, name := range asked {
+		_, vals, err := filter.PartitionValues(name)
+		if err != nil {
+			continue
+		}
+		byValues[strings.Join(vals, "\x00")] = name
+	}
+	// n is a claimed count: size by what was asked, not by it.
+	out := make([]Object, 0, min(n, len(asked)))
+	for i := 0; i < n; i++ {
+		start := d.Pos()
+		vals := partValues(d)
+		if d.Err() != nil {
+			return nil, false
+		}
+		name, ok := byValues[strings.Join(vals, "\x00")]
+		if !ok {
+			return nil, false // a partition we cannot name: don't guess
+		}
+		out = append(out, Object{Name: name, Body: body[start:d.Pos()]})
+	}
+	if !b.closesList(body, d) {
+		return nil, false
+	}
+	return out, true
+}
+
+// SplitTable takes the one Table struct out of a reply to a request for
+// table tbl. ok is false when the reply is not a plain success this code
+// understands: an exception, result fields beyond the list, more than one
+// table, or a table not named tbl (a projection without names, say).
+// obj is nil when the table does not exist.
+func (b *Batch) SplitTable(typ byte, body []byte, tbl string) (obj []byte, ok bool) {
+	d, et, n, ok := b.openList(typ, body)
+	if !ok || n > 1 || (n == 1 && et != wire.TStruct) {
+		return nil, false
+	}
+	if n == 1 {
+		start := d.Pos()
+		if name, named := tableName(d); d.Err() != nil || !named || name != tbl {
+			return nil, false // a table we cannot name: don't guess
+		}
+		obj = body[start:d.Pos()]
+	}
+	if !b.closesList(body, d) {
+		return nil, false
+	}
+	return obj, true
+}
+
+// AppendReply lays a batch result out over the objects' own bytes,
+// without copying them: the wrapper bytes go in frame, and the whole reply
+// body is iov, for one writev.
+func (b *Batch) AppendReply(iov [][]byte, frame []byte, objs [][]byte) ([][]byte, []byte) {
+	e := wire.Encoder{B: frame[:0]}
+	if b.InStruct {
+		e.FieldBegin(wire.TStruct, 0)
+		e.FieldBegin(wire.TList, 1)
+	} else {
+		e.FieldBegin(wire.TList, 0)
+	}
+	e.ListBegin(wire.TStruct, len(objs))
+	pre := len(e.B)
+	if b.InStruct {
+		e.Stop()
+	}
+	e.Stop()
+	iov = append(iov, e.B[:pre])
+	iov = append(iov, objs...)
+	return append(iov, e.B[pre:]), e.B
+}
+
+// openList positions a decoder on the elements of the list a batch reply
+// carries: result field 0, or field 1 of the result struct at field 0.
+// ok is false for an exception or any other shape.
+func (b *Batch) openList(typ byte, body []byte) (d *wire.Decoder, elem byte, n int, ok bool) {
+	if typ != wire.Reply {
+		return nil, 0, 0, false
+	}
+	d = wire.NewDecoder(body)
+	t, id := d.FieldBegin()
+	if id != 0 || d.Err() != nil {
+		return nil, 0, 0, false
+	}
+	if b.InStruct {
+		if t != wire.TStruct {
+			return nil, 0, 0, false
+		}
+		if t, id = d.FieldBegin(); id != 1 {
+			return nil, 0, 0, false
+		}
+	}
+	if t != wire.TList {
+		return nil, 0, 0, false
+	}
+	elem, n = d.ListBegin()
+	return d, elem, n, d.Err() == nil
+}
+
+// closesList reports whether nothing but the wrappers' STOPs follows the
+// list: a result field this code does not know means it cannot rebuild
+// the reply.
+func (b *Batch) closesList(body []byte, d *wire.Decoder) bool {
+	want := []byte{wire.TStop}
+	if b.InStruct {
+		want = []byte{wire.TStop, wire.TStop}
+	}
+	return d.Err() == nil && bytes.Equal(body[d.Pos():], want)
+}
+
+// partValues reads a Partition struct, returning its values (field 1).
+func partValues(d *wire.Decoder) []string {
+	var vals []string
+	for {
+		typ, id := d.FieldBegin()
+		if typ == wire.TStop || d.Err() != nil {
+			return vals
+		}
+		if id == 1 && typ == wire.TList {
+			_, n := d.ListBegin()
+			for i := 0; i < n && d.Err() == nil; i++ {
+				vals = append(vals, d.String())
+			}
+			continue
+		}
+		d.Skip(typ)
+	}
+}
+
+// tableName reads a Table struct, returning its tableName (field 1).
+func tableName(d *wire.Decoder) (name string, ok bool) {
+	for {
+		typ, id := d.FieldBegin()
+		if typ == wire.TStop || d.Err() != nil {
+			return name, ok
+		}
+		if id == 1 && typ == wire.TString && !ok {
+			name, ok = d.String(), true
+			continue
+		}
+		d.Skip(typ)
+	}
+}

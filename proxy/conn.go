@@ -50,11 +50,23 @@ type clientConn struct {
 	reqArmed  bool      // the read deadline is a request deadline
 }
 
+// AuthenticatedConn is a client connection whose listener authenticated
+// the peer (Kerberos, internal/sasl). Its user is the connection's identity
+// for cache scope, rate limits and upstream pooling from the first call
+// on, and set_ugi does not change it, as on a metastore with SASL.
+type AuthenticatedConn interface {
+	net.Conn
+	AuthenticatedUser() string
+}
+
 func newClientConn(s *Server, nc net.Conn) *clientConn {
 	c := &clientConn{s: s, nc: nc,
 		r:    wire.NewReader(nc, s.cfg.Transport, s.cfg.Limits),
 		w:    wire.NewWriter(nc, s.cfg.Transport),
 		sess: upstream.NoSession}
+	if ac, ok := nc.(AuthenticatedConn); ok {
+		c.sess = upstream.AuthenticatedSession(ac.AuthenticatedUser())
+	}
 	c.r.SetGate((*requestGate)(c))
 	c.w.SetTimeout(nc, s.cfg.WriteTimeout)
 	return c

@@ -23,6 +23,8 @@ type fileConfig struct {
 	Listen    string    `yaml:"listen"`    // -listen
 	Transport string    `yaml:"transport"` // -transport
 	TLS       tlsConfig `yaml:"tls"`       // client listener TLS (tls.go); file only
+	// Kerberos (SASL/GSSAPI) toward clients and metastores (kerberos.go); file only
+	Kerberos kerberosConfig `yaml:"kerberos"`
 
 	Upstream struct {
 		URIs           []string      `yaml:"uris"`            // -upstream (comma-separated)

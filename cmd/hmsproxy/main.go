@@ -84,6 +84,21 @@ func run(ctx context.Context, cfg fileConfig) error {
 		return err
 	}
 
+	if err := cfg.Kerberos.validate(clientTransport, upTransport); err != nil {
+		return err
+	}
+	if cfg.Kerberos.Enabled && len(cfg.Housekeeping.WarmUp) > 0 {
+		// the warm-up loads through the proxy's own listener as a set_ugi user
+		return errors.New("kerberos: housekeeping.warm_up does not work with kerberos.enabled yet")
+	}
+	upAuth, krbClient, err := cfg.Kerberos.upstreamHandshake()
+	if err != nil {
+		return err
+	}
+	if krbClient != nil {
+		defer krbClient.Close()
+	}
+
 	tlsEP := newTLSEndpoints(log.With("component", "tls"))
 	defer tlsEP.Close()
 	upTLS, err := tlsEP.upstream(cfg.Upstream.TLS)
@@ -117,6 +132,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 		IdleTimeout:    cfg.Upstream.IdleTimeout,
 		HealthInterval: cfg.Upstream.HealthInterval,
 		TLS:            upTLS,
+		Handshake:      upAuth,
 		Logger:         log.With("component", "upstream"),
 		// MERGE(iso-upstream): Budget: budget,
 	})
@@ -177,9 +193,13 @@ func run(ctx context.Context, cfg fileConfig) error {
 	if ln, err = tlsEP.listener("tls", cfg.TLS, ln); err != nil {
 		return errors.Join(err, plain.Close())
 	}
+	if ln, err = cfg.Kerberos.listener(ln, log.With("component", "kerberos")); err != nil {
+		return errors.Join(err, plain.Close())
+	}
 	uri := "thrift://" + clientAddr(ln.Addr())
 	log.Info("hmsproxy listening", "addr", ln.Addr().String(), "transport", clientTransport.String(),
-		"upstreams", group.Addrs(), "tls", cfg.TLS.Cert != "", "upstream_tls", upTLS != nil)
+		"upstreams", group.Addrs(), "tls", cfg.TLS.Cert != "", "upstream_tls", upTLS != nil,
+		"kerberos", cfg.Kerberos.Enabled, "upstream_kerberos", cfg.Kerberos.UpstreamPrincipal)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -197,7 +217,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 	if bus != nil {
 		nodeID = bus.NodeID()
 	}
-	wk, err := startWorkers(cfg, log, srv, caching, rdb, nodeID, clientAddr(ln.Addr()), upTransport, clientTransport)
+	wk, err := startWorkers(cfg, log, srv, caching, rdb, nodeID, clientAddr(ln.Addr()), upTransport, clientTransport, upAuth)
 	if err != nil {
 		srv.Shutdown(context.Background())
 		<-errc

@@ -88,11 +88,9 @@ var atExit []func()
 func stopAll() {
 	msMu.Lock()
 	defer msMu.Unlock()
-	defer func() {
-		for _, f := range atExit {
-			f()
-		}
-	}()
+	for _, f := range atExit { // before the work directories go
+		f()
+	}
 	for v, ms := range stores {
 		exec.Command("bash", filepath.Join(repoRoot(), "testbed", "hms.sh"), "stop", ms.work).Run()
 		os.RemoveAll(ms.work)

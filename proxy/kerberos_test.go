@@ -209,3 +209,100 @@ func TestKerberosRefusals(t *testing.T) {
 		t.Fatalf("proxy recorded %d refused handshakes; want at least 1", n)
 	}
 }
+
+// kerberosProxy serves one caching proxy (framed, in front of a framed
+// demo metastore) on a plain listener and on a Kerberos listener.
+func kerberosProxy(b *testing.B) (kdc *kdctest.KDC, plainAddr, krbAddr string, caching *Caching) {
+	b.Helper()
+	kdc = kdctest.Start(b)
+	_, addr := startDemo(b, wire.Framed)
+	caching = newCaching(b, nil)
+	s, plainAddr := startProxy(b, proxyOpts{clientTransport: wire.Framed, up: upstream.Config{Transport: wire.Framed}, cache: caching}, addr)
+	srv, err := sasl.NewServer(sasl.ServerConfig{Principal: kdctest.Proxy, Keytab: kdc.Keytab(b, "hmsproxy")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go s.Serve(sasl.Listen(ln, srv, sasl.ListenerConfig{}))
+	return kdc, plainAddr, ln.Addr().String(), caching
+}
+
+func kerberosClient(b *testing.B, kdc *kdctest.KDC) *sasl.Client {
+	b.Helper()
+	cl, err := sasl.NewClient(sasl.ClientConfig{Principal: kdctest.Alice, Keytab: kdc.Keytab(b, "alice"), Krb5Conf: kdc.Config(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(cl.Close)
+	return cl
+}
+
+// BenchmarkCachedGetTableKerberos (issue 14): a cached get_table on a
+// connection that authenticated with Kerberos, side by side with one on a
+// plain framed connection to the same proxy and cache. With QOP auth
+// nothing is wrapped after the handshake, so the ratio should be 1.
+func BenchmarkCachedGetTableKerberos(b *testing.B) {
+	kdc, plainAddr, krbAddr, caching := kerberosProxy(b)
+	cl := kerberosClient(b, kdc)
+	nc, err := net.Dial("tcp", krbAddr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cl.Handshake(context.Background(), nc, kdctest.Proxy, ""); err != nil {
+		b.Fatal(err)
+	}
+	krb := hmsclient.New(nc, wire.Framed)
+	b.Cleanup(func() { krb.Close() })
+	plain := dial(b, plainAddr, wire.Framed)
+	args := hmsclient.Args("demo_db0", "t0")
+	call(b, plain, "get_table", args)
+	caching.Store.Wait()
+	call(b, krb, "get_table", args)
+	b.ResetTimer()
+	lk, lp := timePair(b, b.N, krb, plain, "get_table", args)
+	reportPair(b, "kerberos-hit", "plain-hit", lk, lp)
+}
+
+// BenchmarkNewClientConnKerberos (issue 14): what a new client connection
+// costs with the Kerberos handshake (service ticket cached by the client,
+// so no KDC round trip) versus without: connect, handshake, one cached
+// get_table, close.
+func BenchmarkNewClientConnKerberos(b *testing.B) {
+	kdc, plainAddr, krbAddr, caching := kerberosProxy(b)
+	cl := kerberosClient(b, kdc)
+	args := hmsclient.Args("demo_db0", "t0")
+	call(b, dial(b, plainAddr, wire.Framed), "get_table", args)
+	caching.Store.Wait()
+	ctx := context.Background()
+	b.Run("plain", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			c, err := hmsclient.Dial(ctx, plainAddr, wire.Framed)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := c.Call(ctx, "get_table", args); err != nil {
+				b.Fatal(err)
+			}
+			c.Close()
+		}
+	})
+	b.Run("kerberos", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			nc, err := net.Dial("tcp", krbAddr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := cl.Handshake(ctx, nc, kdctest.Proxy, ""); err != nil {
+				b.Fatal(err)
+			}
+			c := hmsclient.New(nc, wire.Framed)
+			if _, err := c.Call(ctx, "get_table", args); err != nil {
+				b.Fatal(err)
+			}
+			c.Close()
+		}
+	})
+}

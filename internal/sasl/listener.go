@@ -32,6 +32,11 @@ type Conn struct {
 // Peer is the authenticated client.
 func (c *Conn) Peer() Peer { return c.peer }
 
+// NetConn is the connection under the handshake: with QOP auth it carries
+// the framed messages as they are, and callers doing I/O on it keep the
+// fast paths (writev) that a wrapper would hide.
+func (c *Conn) NetConn() net.Conn { return c.Conn }
+
 // AuthenticatedUser is the identity the proxy gives the connection (the
 // principal's short name, as the metastore would).
 func (c *Conn) AuthenticatedUser() string { return c.peer.User }

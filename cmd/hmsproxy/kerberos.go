@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"github.com/jcmturner/gokrb5/v8/config"
 	"github.com/jcmturner/gokrb5/v8/keytab"
 
+	"github.com/hmsproxy/hmsproxy/internal/impersonate"
 	"github.com/hmsproxy/hmsproxy/internal/sasl"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 )
@@ -37,6 +39,16 @@ type kerberosConfig struct {
 	// non-empty makes every metastore connection authenticate with
 	// Principal's keytab; needs upstream.transport: framed. Empty: none.
 	UpstreamPrincipal string `yaml:"upstream_principal"`
+	// Impersonation is how metastore connections carry a Kerberos client's
+	// identity: "token" (default) has the proxy, a Hadoop proxy user of
+	// the metastore, fetch a delegation token per user and open that
+	// user's connections with it (DIGEST-MD5), so the metastore authorizes
+	// and audits the user; "none" authenticates every connection as the
+	// proxy's principal, which the metastore then sees for every user.
+	Impersonation string `yaml:"impersonation"`
+	// TokenTTL is how long a user's delegation token is reused for new
+	// metastore connections. Default 1h.
+	TokenTTL time.Duration `yaml:"token_ttl"`
 	// HandshakeTimeout bounds a client's handshake. Default 10s.
 	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
 	// MaxClockSkew is the clock difference tolerated with clients, also
@@ -56,6 +68,11 @@ func (k kerberosConfig) validate(client, upstream wire.Transport) error {
 	}
 	if k.Enabled && client != wire.Framed {
 		return errors.New("kerberos: kerberos.enabled needs transport: framed (after the SASL handshake every message is length-prefixed)")
+	}
+	switch k.Impersonation {
+	case "", "token", "none":
+	default:
+		return fmt.Errorf("kerberos: impersonation must be token or none, got %q", k.Impersonation)
 	}
 	if k.UpstreamPrincipal != "" && upstream != wire.Framed {
 		return errors.New("kerberos: kerberos.upstream_principal needs upstream.transport: framed (after the SASL handshake every message is length-prefixed)")
@@ -105,12 +122,14 @@ func (k kerberosConfig) listener(ln net.Listener, log *slog.Logger) (net.Listene
 
 // upstreamHandshake logs in to the KDC and returns the hook that
 // authenticates each metastore connection, and the client to close at
-// exit; nil, nil when kerberos.upstream_principal is empty.
-//
-// Every connection authenticates as the proxy's principal: Hive's SASL
-// server refuses a GSSAPI authorization id other than the authenticated
-// principal, so user is not passed on and the metastore sees the proxy.
-func (k kerberosConfig) upstreamHandshake() (func(context.Context, net.Conn, string) (net.Conn, error), *sasl.Client, error) {
+// exit; nil, nil when kerberos.upstream_principal is empty. With
+// impersonation "token" a connection for an authenticated user carries
+// that user's delegation token (internal/impersonate): Hive's SASL server
+// refuses a GSSAPI authorization id other than the authenticated
+// principal, so that is the one way to act for a user. upTLS, if set,
+// secures the connections the tokens are fetched on.
+func (k kerberosConfig) upstreamHandshake(upTLS func() *tls.Config, dialTimeout time.Duration,
+	log *slog.Logger) (func(context.Context, net.Conn, string) (net.Conn, error), *sasl.Client, error) {
 	if k.UpstreamPrincipal == "" {
 		return nil, nil, nil
 	}
@@ -127,10 +146,36 @@ func (k kerberosConfig) upstreamHandshake() (func(context.Context, net.Conn, str
 		return nil, nil, fmt.Errorf("kerberos: %w", err)
 	}
 	service := k.UpstreamPrincipal
-	return func(ctx context.Context, c net.Conn, _ string) (net.Conn, error) {
-		if err := cl.Handshake(ctx, c, service, ""); err != nil {
-			return nil, err
-		}
-		return c, nil
-	}, cl, nil
+	if k.Impersonation == "none" {
+		return func(ctx context.Context, c net.Conn, _ string) (net.Conn, error) {
+			return c, cl.Handshake(ctx, c, service, "")
+		}, cl, nil
+	}
+	if dialTimeout <= 0 {
+		dialTimeout = 5 * time.Second
+	}
+	im, err := impersonate.New(impersonate.Config{Client: cl, Service: service, Renewer: k.Principal,
+		TokenTTL: k.TokenTTL, Logger: log,
+		Dial: func(ctx context.Context, addr string) (net.Conn, error) {
+			d := net.Dialer{Timeout: dialTimeout}
+			nc, err := d.DialContext(ctx, "tcp", addr)
+			if err != nil || upTLS == nil {
+				return nc, err
+			}
+			cfg := upTLS()
+			if cfg.ServerName == "" {
+				cfg.ServerName, _, _ = net.SplitHostPort(addr)
+			}
+			tc := tls.Client(nc, cfg)
+			if err := tc.HandshakeContext(ctx); err != nil {
+				nc.Close()
+				return nil, err
+			}
+			return tc, nil
+		}})
+	if err != nil {
+		cl.Close()
+		return nil, nil, fmt.Errorf("kerberos: %w", err)
+	}
+	return im.Handshake, cl, nil
 }

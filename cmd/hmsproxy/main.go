@@ -91,19 +91,19 @@ func run(ctx context.Context, cfg fileConfig) error {
 		// the warm-up loads through the proxy's own listener as a set_ugi user
 		return errors.New("kerberos: housekeeping.warm_up does not work with kerberos.enabled yet")
 	}
-	upAuth, krbClient, err := cfg.Kerberos.upstreamHandshake()
-	if err != nil {
-		return err
-	}
-	if krbClient != nil {
-		defer krbClient.Close()
-	}
 
 	tlsEP := newTLSEndpoints(log.With("component", "tls"))
 	defer tlsEP.Close()
 	upTLS, err := tlsEP.upstream(cfg.Upstream.TLS)
 	if err != nil {
 		return err
+	}
+	upAuth, krbClient, err := cfg.Kerberos.upstreamHandshake(upTLS, cfg.Upstream.DialTimeout, log.With("component", "kerberos"))
+	if err != nil {
+		return err
+	}
+	if krbClient != nil {
+		defer krbClient.Close()
 	}
 
 	if cfg.Demo {

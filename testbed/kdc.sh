@@ -12,6 +12,7 @@
 #   hmsproxy.keytab  hmsproxy/localhost@HMSPROXY.TEST  the proxy's service principal
 #   alice.keytab     alice@HMSPROXY.TEST               an end user
 #   bob.keytab       bob@HMSPROXY.TEST                 an end user
+#   admin.keytab     admin@HMSPROXY.TEST               an end user (the test-bed filter hook's admin)
 #   short.keytab     short@HMSPROXY.TEST               tickets live KDC_SHORT_LIFE (default 2 seconds)
 #
 # Principals use the host name "localhost" and krb5.conf turns off DNS and
@@ -82,7 +83,7 @@ make_db() { # work
   mkdir -p "$work/db"; : > "$work/db/kadm5.acl"
   kenv "$work" kdb5_util create -s -r "$REALM" -P "masterkey-$$-$RANDOM" >/dev/null
   local p
-  for p in hive/localhost hmsproxy/localhost alice bob; do
+  for p in hive/localhost hmsproxy/localhost alice bob admin; do
     kenv "$work" kadmin.local -q "addprinc -randkey $p@$REALM" >/dev/null
     kenv "$work" kadmin.local -q "ktadd -k $work/${p%%/*}.keytab $p@$REALM" >/dev/null
   done

@@ -9,6 +9,7 @@ command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 PATH=$PATH:/usr/sbin:/sbin
 command -v krb5kdc >/dev/null 2>&1 || need_apt+=(krb5-kdc)
 command -v kadmin.local >/dev/null 2>&1 || need_apt+=(krb5-admin-server)
+command -v kinit >/dev/null 2>&1 || need_apt+=(krb5-user)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "deps: installing ${need_apt[*]} from Debian"

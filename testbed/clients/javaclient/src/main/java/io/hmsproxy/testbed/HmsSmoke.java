@@ -28,7 +28,7 @@ import org.apache.hadoop.security.UserGroupInformation;
  * <pre>java io.hmsproxy.testbed.HmsSmoke thrift://127.0.0.1:9083 WORKDIR [DB]</pre>
  *
  * <p>With -Dhmstb.principal=P -Dhmstb.keytab=K it first logs in to Kerberos
- * from the keytab (the metastore's SASL settings come from system
+ * from the keytab (without -Dhmstb.keytab: from the ticket cache KRB5CCNAME) (the metastore's SASL settings come from system
  * properties too: -Dmetastore.sasl.enabled=true
  * -Dmetastore.kerberos.principal=SERVICE/HOST@REALM).
  *
@@ -74,7 +74,13 @@ public final class HmsSmoke {
         Configuration hc = new Configuration();
         hc.set("hadoop.security.authentication", "kerberos");
         UserGroupInformation.setConfiguration(hc);
-        UserGroupInformation.loginUserFromKeytab(principal, System.getProperty("hmstb.keytab"));
+        String keytab = System.getProperty("hmstb.keytab");
+        if (keytab != null) {
+          UserGroupInformation.loginUserFromKeytab(principal, keytab);
+        } else {
+          // from the ticket cache KRB5CCNAME names, as after kinit
+          UserGroupInformation.getLoginUser();
+        }
         step = "connect";
       }
       c = new HiveMetaStoreClient(conf);

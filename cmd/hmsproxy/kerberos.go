@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jcmturner/gokrb5/v8/config"
@@ -27,7 +28,9 @@ type kerberosConfig struct {
 	// Principal is the proxy's own principal, "hmsproxy/host@REALM": the
 	// service principal clients ask tickets for (their
 	// hive.metastore.kerberos.principal), and the client principal toward
-	// the metastores. Required when Enabled or UpstreamPrincipal is set.
+	// the metastores. "_HOST" in it stands for this machine's host name,
+	// lower-cased, as in Hadoop. Required when Enabled or UpstreamPrincipal
+	// is set.
 	Principal string `yaml:"principal"`
 	// Keytab holds Principal's keys. Required with Principal.
 	Keytab string `yaml:"keytab"`
@@ -35,7 +38,8 @@ type kerberosConfig struct {
 	// $KRB5_CONFIG, else /etc/krb5.conf.
 	Krb5Conf string `yaml:"krb5_conf"`
 	// UpstreamPrincipal is the metastores' service principal
-	// ("hive/metastore-host@REALM", their hive.metastore.kerberos.principal);
+	// ("hive/metastore-host@REALM", their hive.metastore.kerberos.principal
+	// with the host written out: one principal for all upstream.uris);
 	// non-empty makes every metastore connection authenticate with
 	// Principal's keytab; needs upstream.transport: framed. Empty: none.
 	UpstreamPrincipal string `yaml:"upstream_principal"`
@@ -69,6 +73,9 @@ func (k kerberosConfig) validate(client, upstream wire.Transport) error {
 	if k.Enabled && client != wire.Framed {
 		return errors.New("kerberos: kerberos.enabled needs transport: framed (after the SASL handshake every message is length-prefixed)")
 	}
+	if strings.Contains(k.UpstreamPrincipal, "_HOST") {
+		return errors.New("kerberos: write the metastore's host into kerberos.upstream_principal instead of _HOST")
+	}
 	switch k.Impersonation {
 	case "", "token", "none":
 	default:
@@ -78,6 +85,18 @@ func (k kerberosConfig) validate(client, upstream wire.Transport) error {
 		return errors.New("kerberos: kerberos.upstream_principal needs upstream.transport: framed (after the SASL handshake every message is length-prefixed)")
 	}
 	return nil
+}
+
+// principal is Principal with _HOST replaced by this machine's name.
+func (k kerberosConfig) principal() (string, error) {
+	if !strings.Contains(k.Principal, "_HOST") {
+		return k.Principal, nil
+	}
+	h, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("kerberos: _HOST in kerberos.principal: %w", err)
+	}
+	return strings.ReplaceAll(k.Principal, "_HOST", strings.ToLower(h)), nil
 }
 
 func (k kerberosConfig) keytab() (*keytab.Keytab, error) {
@@ -113,7 +132,11 @@ func (k kerberosConfig) listener(ln net.Listener, log *slog.Logger) (net.Listene
 	if err != nil {
 		return nil, err
 	}
-	srv, err := sasl.NewServer(sasl.ServerConfig{Principal: k.Principal, Keytab: kt, MaxClockSkew: k.MaxClockSkew})
+	p, err := k.principal()
+	if err != nil {
+		return nil, err
+	}
+	srv, err := sasl.NewServer(sasl.ServerConfig{Principal: p, Keytab: kt, MaxClockSkew: k.MaxClockSkew})
 	if err != nil {
 		return nil, fmt.Errorf("kerberos: %w", err)
 	}
@@ -141,7 +164,11 @@ func (k kerberosConfig) upstreamHandshake(upTLS func() *tls.Config, dialTimeout 
 	if err != nil {
 		return nil, nil, err
 	}
-	cl, err := sasl.NewClient(sasl.ClientConfig{Principal: k.Principal, Keytab: kt, Krb5Conf: conf})
+	p, err := k.principal()
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := sasl.NewClient(sasl.ClientConfig{Principal: p, Keytab: kt, Krb5Conf: conf})
 	if err != nil {
 		return nil, nil, fmt.Errorf("kerberos: %w", err)
 	}
@@ -154,7 +181,7 @@ func (k kerberosConfig) upstreamHandshake(upTLS func() *tls.Config, dialTimeout 
 	if dialTimeout <= 0 {
 		dialTimeout = 5 * time.Second
 	}
-	im, err := impersonate.New(impersonate.Config{Client: cl, Service: service, Renewer: k.Principal,
+	im, err := impersonate.New(impersonate.Config{Client: cl, Service: service, Renewer: p,
 		TokenTTL: k.TokenTTL, Logger: log,
 		Dial: func(ctx context.Context, addr string) (net.Conn, error) {
 			d := net.Dialer{Timeout: dialTimeout}

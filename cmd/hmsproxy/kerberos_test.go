@@ -29,6 +29,7 @@ func TestKerberosConfigValidate(t *testing.T) {
 		{"upstream buffered", full, wire.Framed, wire.Buffered, "needs upstream.transport: framed"},
 		{"no keytab", kerberosConfig{Enabled: true, Principal: "p"}, wire.Framed, wire.Framed, "principal and keytab are required"},
 		{"upstream only, no principal", kerberosConfig{UpstreamPrincipal: "hive/h@R"}, wire.Framed, wire.Framed, "principal and keytab are required"},
+		{"_HOST upstream", kerberosConfig{Principal: "p", Keytab: "k", UpstreamPrincipal: "hive/_HOST@R"}, wire.Framed, wire.Framed, "instead of _HOST"},
 		{"bad impersonation", kerberosConfig{Enabled: true, Principal: "p", Keytab: "k", Impersonation: "doas"}, wire.Framed, wire.Framed, "impersonation must be token or none"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -43,6 +44,17 @@ func TestKerberosConfigValidate(t *testing.T) {
 				t.Fatalf("got %v; want an error with %q", err, tc.wantErrParts)
 			}
 		})
+	}
+}
+
+func TestKerberosPrincipalHost(t *testing.T) {
+	h, err := os.Hostname()
+	if err != nil {
+		t.Skip(err)
+	}
+	got, err := kerberosConfig{Principal: "hmsproxy/_HOST@R"}.principal()
+	if want := "hmsproxy/" + strings.ToLower(h) + "@R"; err != nil || got != want {
+		t.Fatalf("got %q, %v; want %q", got, err, want)
 	}
 }
 

@@ -87,6 +87,10 @@ func run(ctx context.Context, cfg fileConfig) error {
 	if err := cfg.Kerberos.validate(clientTransport, upTransport); err != nil {
 		return err
 	}
+	if cfg.Kerberos.UpstreamPrincipal != "" && !cfg.Kerberos.Enabled {
+		log.Warn("kerberos.upstream_principal without kerberos.enabled: clients are not authenticated, " +
+			"so every client acts as the proxy's principal at the metastore")
+	}
 	if cfg.Kerberos.Enabled && len(cfg.Housekeeping.WarmUp) > 0 {
 		// the warm-up loads through the proxy's own listener as a set_ugi user
 		return errors.New("kerberos: housekeeping.warm_up does not work with kerberos.enabled yet")

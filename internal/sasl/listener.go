@@ -3,6 +3,7 @@ package sasl
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -114,7 +115,11 @@ func (l *Listener) handshake(nc net.Conn) {
 		l.cfg.OnResult(err)
 	}
 	if err != nil {
-		l.cfg.Logger.Warn("kerberos client refused", "remote", nc.RemoteAddr().String(), "err", err)
+		lvl := slog.LevelWarn
+		if errors.Is(err, io.EOF) {
+			lvl = slog.LevelDebug // closed before a word: a TCP health probe
+		}
+		l.cfg.Logger.Log(context.Background(), lvl, "kerberos client refused", "remote", nc.RemoteAddr().String(), "err", err)
 		nc.Close()
 		return
 	}

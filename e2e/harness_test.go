@@ -82,10 +82,16 @@ func start(t *testing.T, v string) *metastore {
 	return ms
 }
 
+// atExit lists what stopAll stops besides metastores (a KDC). Guarded by msMu.
+var atExit []func()
+
 // stopAll stops every metastore started by the tests.
 func stopAll() {
 	msMu.Lock()
 	defer msMu.Unlock()
+	for _, f := range atExit { // before the work directories go
+		f()
+	}
 	for v, ms := range stores {
 		exec.Command("bash", filepath.Join(repoRoot(), "testbed", "hms.sh"), "stop", ms.work).Run()
 		os.RemoveAll(ms.work)

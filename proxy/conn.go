@@ -57,11 +57,28 @@ type clientConn struct {
 	goneFn    func() bool // c.gone, bound once
 }
 
+// AuthenticatedConn is a client connection whose listener authenticated
+// the peer (Kerberos, internal/sasl). Its user is the connection's identity
+// for cache scope, rate limits and upstream pooling from the first call
+// on, and set_ugi does not change it, as on a metastore with SASL.
+// NetConn is the connection to do I/O on: a wrapper would hide
+// *net.TCPConn's writev from the reply path.
+type AuthenticatedConn interface {
+	net.Conn
+	AuthenticatedUser() string
+	NetConn() net.Conn
+}
+
 func newClientConn(s *Server, nc net.Conn) *clientConn {
+	sess := upstream.NoSession
+	if ac, ok := nc.(AuthenticatedConn); ok {
+		sess = upstream.AuthenticatedSession(ac.AuthenticatedUser())
+		nc = ac.NetConn()
+	}
 	c := &clientConn{s: s, nc: nc,
 		r:    wire.NewReader(nc, s.cfg.Transport, s.cfg.Limits),
 		w:    wire.NewWriter(nc, s.cfg.Transport),
-		sess: upstream.NoSession}
+		sess: sess}
 	c.r.SetGate((*requestGate)(c))
 	c.w.SetTimeout(nc, s.cfg.WriteTimeout)
 	return c

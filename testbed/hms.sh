@@ -20,6 +20,9 @@
 #                    changeit) or the PEM certificate WORKDIR/ssl/hms.pem
 #   HMS_FILTER_HOOK  1: per-user filtering (testbed/filterhook): tables named
 #                    secret_* hidden from users other than admin
+#   HMS_KERBEROS     a testbed/kdc.sh work directory: serve SASL/GSSAPI as
+#                    hive/localhost@HMSPROXY.TEST (QOP auth), with the proxy's
+#                    principal hmsproxy/localhost allowed to impersonate anyone
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -288,8 +291,10 @@ write_conf() { # version port workdir
     prop datanucleus.autoStartMechanismMode ignored
     if [[ ${HMS_SSL:-0} == 1 ]]; then ssl_props "$work"; fi
     if [[ ${HMS_FILTER_HOOK:-} == 1 ]]; then filter_hook_props; fi
+    if [[ -n ${HMS_KERBEROS:-} ]]; then kerberos_props; fi
     echo '</configuration>'
   } > "$conf/hive-site.xml"
+  if [[ -n ${HMS_KERBEROS:-} ]]; then kerberos_core_site > "$conf/core-site.xml"; fi
   cp "$conf/hive-site.xml" "$conf/metastore-site.xml"
   # log4j2 to stdout (redirected to WORKDIR/hms.log), INFO for Hive, WARN for the rest
   local l4j='status = WARN
@@ -335,6 +340,43 @@ ssl_props() {
   done
 }
 
+# ---------------------------------------------------------------- Kerberos
+
+# HMS_KERBEROS=KDC_WORKDIR (testbed/kdc.sh start): SASL with the realm's
+# hive/localhost keytab. Hadoop reads hadoop.security.authentication and the
+# proxy-user rules from core-site.xml (UserGroupInformation's own
+# Configuration), the metastore keys from hive-site.xml.
+kerberos_props() {
+  local kdc=$HMS_KERBEROS k
+  [[ -f "$kdc/hive.keytab" ]] || die "HMS_KERBEROS=$kdc: no hive.keytab (run testbed/kdc.sh start $kdc)"
+  for k in hive.metastore metastore; do
+    prop "$k.sasl.enabled" true
+    prop "$k.kerberos.principal" hive/localhost@HMSPROXY.TEST
+    prop "$k.kerberos.keytab.file" "$kdc/hive.keytab"
+  done
+  prop hive.metastore.thrift.framed.transport.enabled false
+}
+
+kerberos_core_site() {
+  echo '<?xml version="1.0"?>'
+  echo '<configuration>'
+  prop hadoop.security.authentication kerberos
+  prop hadoop.rpc.protection authentication
+  prop hadoop.proxyuser.hmsproxy.hosts '*'
+  prop hadoop.proxyuser.hmsproxy.groups '*'
+  prop hadoop.proxyuser.hmsproxy.users '*'
+  echo '</configuration>'
+}
+
+# Hadoop's KerberosUtil reads the default realm from the JDK's own
+# sun.security.krb5.Config, which Java 17 exports only on request.
+kerberos_jvm_opts() {
+  [[ -n ${HMS_KERBEROS:-} ]] || return 0
+  echo "-Djava.security.krb5.conf=$HMS_KERBEROS/krb5.conf" \
+    --add-exports=java.security.jgss/sun.security.krb5=ALL-UNNAMED \
+    --add-opens=java.security.jgss/sun.security.krb5=ALL-UNNAMED
+}
+
 schema_tool_class() {
   case "$1" in
     3.1) echo org.apache.hadoop.hive.metastore.tools.MetastoreSchemaTool ;;
@@ -347,7 +389,8 @@ init_schema() { # version workdir
   [[ $ver == 2.3 ]] && return 0
   [[ -d "$work/metastore_db" ]] && return 0
   log "initialising Derby schema for $ver (schematool)"
-  if ! (cd "$work" && METASTORE_HOME="$CACHE/hive-$ver/dist" java -Xmx512m "${JAVA_OPENS[@]}" \
+  # shellcheck disable=SC2046 # none, or options without spaces
+  if ! (cd "$work" && METASTORE_HOME="$CACHE/hive-$ver/dist" java -Xmx512m "${JAVA_OPENS[@]}" $(kerberos_jvm_opts) \
         -Dderby.stream.error.file="$work/derby.log" \
         -cp "$work/conf:$(classpath "$ver")" "$(schema_tool_class "$ver")" \
         -initSchema -dbType derby > "$work/schematool.log" 2>&1); then
@@ -376,7 +419,8 @@ start() { # version port workdir
   local t0=$SECONDS
   (
     cd "$work"
-    exec setsid java "-Xmx$HMS_HEAP" -XX:+UseSerialGC "${JAVA_OPENS[@]}" \
+    # shellcheck disable=SC2046 # none, or options without spaces
+    exec setsid java "-Xmx$HMS_HEAP" -XX:+UseSerialGC "${JAVA_OPENS[@]}" $(kerberos_jvm_opts) \
       -Dderby.stream.error.file="$work/derby.log" \
       -Djava.io.tmpdir="$work" \
       -Dhive.log.dir="$work" \

@@ -480,6 +480,9 @@ func (p *pool) dial(ctx context.Context, s *Session) (*conn, error) {
 	if err == nil {
 		nc, err = p.secure(ctx, nc)
 	}
+	if err == nil {
+		nc, err = p.authenticate(ctx, nc, s.Authenticated())
+	}
 	if err != nil {
 		<-p.sem
 		p.setHealthy(false, err)
@@ -566,6 +569,9 @@ func (p *pool) check(ctx context.Context) {
 	nc, err := d.DialContext(ctx, "tcp", p.addr)
 	if err == nil {
 		nc, err = p.secure(ctx, nc)
+	}
+	if err == nil {
+		nc, err = p.authenticate(ctx, nc, "")
 	}
 	if err != nil {
 		if ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {

@@ -13,8 +13,11 @@ import (
 type Session struct {
 	ugi  []byte // set_ugi args struct as the client sent it; nil: no identity
 	user string
-	conf []confKV // setMetaConf overrides in the order first set
-	key  string   // identity of the state, for pooling
+	// authenticated: user is a principal the listener authenticated
+	// (Kerberos), not a set_ugi claim; set_ugi then changes nothing
+	authenticated bool
+	conf          []confKV // setMetaConf overrides in the order first set
+	key           string   // identity of the state, for pooling
 }
 
 type confKV struct{ k, v string }
@@ -22,8 +25,27 @@ type confKV struct{ k, v string }
 // NoSession is the state of a connection on which nothing was set.
 var NoSession = &Session{}
 
-// User is the identity set by set_ugi, "" when none.
+// AuthenticatedSession is the initial state of a connection whose client
+// authenticated as user (a Kerberos principal's short name). As on a
+// metastore with SASL, that identity holds for the connection's life.
+func AuthenticatedSession(user string) *Session {
+	n := &Session{user: user, authenticated: true}
+	n.key = n.makeKey()
+	return n
+}
+
+// User is the identity set by set_ugi or authenticated, "" when none.
 func (s *Session) User() string { return s.user }
+
+// Authenticated is the user a listener authenticated, "" for a session
+// whose identity (if any) is a set_ugi claim. Metastore connections for
+// the session authenticate as, or on behalf of, this user.
+func (s *Session) Authenticated() string {
+	if s.authenticated {
+		return s.user
+	}
+	return ""
+}
 
 // HasUGI reports whether set_ugi was applied.
 func (s *Session) HasUGI() bool { return s.ugi != nil }
@@ -35,6 +57,9 @@ func (s *Session) Key() string { return s.key }
 // WithUGI returns the session after a successful set_ugi whose args struct
 // is args.
 func (s *Session) WithUGI(args []byte) *Session {
+	if s.authenticated {
+		return s // set_ugi has no effect on identity under SASL
+	}
 	n := &Session{ugi: append([]byte(nil), args...), conf: s.conf}
 	d := wire.NewDecoder(args)
 	for {
@@ -54,7 +79,7 @@ func (s *Session) WithUGI(args []byte) *Session {
 
 // WithConf returns the session after a successful setMetaConf(key, value).
 func (s *Session) WithConf(key, value string) *Session {
-	n := &Session{ugi: s.ugi, user: s.user}
+	n := &Session{ugi: s.ugi, user: s.user, authenticated: s.authenticated}
 	n.conf = make([]confKV, 0, len(s.conf)+1)
 	replaced := false
 	for _, kv := range s.conf {
@@ -72,6 +97,12 @@ func (s *Session) WithConf(key, value string) *Session {
 
 func (s *Session) makeKey() string {
 	var b strings.Builder
+	if s.authenticated {
+		// 0xff cannot start a set_ugi args struct (no such field type),
+		// so these keys never meet a set_ugi session's
+		b.WriteString("\xffauthenticated:")
+		b.WriteString(s.user)
+	}
 	b.WriteString(string(s.ugi))
 	for _, kv := range s.conf {
 		b.WriteByte(0)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"strings"
 	"sync"
@@ -126,6 +127,15 @@ type Config struct {
 	// apply to the next one. An empty ServerName in what it returns means
 	// the host of the URI. Default nil: plain TCP.
 	TLS func() *tls.Config
+	// Handshake, if set, authenticates each new metastore connection
+	// after TLS and before any call (Kerberos: internal/sasl). user is the
+	// session's Authenticated user the connection acts for, "" for the
+	// proxy's own connections (health checks, set_ugi sessions). It
+	// returns the connection to use from then on, and must honour ctx
+	// (bounded by DialTimeout). Connections are pooled per session, so a
+	// connection authenticated for one user never carries another's calls.
+	// Default nil: none.
+	Handshake func(ctx context.Context, c net.Conn, user string) (net.Conn, error)
 	// Logger receives structured logs. Default: discard.
 	Logger *slog.Logger
 }

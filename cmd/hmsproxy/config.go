@@ -24,6 +24,8 @@ type fileConfig struct {
 	Listen    string    `yaml:"listen"`    // -listen
 	Transport string    `yaml:"transport"` // -transport
 	TLS       tlsConfig `yaml:"tls"`       // client listener TLS (tls.go); file only
+	// Kerberos (SASL/GSSAPI) toward clients and metastores (kerberos.go); file only
+	Kerberos kerberosConfig `yaml:"kerberos"`
 
 	Upstream struct {
 		URIs []string `yaml:"uris"` // -upstream (comma-separated)
@@ -230,6 +232,7 @@ Flags override the YAML file; the file's keys are given in brackets.
 Environment: HMSPROXY_CONFIG names the config file when -config is not given;
 HMSPROXY_ADMIN_TOKEN is the bearer token of the admin flush API [admin.token].
 TLS is set in the file only [tls.*, upstream.tls.*, admin.tls.*]; SIGHUP reloads its files.
+Kerberos is set in the file only [kerberos.*].
 Exit status: 0 clean stop, 1 error, 2 bad flags or config, 3 shutdown_timeout
 cut off calls in flight.
 

@@ -94,11 +94,30 @@ func run(ctx context.Context, cfg fileConfig) error {
 		return err
 	}
 
+	if err := cfg.Kerberos.validate(clientTransport, upTransport); err != nil {
+		return err
+	}
+	if cfg.Kerberos.UpstreamPrincipal != "" && !cfg.Kerberos.Enabled {
+		log.Warn("kerberos.upstream_principal without kerberos.enabled: clients are not authenticated, " +
+			"so every client acts as the proxy's principal at the metastore")
+	}
+	if cfg.Kerberos.Enabled && len(cfg.Housekeeping.WarmUp) > 0 {
+		// the warm-up loads through the proxy's own listener as a set_ugi user
+		return errors.New("kerberos: housekeeping.warm_up does not work with kerberos.enabled yet")
+	}
+
 	tlsEP := newTLSEndpoints(log.With("component", "tls"))
 	defer tlsEP.Close()
 	upTLS, err := tlsEP.upstream(cfg.Upstream.TLS)
 	if err != nil {
 		return err
+	}
+	upAuth, krbClient, err := cfg.Kerberos.upstreamHandshake(upTLS, cfg.Upstream.DialTimeout, log.With("component", "kerberos"))
+	if err != nil {
+		return err
+	}
+	if krbClient != nil {
+		defer krbClient.Close()
 	}
 
 	if cfg.Demo {
@@ -131,6 +150,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 		HoldMax:            cfg.Upstream.HoldMaxBytes,
 		StreamWriteTimeout: cfg.Upstream.StreamWriteTimeout,
 		TLS:                upTLS,
+		Handshake:          upAuth,
 		Budget:             budget,
 		Logger:             log.With("component", "upstream"),
 	})
@@ -205,9 +225,13 @@ func run(ctx context.Context, cfg fileConfig) error {
 	if ln, err = tlsEP.listener("tls", cfg.TLS, ln); err != nil {
 		return errors.Join(err, plain.Close())
 	}
+	if ln, err = cfg.Kerberos.listener(ln, log.With("component", "kerberos")); err != nil {
+		return errors.Join(err, plain.Close())
+	}
 	uri := "thrift://" + clientAddr(ln.Addr())
 	log.Info("hmsproxy listening", "addr", ln.Addr().String(), "transport", clientTransport.String(),
-		"upstreams", group.Addrs(), "tls", cfg.TLS.Cert != "", "upstream_tls", upTLS != nil)
+		"upstreams", group.Addrs(), "tls", cfg.TLS.Cert != "", "upstream_tls", upTLS != nil,
+		"kerberos", cfg.Kerberos.Enabled, "upstream_kerberos", cfg.Kerberos.UpstreamPrincipal)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -231,7 +255,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 	if bus != nil {
 		coh = bus
 	}
-	wk, err := startWorkers(cfg, log, srv, caching, rdb, coh, writes, nodeID, clientAddr(ln.Addr()), upTransport, clientTransport)
+	wk, err := startWorkers(cfg, log, srv, caching, rdb, coh, writes, nodeID, clientAddr(ln.Addr()), upTransport, clientTransport, upAuth)
 	if err != nil {
 		srv.Shutdown(context.Background())
 		<-errc

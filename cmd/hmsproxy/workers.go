@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -80,7 +81,8 @@ type workers struct {
 // housekeeping tasks. Cluster-singleton tasks run on the node holding the
 // upstream's Redis lease, or on this node when there is no Redis.
 func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *proxy.Caching, rdb *redis.Client,
-	coh proxy.Coherence, writes *writeObservers, nodeID, proxyAddr string, upTransport, clientTransport wire.Transport) (*workers, error) {
+	coh proxy.Coherence, writes *writeObservers, nodeID, proxyAddr string, upTransport, clientTransport wire.Transport,
+	upAuth func(context.Context, net.Conn, string) (net.Conn, error)) (*workers, error) {
 	w := &workers{}
 	var lead worker.Leadership = leader.Solo{}
 	upName := cfg.groupName()
@@ -110,7 +112,7 @@ func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *
 	}
 	newCaller := func() (*housekeeping.Client, error) {
 		c, err := housekeeping.NewClient(housekeeping.ClientConfig{Addrs: addrs, Transport: upTransport,
-			User: cfg.Housekeeping.User, Logger: log.With("component", "housekeeping")})
+			User: cfg.Housekeeping.User, Handshake: upAuth, Logger: log.With("component", "housekeeping")})
 		if err == nil {
 			w.closers = append(w.closers, func() { c.Close() })
 		}

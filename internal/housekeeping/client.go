@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -38,6 +39,10 @@ type ClientConfig struct {
 	User string
 	// DialTimeout bounds one connection attempt. Default 5s.
 	DialTimeout time.Duration
+	// Handshake, if set, authenticates each new connection before any
+	// call (Kerberos: upstream.Config.Handshake's hook, user ""). Default
+	// nil: none.
+	Handshake func(ctx context.Context, c net.Conn, user string) (net.Conn, error)
 	// CallTimeout bounds one call when the ctx has no earlier deadline.
 	// Default 2m.
 	CallTimeout time.Duration
@@ -110,6 +115,14 @@ func (c *Client) connect(ctx context.Context) (*hmsclient.Client, error) {
 	for _, addr := range c.cfg.Addrs {
 		dctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
 		hc, err := hmsclient.Dial(dctx, addr, c.cfg.Transport)
+		if err == nil && c.cfg.Handshake != nil {
+			var nc net.Conn
+			if nc, err = c.cfg.Handshake(dctx, hc.Conn(), ""); err != nil {
+				hc.Close()
+			} else {
+				hc = hmsclient.New(nc, c.cfg.Transport)
+			}
+		}
 		if err == nil && c.cfg.User != "" {
 			var e wire.Encoder
 			e.StringField(1, c.cfg.User)

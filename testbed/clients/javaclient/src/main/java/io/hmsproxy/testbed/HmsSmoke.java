@@ -18,6 +18,7 @@ import org.apache.hadoop.hive.metastore.api.SerDeInfo;
 import org.apache.hadoop.hive.metastore.api.StorageDescriptor;
 import org.apache.hadoop.hive.metastore.api.Table;
 import org.apache.hadoop.hive.metastore.conf.MetastoreConf;
+import org.apache.hadoop.security.UserGroupInformation;
 
 /**
  * Drives the stock HiveMetaStoreClient (3.1 or 4.0, whichever is on the
@@ -25,6 +26,11 @@ import org.apache.hadoop.hive.metastore.conf.MetastoreConf;
  * answer.
  *
  * <pre>java io.hmsproxy.testbed.HmsSmoke thrift://127.0.0.1:9083 WORKDIR [DB]</pre>
+ *
+ * <p>With -Dhmstb.principal=P -Dhmstb.keytab=K it first logs in to Kerberos
+ * from the keytab (without -Dhmstb.keytab: from the ticket cache KRB5CCNAME) (the metastore's SASL settings come from system
+ * properties too: -Dmetastore.sasl.enabled=true
+ * -Dmetastore.kerberos.principal=SERVICE/HOST@REALM).
  *
  * Prints one line starting with "java_client OK" and exits 0, or prints
  * "java_client FAIL ..." and exits 1.
@@ -62,6 +68,21 @@ public final class HmsSmoke {
     String version = HiveMetaStoreClient.class.getPackage().getImplementationVersion();
     IMetaStoreClient c = null;
     try {
+      String principal = System.getProperty("hmstb.principal");
+      if (principal != null) {
+        at("kerberos login");
+        Configuration hc = new Configuration();
+        hc.set("hadoop.security.authentication", "kerberos");
+        UserGroupInformation.setConfiguration(hc);
+        String keytab = System.getProperty("hmstb.keytab");
+        if (keytab != null) {
+          UserGroupInformation.loginUserFromKeytab(principal, keytab);
+        } else {
+          // from the ticket cache KRB5CCNAME names, as after kinit
+          UserGroupInformation.getLoginUser();
+        }
+        step = "connect";
+      }
       c = new HiveMetaStoreClient(conf);
       run(c, db, work);
     } catch (Throwable e) {

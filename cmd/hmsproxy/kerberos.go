@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jcmturner/gokrb5/v8/config"
+	"github.com/jcmturner/gokrb5/v8/keytab"
+
+	"github.com/hmsproxy/hmsproxy/internal/impersonate"
+	"github.com/hmsproxy/hmsproxy/internal/sasl"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+)
+
+// kerberosConfig is the kerberos: section of the config file (file only):
+// SASL/GSSAPI with QOP auth toward clients and toward the metastores.
+type kerberosConfig struct {
+	// Enabled makes the client listener accept only Kerberos clients
+	// (hive.metastore.sasl.enabled=true on theirs); needs transport: framed.
+	Enabled bool `yaml:"enabled"`
+	// Principal is the proxy's own principal, "hmsproxy/host@REALM": the
+	// service principal clients ask tickets for (their
+	// hive.metastore.kerberos.principal), and the client principal toward
+	// the metastores. "_HOST" in it stands for this machine's host name,
+	// lower-cased, as in Hadoop. Required when Enabled or UpstreamPrincipal
+	// is set.
+	Principal string `yaml:"principal"`
+	// Keytab holds Principal's keys. Required with Principal.
+	Keytab string `yaml:"keytab"`
+	// Krb5Conf is the krb5.conf naming the realm's KDCs; default
+	// $KRB5_CONFIG, else /etc/krb5.conf.
+	Krb5Conf string `yaml:"krb5_conf"`
+	// UpstreamPrincipal is the metastores' service principal
+	// ("hive/metastore-host@REALM", their hive.metastore.kerberos.principal
+	// with the host written out: one principal for all upstream.uris);
+	// non-empty makes every metastore connection authenticate with
+	// Principal's keytab; needs upstream.transport: framed. Empty: none.
+	UpstreamPrincipal string `yaml:"upstream_principal"`
+	// Impersonation is how metastore connections carry a Kerberos client's
+	// identity: "token" (default) has the proxy, a Hadoop proxy user of
+	// the metastore, fetch a delegation token per user and open that
+	// user's connections with it (DIGEST-MD5), so the metastore authorizes
+	// and audits the user; "none" authenticates every connection as the
+	// proxy's principal, which the metastore then sees for every user.
+	Impersonation string `yaml:"impersonation"`
+	// TokenTTL is how long a user's delegation token is reused for new
+	// metastore connections. Default 1h.
+	TokenTTL time.Duration `yaml:"token_ttl"`
+	// HandshakeTimeout bounds a client's handshake. Default 10s.
+	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
+	// MaxClockSkew is the clock difference tolerated with clients, also
+	// applied to their tickets' end times. Default 5m.
+	MaxClockSkew time.Duration `yaml:"max_clock_skew"`
+}
+
+func (k kerberosConfig) used() bool { return k.Enabled || k.UpstreamPrincipal != "" }
+
+// validate checks the section against the transports it needs.
+func (k kerberosConfig) validate(client, upstream wire.Transport) error {
+	if !k.used() {
+		return nil
+	}
+	if k.Principal == "" || k.Keytab == "" {
+		return errors.New("kerberos: principal and keytab are required with kerberos.enabled or kerberos.upstream_principal")
+	}
+	if k.Enabled && client != wire.Framed {
+		return errors.New("kerberos: kerberos.enabled needs transport: framed (after the SASL handshake every message is length-prefixed)")
+	}
+	if strings.Contains(k.UpstreamPrincipal, "_HOST") {
+		return errors.New("kerberos: write the metastore's host into kerberos.upstream_principal instead of _HOST")
+	}
+	switch k.Impersonation {
+	case "", "token", "none":
+	default:
+		return fmt.Errorf("kerberos: impersonation must be token or none, got %q", k.Impersonation)
+	}
+	if k.UpstreamPrincipal != "" && upstream != wire.Framed {
+		return errors.New("kerberos: kerberos.upstream_principal needs upstream.transport: framed (after the SASL handshake every message is length-prefixed)")
+	}
+	return nil
+}
+
+// principal is Principal with _HOST replaced by this machine's name.
+func (k kerberosConfig) principal() (string, error) {
+	if !strings.Contains(k.Principal, "_HOST") {
+		return k.Principal, nil
+	}
+	h, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("kerberos: _HOST in kerberos.principal: %w", err)
+	}
+	return strings.ReplaceAll(k.Principal, "_HOST", strings.ToLower(h)), nil
+}
+
+func (k kerberosConfig) keytab() (*keytab.Keytab, error) {
+	kt, err := keytab.Load(k.Keytab)
+	if err != nil {
+		return nil, fmt.Errorf("kerberos: keytab %s: %w", k.Keytab, err)
+	}
+	return kt, nil
+}
+
+func (k kerberosConfig) krb5Conf() (*config.Config, error) {
+	path := k.Krb5Conf
+	if path == "" {
+		path = os.Getenv("KRB5_CONFIG")
+	}
+	if path == "" {
+		path = "/etc/krb5.conf"
+	}
+	c, err := config.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("kerberos: krb5.conf %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// listener wraps ln so that clients authenticate first; ln itself when
+// kerberos.enabled is off.
+func (k kerberosConfig) listener(ln net.Listener, log *slog.Logger) (net.Listener, error) {
+	if !k.Enabled {
+		return ln, nil
+	}
+	kt, err := k.keytab()
+	if err != nil {
+		return nil, err
+	}
+	p, err := k.principal()
+	if err != nil {
+		return nil, err
+	}
+	srv, err := sasl.NewServer(sasl.ServerConfig{Principal: p, Keytab: kt, MaxClockSkew: k.MaxClockSkew})
+	if err != nil {
+		return nil, fmt.Errorf("kerberos: %w", err)
+	}
+	return sasl.Listen(ln, srv, sasl.ListenerConfig{HandshakeTimeout: k.HandshakeTimeout, Logger: log}), nil
+}
+
+// upstreamHandshake logs in to the KDC and returns the hook that
+// authenticates each metastore connection, and the client to close at
+// exit; nil, nil when kerberos.upstream_principal is empty. With
+// impersonation "token" a connection for an authenticated user carries
+// that user's delegation token (internal/impersonate): Hive's SASL server
+// refuses a GSSAPI authorization id other than the authenticated
+// principal, so that is the one way to act for a user. upTLS, if set,
+// secures the connections the tokens are fetched on.
+func (k kerberosConfig) upstreamHandshake(upTLS func() *tls.Config, dialTimeout time.Duration,
+	log *slog.Logger) (func(context.Context, net.Conn, string) (net.Conn, error), *sasl.Client, error) {
+	if k.UpstreamPrincipal == "" {
+		return nil, nil, nil
+	}
+	kt, err := k.keytab()
+	if err != nil {
+		return nil, nil, err
+	}
+	conf, err := k.krb5Conf()
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := k.principal()
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := sasl.NewClient(sasl.ClientConfig{Principal: p, Keytab: kt, Krb5Conf: conf})
+	if err != nil {
+		return nil, nil, fmt.Errorf("kerberos: %w", err)
+	}
+	service := k.UpstreamPrincipal
+	if k.Impersonation == "none" {
+		return func(ctx context.Context, c net.Conn, _ string) (net.Conn, error) {
+			return c, cl.Handshake(ctx, c, service, "")
+		}, cl, nil
+	}
+	if dialTimeout <= 0 {
+		dialTimeout = 5 * time.Second
+	}
+	im, err := impersonate.New(impersonate.Config{Client: cl, Service: service, Renewer: p,
+		TokenTTL: k.TokenTTL, Logger: log,
+		Dial: func(ctx context.Context, addr string) (net.Conn, error) {
+			d := net.Dialer{Timeout: dialTimeout}
+			nc, err := d.DialContext(ctx, "tcp", addr)
+			if err != nil || upTLS == nil {
+				return nc, err
+			}
+			cfg := upTLS()
+			if cfg.ServerName == "" {
+				cfg.ServerName, _, _ = net.SplitHostPort(addr)
+			}
+			tc := tls.Client(nc, cfg)
+			if err := tc.HandshakeContext(ctx); err != nil {
+				nc.Close()
+				return nil, err
+			}
+			return tc, nil
+		}})
+	if err != nil {
+		cl.Close()
+		return nil, nil, fmt.Errorf("kerberos: %w", err)
+	}
+	return im.Handshake, cl, nil
+}

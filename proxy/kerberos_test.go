@@ -1,0 +1,308 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/demohms"
+	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/internal/kdctest"
+	"github.com/hmsproxy/hmsproxy/internal/sasl"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/upstream"
+)
+
+// krbBed is a Kerberized demo metastore (hive/localhost) behind a proxy
+// that accepts Kerberos clients (hmsproxy/localhost) and authenticates to
+// the metastore with its own keytab.
+type krbBed struct {
+	kdc     *kdctest.KDC
+	demo    *demohms.Server
+	addr    string // the proxy
+	caching *Caching
+
+	mu        sync.Mutex
+	upstreams []string // principals the metastore authenticated, in order
+	refused   []error  // handshakes the proxy refused
+}
+
+func newKrbBed(t *testing.T, caching *Caching) *krbBed {
+	t.Helper()
+	b := &krbBed{kdc: kdctest.Start(t), caching: caching}
+	// the metastore
+	hmsSrv, err := sasl.NewServer(sasl.ServerConfig{Principal: kdctest.Metastore, Keytab: b.kdc.Keytab(t, "hive")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.demo = demohms.New(demohms.Config{Transport: wire.Framed})
+	b.demo.Seed(1, 2, 2)
+	dln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go b.demo.Serve(&peerRecorder{Listener: sasl.Listen(dln, hmsSrv, sasl.ListenerConfig{}), b: b})
+	t.Cleanup(func() { b.demo.Close() })
+
+	// the proxy: toward the metastore
+	cl, err := sasl.NewClient(sasl.ClientConfig{Principal: kdctest.Proxy, Keytab: b.kdc.Keytab(t, "hmsproxy"), Krb5Conf: b.kdc.Config(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + dln.Addr().String()}, Transport: wire.Framed,
+		HealthInterval: time.Hour, Logger: testLogger(t),
+		Handshake: func(ctx context.Context, c net.Conn, _ string) (net.Conn, error) {
+			return c, cl.Handshake(ctx, c, kdctest.Metastore, "")
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Transport: wire.Framed, Logger: testLogger(t), Cache: caching}, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// toward clients
+	pSrv, err := sasl.NewServer(sasl.ServerConfig{Principal: kdctest.Proxy, Keytab: b.kdc.Keytab(t, "hmsproxy")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.addr = ln.Addr().String()
+	go s.Serve(sasl.Listen(ln, pSrv, sasl.ListenerConfig{OnResult: func(err error) {
+		if err != nil {
+			b.mu.Lock()
+			b.refused = append(b.refused, err)
+			b.mu.Unlock()
+		}
+	}}))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		g.Close()
+	})
+	return b
+}
+
+// peerRecorder notes which principal each metastore connection authenticated.
+type peerRecorder struct {
+	net.Listener
+	b *krbBed
+}
+
+func (r *peerRecorder) Accept() (net.Conn, error) {
+	c, err := r.Listener.Accept()
+	if err == nil {
+		r.b.mu.Lock()
+		r.b.upstreams = append(r.b.upstreams, c.(*sasl.Conn).Peer().Principal)
+		r.b.mu.Unlock()
+	}
+	return c, err
+}
+
+// dial connects as the keytab's principal through the proxy.
+func (b *krbBed) dial(t *testing.T, name, principal, service string) (*hmsclient.Client, error) {
+	t.Helper()
+	cl, err := sasl.NewClient(sasl.ClientConfig{Principal: principal, Keytab: b.kdc.Keytab(t, name), Krb5Conf: b.kdc.Config(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	nc, err := net.Dial("tcp", b.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Handshake(ctxT(t), nc, service, ""); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	c := hmsclient.New(nc, wire.Framed)
+	t.Cleanup(func() { c.Close() })
+	return c, nil
+}
+
+// TestKerberosIdentity (issue 14): the authenticated principal, not
+// set_ugi, is the identity for the cache scope; the metastore sees the
+// proxy's principal.
+func TestKerberosIdentity(t *testing.T) {
+	caching := newCaching(t, nil)
+	caching.Scope = ScopeUser
+	b := newKrbBed(t, caching)
+	alice, err := b.dial(t, "alice", kdctest.Alice, kdctest.Proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, err := b.dial(t, "bob", kdctest.Bob, kdctest.Proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))
+	call(t, alice, "get_table", get)
+	caching.Store.Wait()
+	call(t, alice, "get_table", get)
+	if n := b.demo.CallCount("get_table"); n != 1 {
+		t.Fatalf("after alice's two reads the metastore saw %d loads; want 1", n)
+	}
+	call(t, bob, "get_table", get)
+	if n := b.demo.CallCount("get_table"); n != 2 {
+		t.Fatalf("bob was served alice's entry: %d loads; want 2", n)
+	}
+	// bob claims to be alice: set_ugi changes nothing under SASL, so what
+	// he loads stays in his scope and alice loads again
+	call(t, bob, "set_ugi", ugiArgs("alice"))
+	get1 := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t1"))
+	call(t, bob, "get_table", get1)
+	caching.Store.Wait()
+	call(t, alice, "get_table", get1)
+	if n := b.demo.CallCount("get_table"); n != 4 {
+		t.Fatalf("alice was served what bob loaded after set_ugi(alice): %d loads; want 4", n)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.upstreams) == 0 {
+		t.Fatal("no authenticated metastore connection")
+	}
+	for _, p := range b.upstreams {
+		if p != kdctest.Proxy {
+			t.Fatalf("metastore authenticated %q; want the proxy's principal %s", p, kdctest.Proxy)
+		}
+	}
+}
+
+// TestKerberosRefusals (issue 14): a ticket for the wrong service and a
+// client without SASL are refused at the handshake with a reason; a
+// Kerberos client alongside is unaffected.
+func TestKerberosRefusals(t *testing.T) {
+	b := newKrbBed(t, newCaching(t, nil))
+	good, err := b.dial(t, "alice", kdctest.Alice, kdctest.Proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))
+	call(t, good, "get_table", get)
+
+	if _, err := b.dial(t, "bob", kdctest.Bob, kdctest.Metastore); !errors.Is(err, sasl.ErrRejected) {
+		t.Fatalf("ticket for the metastore's principal: got %v; want sasl.ErrRejected", err)
+	}
+	// a plain Thrift client: its first bytes are not a SASL START
+	plain, err := hmsclient.Dial(ctxT(t), b.addr, wire.Framed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, err := plain.Call(ctxT(t), "get_table", get); err == nil {
+		t.Fatal("a client without SASL was served")
+	}
+	call(t, good, "get_table", get) // unaffected
+	b.mu.Lock()
+	n := len(b.refused)
+	b.mu.Unlock()
+	if n < 1 {
+		t.Fatalf("proxy recorded %d refused handshakes; want at least 1", n)
+	}
+}
+
+// kerberosProxy serves one caching proxy (framed, in front of a framed
+// demo metastore) on a plain listener and on a Kerberos listener.
+func kerberosProxy(b *testing.B) (kdc *kdctest.KDC, plainAddr, krbAddr string, caching *Caching) {
+	b.Helper()
+	kdc = kdctest.Start(b)
+	_, addr := startDemo(b, wire.Framed)
+	caching = newCaching(b, nil)
+	s, plainAddr := startProxy(b, proxyOpts{clientTransport: wire.Framed, up: upstream.Config{Transport: wire.Framed}, cache: caching}, addr)
+	srv, err := sasl.NewServer(sasl.ServerConfig{Principal: kdctest.Proxy, Keytab: kdc.Keytab(b, "hmsproxy")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go s.Serve(sasl.Listen(ln, srv, sasl.ListenerConfig{}))
+	return kdc, plainAddr, ln.Addr().String(), caching
+}
+
+func kerberosClient(b *testing.B, kdc *kdctest.KDC) *sasl.Client {
+	b.Helper()
+	cl, err := sasl.NewClient(sasl.ClientConfig{Principal: kdctest.Alice, Keytab: kdc.Keytab(b, "alice"), Krb5Conf: kdc.Config(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(cl.Close)
+	return cl
+}
+
+// BenchmarkCachedGetTableKerberos (issue 14): a cached get_table on a
+// connection that authenticated with Kerberos, side by side with one on a
+// plain framed connection to the same proxy and cache. With QOP auth
+// nothing is wrapped after the handshake, so the ratio should be 1.
+func BenchmarkCachedGetTableKerberos(b *testing.B) {
+	kdc, plainAddr, krbAddr, caching := kerberosProxy(b)
+	cl := kerberosClient(b, kdc)
+	nc, err := net.Dial("tcp", krbAddr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cl.Handshake(context.Background(), nc, kdctest.Proxy, ""); err != nil {
+		b.Fatal(err)
+	}
+	krb := hmsclient.New(nc, wire.Framed)
+	b.Cleanup(func() { krb.Close() })
+	plain := dial(b, plainAddr, wire.Framed)
+	args := hmsclient.Args("demo_db0", "t0")
+	call(b, plain, "get_table", args)
+	caching.Store.Wait()
+	call(b, krb, "get_table", args)
+	b.ResetTimer()
+	lk, lp := timePair(b, b.N, krb, plain, "get_table", args)
+	reportPair(b, "kerberos-hit", "plain-hit", lk, lp)
+}
+
+// BenchmarkNewClientConnKerberos (issue 14): what a new client connection
+// costs with the Kerberos handshake (service ticket cached by the client,
+// so no KDC round trip) versus without: connect, handshake, one cached
+// get_table, close.
+func BenchmarkNewClientConnKerberos(b *testing.B) {
+	kdc, plainAddr, krbAddr, caching := kerberosProxy(b)
+	cl := kerberosClient(b, kdc)
+	args := hmsclient.Args("demo_db0", "t0")
+	call(b, dial(b, plainAddr, wire.Framed), "get_table", args)
+	caching.Store.Wait()
+	ctx := context.Background()
+	b.Run("plain", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			c, err := hmsclient.Dial(ctx, plainAddr, wire.Framed)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := c.Call(ctx, "get_table", args); err != nil {
+				b.Fatal(err)
+			}
+			c.Close()
+		}
+	})
+	b.Run("kerberos", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			nc, err := net.Dial("tcp", krbAddr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := cl.Handshake(ctx, nc, kdctest.Proxy, ""); err != nil {
+				b.Fatal(err)
+			}
+			c := hmsclient.New(nc, wire.Framed)
+			if _, err := c.Call(ctx, "get_table", args); err != nil {
+				b.Fatal(err)
+			}
+			c.Close()
+		}
+	})
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -41,6 +42,18 @@ func TestShadowWiring(t *testing.T) {
 		}
 	})
 	c := dialWhenUp(t, cfg.Listen, done)
+	// run binds the admin listener after the proxy's, which c reached.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		nc, err := net.Dial("tcp", cfg.Admin.Listen)
+		if err == nil {
+			nc.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("admin listener not up: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 
 	type shadowStatus struct {
 		Checks, Mismatches uint64

@@ -16,6 +16,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -33,15 +34,11 @@ func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 func newCaching(t testing.TB, clock *fakeClock) *Caching {
 	t.Helper()
-	cfg := cache.Config{MaxBytes: 64 << 20, Kinds: cache.DefaultKinds()}
+	var cfg cache.Config
 	if clock != nil {
 		cfg.Now = clock.Now
 	}
-	st, err := cache.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	st := proxytest.Store(t, cfg)
 	// Shadow re-reads would add upstream calls that tests count; the
 	// shadow tests turn it on.
 	return &Caching{Store: st, Upstream: "test", Shadow: Shadow{Rate: -1}}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -25,35 +26,13 @@ import (
 // returns its address and upstream group. wrap, if set, wraps the group.
 func isoProxy(t *testing.T, up upstream.Config, caching *Caching, addr string, wrap func(Forwarder) Forwarder) (string, *upstream.Group) {
 	t.Helper()
-	up.URIs = []string{"thrift://" + addr}
-	if up.HealthInterval == 0 {
-		up.HealthInterval = time.Hour
-	}
-	up.Logger = testLogger(t)
-	g, err := upstream.New(up)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := proxytest.Group(t, up, addr)
 	var fw Forwarder = g
 	if wrap != nil {
 		fw = wrap(g)
 	}
-	s, err := New(Config{Cache: caching, Logger: testLogger(t)}, fw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-		g.Close()
-	})
-	return ln.Addr().String(), g
+	_, paddr := serve(t, Config{Cache: caching}, fw)
+	return paddr, g
 }
 
 // doneForwarder signals each call it has forwarded.
@@ -469,7 +448,7 @@ func TestStreamedReplyIntact(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { g.Close() })
-			_, paddr := startProxyWith(t, Config{Transport: tc.client}, g)
+			_, paddr := serve(t, Config{Transport: tc.client}, g)
 			c := dial(t, paddr, tc.client)
 			m, err := c.Call(ctxT(t), "big_reply", hmsreq.Args())
 			if err != nil {
@@ -488,27 +467,6 @@ func TestStreamedReplyIntact(t *testing.T) {
 			}
 		})
 	}
-}
-
-// startProxyWith serves cfg over up on loopback.
-func startProxyWith(t *testing.T, cfg Config, up Forwarder) (*Server, string) {
-	t.Helper()
-	cfg.Logger = testLogger(t)
-	s, err := New(cfg, up)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	})
-	return s, ln.Addr().String()
 }
 
 // TestQueuedWriteDroppedWhenClientGone guards issue 9: a create_database

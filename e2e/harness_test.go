@@ -5,9 +5,7 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +18,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/upstream"
@@ -122,22 +121,15 @@ type nodeOpts struct {
 
 func startProxy(t *testing.T, ms *metastore, o nodeOpts) *node {
 	t.Helper()
-	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + ms.addr}, HealthInterval: time.Hour, MaxConns: o.maxConns})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := proxytest.Group(t, upstream.Config{MaxConns: o.maxConns}, ms.addr)
 	n := &node{}
-	cfg := proxy.Config{}
+	cfg := proxy.Config{Logger: proxytest.Logger(t)}
 	if !o.noCache {
-		kinds := cache.DefaultKinds()
+		var kinds [cache.NumKinds]cache.KindConfig // zero: the defaults
 		if o.kinds != nil {
 			kinds = *o.kinds
 		}
-		n.store, err = cache.New(cache.Config{MaxBytes: 64 << 20, Kinds: kinds})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(n.store.Close)
+		n.store = proxytest.Store(t, cache.Config{Kinds: kinds})
 		cfg.Cache = &proxy.Caching{Store: n.store, Upstream: ms.addr, Scope: o.scope}
 		if o.bus != nil {
 			cfg.Cache.Coherence = o.bus
@@ -146,46 +138,23 @@ func startProxy(t *testing.T, ms *metastore, o nodeOpts) *node {
 			cfg.Cache.Shadow = *o.shadow
 		}
 	}
-	n.srv, err = proxy.New(cfg, g)
-	if err != nil {
+	var err error
+	if n.srv, err = proxy.New(cfg, g); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.addr = ln.Addr().String()
-	go n.srv.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		n.srv.Shutdown(ctx)
-		g.Close()
-	})
+	n.addr = proxytest.Serve(t, n.srv)
 	return n
 }
 
 func dial(t *testing.T, addr string) *hmsclient.Client {
-	t.Helper()
-	c, err := hmsclient.Dial(context.Background(), addr, wire.Buffered)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return proxytest.Dial(t, addr, wire.Buffered)
 }
 
 // call makes one call with a generous timeout (a cold metastore is slow)
 // and returns a copy of the whole reply.
 func call(t *testing.T, c *hmsclient.Client, method string, args []byte) []byte {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	m, err := c.Call(ctx, method, args)
-	if err != nil {
-		t.Fatalf("%s: %v", method, err)
-	}
-	return append([]byte(nil), m.Buf...)
+	return proxytest.CallWithin(t, 2*time.Minute, c, method, args)
 }
 
 // sameButSeqID compares two whole messages, seqid aside.

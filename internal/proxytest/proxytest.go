@@ -111,7 +111,12 @@ type Server interface {
 // registered earlier, such as its Group, is closed.
 func Serve(t testing.TB, s Server) string {
 	t.Helper()
-	ln := Listen(t)
+	return ServeOn(t, s, Listen(t))
+}
+
+// ServeOn is Serve on a listener of the caller's, such as a TLS one.
+func ServeOn(t testing.TB, s Server, ln net.Listener) string {
+	t.Helper()
 	go s.Serve(ln)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
@@ -178,10 +183,18 @@ func Dial(t testing.TB, addr string, tr wire.Transport) *hmsclient.Client {
 // reply message; the test fails on a transport error.
 func Call(t testing.TB, c *hmsclient.Client, method string, args []byte) []byte {
 	t.Helper()
-	return CallCtx(t, Ctx(t), c, method, args)
+	return CallWithin(t, Timeout, c, method, args)
 }
 
-// CallCtx is Call bounded by ctx (a cold real metastore wants longer).
+// CallWithin is Call bounded by d (a cold real metastore wants longer).
+func CallWithin(t testing.TB, d time.Duration, c *hmsclient.Client, method string, args []byte) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return CallCtx(t, ctx, c, method, args)
+}
+
+// CallCtx is Call bounded by ctx.
 func CallCtx(t testing.TB, ctx context.Context, c *hmsclient.Client, method string, args []byte) []byte {
 	t.Helper()
 	m, err := c.Call(ctx, method, args)

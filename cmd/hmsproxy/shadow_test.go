@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -31,16 +30,7 @@ func TestShadowWiring(t *testing.T) {
 	cfg.Log.Level = "error"
 	cfg.ShutdownTimeout = 5 * time.Second
 
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, cfg) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
-	c := dialWhenUp(t, cfg.Listen, done)
+	c := runInProcess(t, cfg)
 
 	type shadowStatus struct {
 		Checks, Mismatches uint64

@@ -98,24 +98,10 @@ func TestBypassingWritesReal(t *testing.T) {
 	for _, v := range versions(t) {
 		t.Run(v, func(t *testing.T) {
 			ms := start(t, v)
-			r := redistest.Start(t)
+			nodes := startBusNodes(t, ms, 3)
 			ctx, cancel := context.WithCancel(context.Background())
 			var wg sync.WaitGroup
 			defer func() { cancel(); wg.Wait() }()
-			var nodes []*node
-			for i := 0; i < 3; i++ {
-				bus, err := coherence.New(coherence.Config{Client: r.Client(), Group: ms.addr, Heartbeat: 200 * time.Millisecond})
-				if err != nil {
-					t.Fatal(err)
-				}
-				n := startProxy(t, ms, nodeOpts{bus: bus})
-				wg.Add(1)
-				go func() { defer wg.Done(); bus.Run(ctx, n.srv) }()
-				for !bus.Synced() {
-					time.Sleep(5 * time.Millisecond)
-				}
-				nodes = append(nodes, n)
-			}
 			const interval = 500 * time.Millisecond
 			caller := &hmsclient.Redialer{Addr: ms.addr}
 			defer caller.Close()

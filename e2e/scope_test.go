@@ -2,10 +2,8 @@ package e2e
 
 import (
 	"bytes"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"

@@ -15,8 +15,8 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/leader"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/redistest"
-	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/internal/worker"
 )
 
@@ -56,37 +56,8 @@ func clMustOK(t *testing.T, what string, reply []byte) {
 
 // clParam reads a table parameter from a get_table reply.
 func clParam(reply []byte, key string) string {
-	m, err := wire.Parse(reply, wire.Limits{MaxMessage: 1 << 30})
-	if err != nil {
-		return ""
-	}
-	d := wire.NewDecoder(m.Body())
-	if typ, id := d.FieldBegin(); typ != wire.TStruct || id != 0 {
-		return ""
-	}
-	if string(m.Name()) == "get_table_req" { // GetTableResult: the table at 1
-		if typ, id := d.FieldBegin(); typ != wire.TStruct || id != 1 {
-			return ""
-		}
-	}
-	for {
-		typ, id := d.FieldBegin()
-		if typ == wire.TStop || d.Err() != nil {
-			return ""
-		}
-		if id != 9 || typ != wire.TMap {
-			d.Skip(typ)
-			continue
-		}
-		_, _, n := d.MapBegin()
-		for i := 0; i < n; i++ {
-			k, v := d.String(), d.String()
-			if k == key {
-				return v
-			}
-		}
-		return ""
-	}
+	v, _ := proxytest.TableParam(reply, key)
+	return v
 }
 
 // TestBypassingWritesReal: three proxies share invalidations over Redis

@@ -114,39 +114,11 @@ func TestCacheHits(t *testing.T) {
 // tableParam reads one parameter of the Table in a get_table reply.
 func tableParam(t testing.TB, reply []byte, key string) string {
 	t.Helper()
-	m, err := wire.Parse(reply, wire.Limits{})
-	if err != nil {
-		t.Fatal(err)
+	v, ok := proxytest.TableParam(reply, key)
+	if !ok {
+		t.Fatalf("no table in reply %x", reply)
 	}
-	d := wire.NewDecoder(m.Body())
-	for {
-		typ, id := d.FieldBegin()
-		if typ == wire.TStop || d.Err() != nil {
-			t.Fatalf("no table in reply %x", reply)
-		}
-		if id != 0 {
-			d.Skip(typ)
-			continue
-		}
-		for {
-			ft, fid := d.FieldBegin()
-			if ft == wire.TStop || d.Err() != nil {
-				return ""
-			}
-			if fid != 9 || ft != wire.TMap {
-				d.Skip(ft)
-				continue
-			}
-			_, _, n := d.MapBegin()
-			for i := 0; i < n; i++ {
-				k, v := d.String(), d.String()
-				if k == key {
-					return v
-				}
-			}
-			return ""
-		}
-	}
+	return v
 }
 
 // TestReadYourWrites: a write through the proxy invalidates what it

@@ -54,26 +54,10 @@ func getTableArgs(db, tbl string) []byte {
 	return hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl))
 }
 
-// replyTableName decodes the tableName of a get_table reply.
+// replyTableName is the tableName of a get_table reply.
 func replyTableName(t testing.TB, m wire.Message) string {
 	t.Helper()
-	if m.Type != wire.Reply {
-		t.Fatalf("get_table answered with message type %d", m.Type)
-	}
-	d := wire.NewDecoder(m.Body())
-	if typ, id := d.FieldBegin(); typ != wire.TStruct || id != 0 {
-		t.Fatalf("get_table result field %d type %d; want the table", id, typ)
-	}
-	for {
-		typ, id := d.FieldBegin()
-		if typ == wire.TStop || d.Err() != nil {
-			t.Fatalf("no tableName in reply: %v", d.Err())
-		}
-		if id == 1 && typ == wire.TString {
-			return d.String()
-		}
-		d.Skip(typ)
-	}
+	return proxytest.TableName(t, m.Buf)
 }
 
 // appException decodes a TApplicationException reply.

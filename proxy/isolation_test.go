@@ -288,63 +288,24 @@ func bigFake(t *testing.T, size int) (addr string, sent chan struct{}) {
 }
 
 func bigFakeT(t *testing.T, tr wire.Transport, size int) (addr string, sent chan struct{}) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	sent = make(chan struct{}, 1)
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
+	return proxytest.Fake(t, tr, func(c *proxytest.FakeConn, m wire.Message) error {
+		e := wire.Encoder{B: wire.AppendHeader(nil, wire.Reply, m.Name(), m.SeqID)}
+		if string(m.Name()) == "big_reply" {
+			e.FieldBegin(wire.TString, 0)
+			e.Bytes(make([]byte, size))
+		} else {
+			e.StringField(0, "small")
 		}
-		mu.Unlock()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, nc)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer nc.Close()
-				r := wire.NewReader(nc, tr, wire.Limits{})
-				w := wire.NewWriter(nc, tr)
-				for {
-					m, err := r.Read()
-					if err != nil {
-						return
-					}
-					e := wire.Encoder{B: wire.AppendHeader(nil, wire.Reply, m.Name(), m.SeqID)}
-					if string(m.Name()) == "big_reply" {
-						e.FieldBegin(wire.TString, 0)
-						e.Bytes(make([]byte, size))
-					} else {
-						e.StringField(0, "small")
-					}
-					e.Stop()
-					if err := w.Write(e.B); err != nil {
-						return
-					}
-					if string(m.Name()) == "big_reply" {
-						sent <- struct{}{}
-					}
-				}
-			}()
+		e.Stop()
+		if err := c.W.Write(e.B); err != nil {
+			return err
 		}
-	}()
-	return ln.Addr().String(), sent
+		if string(m.Name()) == "big_reply" {
+			sent <- struct{}{}
+		}
+		return nil
+	}), sent
 }
 
 // TestSlowReaderDoesNotPinUpstream guards issue 9: a client that does not

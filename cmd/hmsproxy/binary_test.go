@@ -142,52 +142,14 @@ func (p *proc) stop(t *testing.T, within time.Duration) (time.Duration, int) {
 // sent on got (when there is room).
 func hungMetastore(t *testing.T) (addr string, got chan string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	got = make(chan string, 100)
-	var wg sync.WaitGroup
-	var mu sync.Mutex // guards conns
-	var conns []net.Conn
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
+	return proxytest.Fake(t, wire.Buffered, func(_ *proxytest.FakeConn, m wire.Message) error {
+		select {
+		case got <- string(m.Name()):
+		default:
 		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r := wire.NewReader(c, wire.Buffered, wire.Limits{})
-				for {
-					m, err := r.Read()
-					if err != nil {
-						return
-					}
-					select {
-					case got <- string(m.Name()):
-					default:
-					}
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String(), got
+		return nil
+	}), got
 }
 
 // With a metastore that accepts and never answers, the process exits

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -136,36 +137,75 @@ func Listen(t testing.TB) net.Listener {
 	return ln
 }
 
-// Echo answers every call on ln with one fixed reply body under the
-// caller's method name and seqid: the floor a proxy hit is measured
-// against. ln is closed when the test ends.
-func Echo(t testing.TB, ln net.Listener, body []byte) {
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+// Answer is a fake metastore's handling of one call read on a
+// connection: it writes what it likes on c.W (or nothing, as a hung
+// metastore); an error closes the connection.
+type Answer func(c *FakeConn, m wire.Message) error
+
+// FakeConn is one connection of a fake metastore.
+type FakeConn struct {
+	W *wire.Writer
+	// Scratch is the connection's own buffer, kept between calls, for
+	// answers built without allocating.
+	Scratch []byte
+}
+
+// Fake serves a metastore of the test's making on loopback and returns
+// its address. See ServeFake.
+func Fake(t testing.TB, tr wire.Transport, answer Answer) string {
+	t.Helper()
+	ln := Listen(t)
+	ServeFake(t, ln, tr, answer)
+	return ln.Addr().String()
+}
+
+// ServeFake runs answer for every call read on a connection accepted
+// from ln, one connection at a time in order. When the test ends, ln and
+// every connection are closed and the goroutines waited for.
+func ServeFake(t testing.TB, ln net.Listener, tr wire.Transport, answer Answer) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex // guards conns
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
 		for {
 			nc, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			go echo(nc, body)
+			mu.Lock()
+			conns = append(conns, nc)
+			mu.Unlock()
+			wg.Go(func() {
+				defer nc.Close()
+				r, c := wire.NewReader(nc, tr, wire.Limits{}), &FakeConn{W: wire.NewWriter(nc, tr)}
+				for {
+					m, err := r.Read()
+					if err != nil || answer(c, m) != nil {
+						return
+					}
+				}
+			})
 		}
-	}()
+	})
 }
 
-func echo(nc net.Conn, body []byte) {
-	defer nc.Close()
-	r, w := wire.NewReader(nc, wire.Buffered, wire.Limits{}), wire.NewWriter(nc, wire.Buffered)
-	var hdr []byte
-	for {
-		m, err := r.Read()
-		if err != nil {
-			return
-		}
-		hdr = wire.AppendHeader(hdr[:0], wire.Reply, m.Name(), m.SeqID)
-		if w.Write(hdr, body) != nil {
-			return
-		}
-	}
+// Echo answers every call on ln with one fixed reply body under the
+// caller's method name and seqid: the floor a proxy hit is measured
+// against.
+func Echo(t testing.TB, ln net.Listener, body []byte) {
+	ServeFake(t, ln, wire.Buffered, func(c *FakeConn, m wire.Message) error {
+		c.Scratch = wire.AppendHeader(c.Scratch[:0], wire.Reply, m.Name(), m.SeqID)
+		return c.W.Write(c.Scratch, body)
+	})
 }
 
 // Dial is a client of addr, closed when the test ends.

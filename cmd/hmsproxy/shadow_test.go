@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/proxy"
 )
@@ -31,6 +33,14 @@ func TestShadowWiring(t *testing.T) {
 	cfg.ShutdownTimeout = 5 * time.Second
 
 	c := runInProcess(t, cfg)
+	// run binds the admin listener after the proxy's, which c reached.
+	proxytest.Eventually(t, "the admin listener", func() bool {
+		nc, err := net.Dial("tcp", cfg.Admin.Listen)
+		if err == nil {
+			nc.Close()
+		}
+		return err == nil
+	})
 
 	type shadowStatus struct {
 		Checks, Mismatches uint64

@@ -37,6 +37,8 @@ type DemoOptions struct {
 	// Seed is the databases, tables per database and partitions per table
 	// created before serving. Zero: {2, 3, 20}.
 	Seed [3]int
+	// Empty serves the demo as New leaves it, Seed ignored.
+	Empty bool
 }
 
 // Demo runs a seeded demo metastore on loopback and returns it and its
@@ -47,7 +49,9 @@ func Demo(t testing.TB, o DemoOptions) (*demohms.Server, string) {
 		o.Seed = [3]int{2, 3, 20}
 	}
 	d := demohms.New(o.Config)
-	d.Seed(o.Seed[0], o.Seed[1], o.Seed[2])
+	if !o.Empty {
+		d.Seed(o.Seed[0], o.Seed[1], o.Seed[2])
+	}
 	ln := Listen(t)
 	go d.Serve(ln)
 	t.Cleanup(func() { d.Close() })

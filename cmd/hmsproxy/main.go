@@ -268,13 +268,10 @@ func run(ctx context.Context, cfg fileConfig) error {
 	// Everything below honours cancellation, so the process stops within
 	// the timeout whatever the metastores do; this is the guarantee
 	// should some part ever not.
-	watchdog := time.AfterFunc(cfg.ShutdownTimeout+shutdownGrace, func() {
+	time.AfterFunc(cfg.ShutdownTimeout+shutdownGrace, func() {
 		log.Error("shutdown overran its timeout; exiting now", "timeout", cfg.ShutdownTimeout)
 		os.Exit(exitCallsCut)
 	})
-	// Stopped on return: a run inside a test process (changes_test.go)
-	// that ended in time must not exit that process seconds later.
-	defer watchdog.Stop()
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	// Background work serves no client: it stops first, at once, so that

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -199,25 +198,9 @@ func (g *gatedForwarder) Do(ctx context.Context, c upstream.Call, sink upstream.
 // never lands in the cache after it (promise 3; Trino #10512).
 func TestLoadInvalidateRace(t *testing.T) {
 	_, addr := startDemo(t, wire.Buffered)
-	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + addr}, HealthInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	gate := &gatedForwarder{up: g, method: "get_table", arrived: make(chan struct{}), release: make(chan struct{})}
+	gate := &gatedForwarder{up: proxytest.Group(t, upstream.Config{}, addr), method: "get_table", arrived: make(chan struct{}), release: make(chan struct{})}
 	caching := newCaching(t, nil)
-	s, err := New(Config{Cache: caching, Logger: testLogger(t)}, gate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	go s.Serve(ln)
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	}()
-	paddr := ln.Addr().String()
+	_, paddr := serve(t, Config{Cache: caching}, gate)
 
 	setup := dial(t, paddr, wire.Buffered)
 	call(t, setup, "create_table", tableArgs("demo_db0", "race"))

@@ -214,7 +214,7 @@ func prepareScratch(ctx context.Context, c *conn, spec Spec, ws *scratch) error 
 	}
 	ws.renamed = false
 	if o, _, err := c.call(ctx, "create_table", spec.createTableArgs(ws.db, ws.table), existsCreateTable); o != outOK {
-		return fmt.Errorf("bench: create scratch table %s.%s: %v", ws.db, ws.table, err)
+		return fmt.Errorf("bench: create scratch table %s.%s: %w", ws.db, ws.table, err)
 	}
 	return nil
 }

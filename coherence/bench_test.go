@@ -3,7 +3,6 @@ package coherence_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/redistest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/proxy"
@@ -115,32 +115,18 @@ type benchNode struct {
 }
 
 func startDemo(b *testing.B) string {
-	d := demohms.New(demohms.Config{Transport: wire.Buffered})
-	d.Seed(1, 1, 1)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go d.Serve(ln)
-	b.Cleanup(func() { d.Close() })
-	return ln.Addr().String()
+	_, addr := proxytest.Demo(b, proxytest.DemoOptions{Config: demohms.Config{Transport: wire.Buffered}, Seed: [3]int{1, 1, 1}})
+	return addr
 }
 
 // startNode runs a caching proxy node, on the bus when rdb is set.
 func startNode(b *testing.B, metastore string, rdb *redis.Client) *benchNode {
-	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + metastore}, HealthInterval: time.Hour, MaxConns: 64})
-	if err != nil {
-		b.Fatal(err)
-	}
-	st, err := cache.New(cache.Config{MaxBytes: 16 << 20, Kinds: cache.DefaultKinds()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	caching := &proxy.Caching{Store: st, Upstream: "bench"}
+	g := proxytest.Group(b, upstream.Config{MaxConns: 64}, metastore)
+	caching := &proxy.Caching{Store: proxytest.Store(b, cache.Config{MaxBytes: 16 << 20}), Upstream: "bench"}
 	n := &benchNode{}
 	if rdb != nil {
-		n.bus, err = coherence.New(coherence.Config{Client: rdb, Group: "bench"})
-		if err != nil {
+		var err error
+		if n.bus, err = coherence.New(coherence.Config{Client: rdb, Group: "bench"}); err != nil {
 			b.Fatal(err)
 		}
 		caching.Coherence = n.bus
@@ -149,28 +135,13 @@ func startNode(b *testing.B, metastore string, rdb *redis.Client) *benchNode {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go srv.Serve(ln)
-	n.addr = ln.Addr().String()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
+	n.addr = proxytest.Serve(b, srv)
 	if n.bus != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
 		go func() { defer close(done); n.bus.Run(ctx, srv) }()
-	} else {
-		close(done)
+		b.Cleanup(func() { cancel(); <-done })
 	}
-	b.Cleanup(func() {
-		sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
-		defer c()
-		srv.Shutdown(sctx)
-		cancel()
-		<-done
-		g.Close()
-		st.Close()
-	})
 	return n
 }
 
@@ -183,12 +154,7 @@ func waitPeers(b *testing.B, bus *coherence.Bus, n int) {
 }
 
 func dial(b *testing.B, addr string) *hmsclient.Client {
-	c, err := hmsclient.Dial(context.Background(), addr, wire.Buffered)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { c.Close() })
-	return c
+	return proxytest.Dial(b, addr, wire.Buffered)
 }
 
 func call(b *testing.B, c *hmsclient.Client, method string, args []byte) {

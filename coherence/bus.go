@@ -488,7 +488,7 @@ func (b *Bus) checkStream(ctx context.Context, c Cache, st *streamCount, cursor 
 	atEnd := info.LastGeneratedID == cursor
 	switch {
 	case info.EntriesAdded < st.read:
-		b.markLost(c, "redis-reset", fmt.Errorf("stream has %d entries ever, this node read %d", info.EntriesAdded, st.read))
+		b.markLost(c, "redis-reset", fmt.Errorf("coherence: stream has %d entries ever, this node read %d", info.EntriesAdded, st.read))
 		return true
 	case atEnd && info.EntriesAdded > st.read, !atEnd && info.EntriesAdded-info.Length > st.read:
 		// Some were appended and trimmed before this node reached them.

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/redistest"
 )
 
@@ -84,16 +85,7 @@ func startNodes(t *testing.T, r *redistest.Server, count int) []*node {
 	return nodes
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
+var waitFor = proxytest.Eventually
 
 var tbl = cache.Entity{Level: cache.LevelTable, Cat: "hive", DB: "db", Table: "t"}
 

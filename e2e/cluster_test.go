@@ -15,8 +15,8 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/leader"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/redistest"
-	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/internal/worker"
 )
 
@@ -56,37 +56,8 @@ func clMustOK(t *testing.T, what string, reply []byte) {
 
 // clParam reads a table parameter from a get_table reply.
 func clParam(reply []byte, key string) string {
-	m, err := wire.Parse(reply, wire.Limits{MaxMessage: 1 << 30})
-	if err != nil {
-		return ""
-	}
-	d := wire.NewDecoder(m.Body())
-	if typ, id := d.FieldBegin(); typ != wire.TStruct || id != 0 {
-		return ""
-	}
-	if string(m.Name()) == "get_table_req" { // GetTableResult: the table at 1
-		if typ, id := d.FieldBegin(); typ != wire.TStruct || id != 1 {
-			return ""
-		}
-	}
-	for {
-		typ, id := d.FieldBegin()
-		if typ == wire.TStop || d.Err() != nil {
-			return ""
-		}
-		if id != 9 || typ != wire.TMap {
-			d.Skip(typ)
-			continue
-		}
-		_, _, n := d.MapBegin()
-		for i := 0; i < n; i++ {
-			k, v := d.String(), d.String()
-			if k == key {
-				return v
-			}
-		}
-		return ""
-	}
+	v, _ := proxytest.TableParam(reply, key)
+	return v
 }
 
 // TestBypassingWritesReal: three proxies share invalidations over Redis
@@ -98,24 +69,10 @@ func TestBypassingWritesReal(t *testing.T) {
 	for _, v := range versions(t) {
 		t.Run(v, func(t *testing.T) {
 			ms := start(t, v)
-			r := redistest.Start(t)
+			nodes := startBusNodes(t, ms, 3)
 			ctx, cancel := context.WithCancel(context.Background())
 			var wg sync.WaitGroup
 			defer func() { cancel(); wg.Wait() }()
-			var nodes []*node
-			for i := 0; i < 3; i++ {
-				bus, err := coherence.New(coherence.Config{Client: r.Client(), Group: ms.addr, Heartbeat: 200 * time.Millisecond})
-				if err != nil {
-					t.Fatal(err)
-				}
-				n := startProxy(t, ms, nodeOpts{bus: bus})
-				wg.Add(1)
-				go func() { defer wg.Done(); bus.Run(ctx, n.srv) }()
-				for !bus.Synced() {
-					time.Sleep(5 * time.Millisecond)
-				}
-				nodes = append(nodes, n)
-			}
 			const interval = 500 * time.Millisecond
 			caller := &hmsclient.Redialer{Addr: ms.addr}
 			defer caller.Close()

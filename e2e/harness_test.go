@@ -7,7 +7,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,8 @@ import (
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/redistest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/upstream"
@@ -56,29 +57,40 @@ func repoRoot() string {
 // start returns the running metastore of version v, starting it once.
 func start(t *testing.T, v string) *metastore {
 	t.Helper()
+	return startShared(t, v, v, 0)
+}
+
+// startShared returns the metastore of version v known as key, starting
+// it once on the version's port plus delta, with env added to hms.sh's
+// environment (a variant such as the filter hook).
+func startShared(t *testing.T, v, key string, delta int, env ...string) *metastore {
+	t.Helper()
 	msMu.Lock()
 	defer msMu.Unlock()
-	if ms, ok := stores[v]; ok {
+	if ms, ok := stores[key]; ok {
 		if ms.err != nil {
-			t.Fatalf("HMS %s did not start earlier: %v", v, ms.err)
+			t.Fatalf("HMS %s did not start earlier: %v", key, ms.err)
 		}
 		return ms
 	}
-	port := basePort[v]
+	port := basePort[v] + delta
 	if off, err := strconv.Atoi(os.Getenv("HMSPROXY_E2E_PORT_OFFSET")); err == nil {
 		port += off // lets two runs share a machine
 	}
-	work, _ := os.MkdirTemp("", "hmsproxy-e2e-"+v+"-")
+	work, _ := os.MkdirTemp("", "hmsproxy-e2e-"+strings.ReplaceAll(key, "+", "-")+"-")
 	ms := &metastore{version: v, addr: fmt.Sprintf("127.0.0.1:%d", port), work: work}
-	stores[v] = ms
+	stores[key] = ms
 	begin := time.Now()
 	cmd := exec.Command("bash", filepath.Join(repoRoot(), "testbed", "hms.sh"), "start", v, fmt.Sprint(port), work)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		ms.err = fmt.Errorf("%v\n%s", err, out)
-		t.Fatalf("start HMS %s: %v", v, ms.err)
+		t.Fatalf("start HMS %s: %v", key, ms.err)
 	}
-	fmt.Printf("e2e: HMS %s started on %s in %v\n", v, ms.addr, time.Since(begin).Round(100*time.Millisecond))
+	fmt.Printf("e2e: HMS %s started on %s in %v\n", key, ms.addr, time.Since(begin).Round(100*time.Millisecond))
 	return ms
 }
 
@@ -110,6 +122,7 @@ type node struct {
 	addr  string
 	srv   *proxy.Server
 	store *cache.Store
+	bus   *coherence.Bus // nodeOpts.bus
 }
 
 type nodeOpts struct {
@@ -128,22 +141,15 @@ type nodeOpts struct {
 
 func startProxy(t *testing.T, ms *metastore, o nodeOpts) *node {
 	t.Helper()
-	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + ms.addr}, HealthInterval: time.Hour, MaxConns: o.maxConns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &node{}
-	cfg := proxy.Config{}
+	g := proxytest.Group(t, upstream.Config{MaxConns: o.maxConns}, ms.addr)
+	n := &node{bus: o.bus}
+	cfg := proxy.Config{Logger: proxytest.Logger(t)}
 	if !o.noCache {
-		kinds := cache.DefaultKinds()
+		var kinds [cache.NumKinds]cache.KindConfig // zero: the defaults
 		if o.kinds != nil {
 			kinds = *o.kinds
 		}
-		n.store, err = cache.New(cache.Config{MaxBytes: 64 << 20, Kinds: kinds})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(n.store.Close)
+		n.store = proxytest.Store(t, cache.Config{Kinds: kinds})
 		cfg.Cache = &proxy.Caching{Store: n.store, Upstream: ms.addr, Scope: o.scope}
 		if o.bus != nil {
 			cfg.Cache.Coherence = o.bus
@@ -152,46 +158,47 @@ func startProxy(t *testing.T, ms *metastore, o nodeOpts) *node {
 			cfg.Cache.Shadow = *o.shadow
 		}
 	}
-	n.srv, err = proxy.New(cfg, g)
-	if err != nil {
+	var err error
+	if n.srv, err = proxy.New(cfg, g); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.addr = ln.Addr().String()
-	go n.srv.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		n.srv.Shutdown(ctx)
-		g.Close()
-	})
+	n.addr = proxytest.Serve(t, n.srv)
 	return n
 }
 
-func dial(t *testing.T, addr string) *hmsclient.Client {
+// startBusNodes runs count caching proxies in front of ms that share
+// invalidations over a fresh Redis; their buses run until the test ends
+// and are in sync, every node knowing the others, when it returns.
+func startBusNodes(t *testing.T, ms *metastore, count int) []*node {
 	t.Helper()
-	c, err := hmsclient.Dial(context.Background(), addr, wire.Buffered)
-	if err != nil {
-		t.Fatal(err)
+	r := redistest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() }) // before the proxies stop
+	nodes := make([]*node, count)
+	for i := range nodes {
+		bus, err := coherence.New(coherence.Config{Client: r.Client(), Group: ms.addr, Heartbeat: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[i] = startProxy(t, ms, nodeOpts{bus: bus})
+		wg.Go(func() { bus.Run(ctx, nodes[i].srv) })
 	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	for i, n := range nodes {
+		proxytest.Eventually(t, fmt.Sprintf("node %d's bus to sync", i), func() bool { return n.bus.Synced() && len(n.bus.Peers()) == count-1 })
+	}
+	return nodes
+}
+
+func dial(t *testing.T, addr string) *hmsclient.Client {
+	return proxytest.Dial(t, addr, wire.Buffered)
 }
 
 // call makes one call with a generous timeout (a cold metastore is slow)
 // and returns a copy of the whole reply.
 func call(t *testing.T, c *hmsclient.Client, method string, args []byte) []byte {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	m, err := c.Call(ctx, method, args)
-	if err != nil {
-		t.Fatalf("%s: %v", method, err)
-	}
-	return append([]byte(nil), m.Buf...)
+	return proxytest.CallWithin(t, 2*time.Minute, c, method, args)
 }
 
 // sameButSeqID compares two whole messages, seqid aside.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 )
 
@@ -56,35 +57,12 @@ func TestOnewayGetTableReal(t *testing.T) {
 						victim := dial(t, n.addr) // seqid 1, as the bad call
 						reply := call(t, victim, "get_table", get("t0"))
 						clMustOK(t, "get_table", reply)
-						if got := replyTable(t, reply); got != "t0" {
+						if got := proxytest.TableName(t, reply); got != "t0" {
 							t.Fatalf("victim %d: get_table(%s, t0) returned table %q", i, db, got)
 						}
 					}
 				})
 			}
 		})
-	}
-}
-
-// replyTable is the tableName of a get_table reply.
-func replyTable(t *testing.T, reply []byte) string {
-	t.Helper()
-	m, err := wire.Parse(reply, wire.Limits{MaxMessage: 1 << 30})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := wire.NewDecoder(m.Body())
-	if typ, id := d.FieldBegin(); typ != wire.TStruct || id != 0 {
-		t.Fatalf("result field %d type %d; want the table", id, typ)
-	}
-	for {
-		typ, id := d.FieldBegin()
-		if typ == wire.TStop || d.Err() != nil {
-			t.Fatalf("no tableName: %v", d.Err())
-		}
-		if id == 1 && typ == wire.TString {
-			return d.String()
-		}
-		d.Skip(typ)
 	}
 }

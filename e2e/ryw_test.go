@@ -11,10 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
-	"github.com/hmsproxy/hmsproxy/internal/redistest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 )
 
@@ -92,27 +90,9 @@ func (h *rywHistory) allowed(k rywKey, sig string, begin time.Time) (bool, int) 
 
 func runReadYourWritesReal(t *testing.T, v string) {
 	ms := start(t, v)
-	r := redistest.Start(t)
+	nodes := startBusNodes(t, ms, 3)
 	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
-	var nodes []*node
-	var buses []*coherence.Bus
-	for range 3 {
-		bus, err := coherence.New(coherence.Config{Client: r.Client(), Group: ms.addr, Heartbeat: 200 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := startProxy(t, ms, nodeOpts{bus: bus})
-		wg.Go(func() { bus.Run(ctx, n.srv) })
-		nodes, buses = append(nodes, n), append(buses, bus)
-	}
-	for _, b := range buses {
-		for !b.Synced() || len(b.Peers()) != 2 {
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-
+	defer cancel()
 	db := "e2e_ryw"
 	direct := dial(t, ms.addr)
 	const tables, databases = 4, 2
@@ -264,7 +244,7 @@ func runReadYourWritesReal(t *testing.T, v string) {
 		hits.Add(int64(n.srv.Stats().Method("get_table", 0) + n.srv.Stats().Method("get_database", 0)))
 	}
 	var waits []time.Duration
-	waits = append(waits, buses[0].Stats().PublishWaits()...)
+	waits = append(waits, nodes[0].bus.Stats().PublishWaits()...)
 	sort.Slice(waits, func(i, j int) bool { return waits[i] < waits[j] })
 	fmt.Printf("e2e: HMS %s read-your-writes over 3 nodes: %d operations (%d writes through A), %d cache hits on B and C, %d stale reads; bus wait per write p50 %v p99 %v\n",
 		v, ops.Load(), writes.Load(), hits.Load(), stale.Load(), waits[len(waits)/2], waits[len(waits)*99/100])

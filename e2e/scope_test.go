@@ -2,14 +2,8 @@ package e2e
 
 import (
 	"bytes"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
@@ -21,32 +15,7 @@ import (
 // tables are hidden from every user but admin.
 func startFilterHook(t *testing.T, v string) *metastore {
 	t.Helper()
-	key := v + "+filterhook"
-	msMu.Lock()
-	defer msMu.Unlock()
-	if ms, ok := stores[key]; ok {
-		if ms.err != nil {
-			t.Fatalf("HMS %s did not start earlier: %v", key, ms.err)
-		}
-		return ms
-	}
-	port := basePort[v] + 50
-	if off, err := strconv.Atoi(os.Getenv("HMSPROXY_E2E_PORT_OFFSET")); err == nil {
-		port += off
-	}
-	work, _ := os.MkdirTemp("", "hmsproxy-e2e-filterhook-")
-	ms := &metastore{version: v, addr: fmt.Sprintf("127.0.0.1:%d", port), work: work}
-	stores[key] = ms
-	begin := time.Now()
-	cmd := exec.Command("bash", filepath.Join(repoRoot(), "testbed", "hms.sh"), "start", v, fmt.Sprint(port), work)
-	cmd.Env = append(os.Environ(), "HMS_FILTER_HOOK=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		ms.err = fmt.Errorf("%v\n%s", err, out)
-		t.Fatalf("start HMS %s: %v", key, ms.err)
-	}
-	fmt.Printf("e2e: HMS %s started on %s in %v\n", key, ms.addr, time.Since(begin).Round(100*time.Millisecond))
-	return ms
+	return startShared(t, v, v+"+filterhook", 50, "HMS_FILTER_HOOK=1")
 }
 
 func asUser(t *testing.T, addr, user string) *hmsclient.Client {

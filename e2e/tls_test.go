@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +14,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/certs"
 	"github.com/hmsproxy/hmsproxy/internal/certs/certstest"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -74,36 +73,16 @@ func tlsProxy(t *testing.T, ms *metastore, dir string) (n *node, truststore stri
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { up.Close(); lis.Close() })
-	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + ms.addr}, TLS: up.ClientConfig, HealthInterval: time.Hour})
+	g := proxytest.Group(t, upstream.Config{TLS: up.ClientConfig}, ms.addr)
+	n = &node{store: proxytest.Store(t, cache.Config{})}
+	if n.srv, err = proxy.New(proxy.Config{Cache: &proxy.Caching{Store: n.store, Upstream: ms.addr}}, g); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := lis.Listener(proxytest.Listen(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	n = &node{}
-	n.store, err = cache.New(cache.Config{MaxBytes: 64 << 20, Kinds: cache.DefaultKinds()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(n.store.Close)
-	n.srv, err = proxy.New(proxy.Config{Cache: &proxy.Caching{Store: n.store, Upstream: ms.addr}}, g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plain, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := lis.Listener(plain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.addr = plain.Addr().String()
-	go n.srv.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		n.srv.Shutdown(ctx)
-		g.Close()
-	})
+	n.addr = proxytest.ServeOn(t, n.srv, ln)
 	return n, truststore
 }
 

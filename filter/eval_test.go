@@ -110,3 +110,21 @@ func TestEvalDoesNotAllocate(t *testing.T) {
 		t.Errorf("Eval: got %v allocations; want 0", n)
 	}
 }
+
+// TestInternalErrorKind: the fuzzer tells a bug (a tree the parser should
+// never build) from an answer about the input by errors.Is, not by the
+// error's text (#11).
+func TestInternalErrorKind(t *testing.T) {
+	_, err := (&Expr{root: &node{kind: nodeKind(200), key: "hr"}}).Eval(map[string]string{"hr": "1"}, nil)
+	if !errors.Is(err, errInternal) {
+		t.Fatalf("unknown node kind: got %v; want errInternal", err)
+	}
+	e, err := Parse(`hr > 3`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Eval(map[string]string{"hr": "x"}, map[string]string{"hr": "int"})
+	if !errors.Is(err, ErrNotInteger) || errors.Is(err, errInternal) {
+		t.Fatalf("non-integer value: got %v; want ErrNotInteger, not errInternal", err)
+	}
+}

@@ -1,6 +1,7 @@
 package filter
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -35,7 +36,7 @@ func FuzzParse(f *testing.F) {
 			values[k] = v
 		}
 		e.Exact(types)
-		if _, err := e.Eval(values, types); err != nil && strings.Contains(err.Error(), "internal error") {
+		if _, err := e.Eval(values, types); errors.Is(err, errInternal) {
 			t.Fatalf("Eval(%q): %v", s, err)
 		}
 	})

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -33,15 +33,11 @@ func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 func newCaching(t testing.TB, clock *fakeClock) *Caching {
 	t.Helper()
-	cfg := cache.Config{MaxBytes: 64 << 20, Kinds: cache.DefaultKinds()}
+	var cfg cache.Config
 	if clock != nil {
 		cfg.Now = clock.Now
 	}
-	st, err := cache.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	st := proxytest.Store(t, cfg)
 	// Shadow re-reads would add upstream calls that tests count; the
 	// shadow tests turn it on.
 	return &Caching{Store: st, Upstream: "test", Shadow: Shadow{Rate: -1}}
@@ -117,39 +113,11 @@ func TestCacheHits(t *testing.T) {
 // tableParam reads one parameter of the Table in a get_table reply.
 func tableParam(t testing.TB, reply []byte, key string) string {
 	t.Helper()
-	m, err := wire.Parse(reply, wire.Limits{})
-	if err != nil {
-		t.Fatal(err)
+	v, ok := proxytest.TableParam(reply, key)
+	if !ok {
+		t.Fatalf("no table in reply %x", reply)
 	}
-	d := wire.NewDecoder(m.Body())
-	for {
-		typ, id := d.FieldBegin()
-		if typ == wire.TStop || d.Err() != nil {
-			t.Fatalf("no table in reply %x", reply)
-		}
-		if id != 0 {
-			d.Skip(typ)
-			continue
-		}
-		for {
-			ft, fid := d.FieldBegin()
-			if ft == wire.TStop || d.Err() != nil {
-				return ""
-			}
-			if fid != 9 || ft != wire.TMap {
-				d.Skip(ft)
-				continue
-			}
-			_, _, n := d.MapBegin()
-			for i := 0; i < n; i++ {
-				k, v := d.String(), d.String()
-				if k == key {
-					return v
-				}
-			}
-			return ""
-		}
-	}
+	return v
 }
 
 // TestReadYourWrites: a write through the proxy invalidates what it
@@ -230,25 +198,9 @@ func (g *gatedForwarder) Do(ctx context.Context, c upstream.Call, sink upstream.
 // never lands in the cache after it (promise 3; Trino #10512).
 func TestLoadInvalidateRace(t *testing.T) {
 	_, addr := startDemo(t, wire.Buffered)
-	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + addr}, HealthInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	gate := &gatedForwarder{up: g, method: "get_table", arrived: make(chan struct{}), release: make(chan struct{})}
+	gate := &gatedForwarder{up: proxytest.Group(t, upstream.Config{}, addr), method: "get_table", arrived: make(chan struct{}), release: make(chan struct{})}
 	caching := newCaching(t, nil)
-	s, err := New(Config{Cache: caching, Logger: testLogger(t)}, gate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	go s.Serve(ln)
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	}()
-	paddr := ln.Addr().String()
+	_, paddr := serve(t, Config{Cache: caching}, gate)
 
 	setup := dial(t, paddr, wire.Buffered)
 	call(t, setup, "create_table", tableArgs("demo_db0", "race"))

@@ -12,40 +12,15 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 )
 
 // echoServer answers every call with one fixed reply body under the
 // caller's name and seqid: the floor any proxy hit is measured against.
 func echoServer(b testing.TB, body []byte) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer nc.Close()
-				r, w := wire.NewReader(nc, wire.Buffered, wire.Limits{}), wire.NewWriter(nc, wire.Buffered)
-				var hdr []byte
-				for {
-					m, err := r.Read()
-					if err != nil {
-						return
-					}
-					hdr = wire.AppendHeader(hdr[:0], wire.Reply, m.Name(), m.SeqID)
-					if w.Write(hdr, body) != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
+	ln := proxytest.Listen(b)
+	proxytest.Echo(b, ln, body)
 	return ln.Addr().String()
 }
 

@@ -2,8 +2,8 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
-	"net"
 	"slices"
 	"sort"
 	"strconv"
@@ -19,6 +19,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/redistest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
@@ -49,10 +50,7 @@ func startCluster(t *testing.T, r *redistest.Server, n int, metastore string, o 
 	var wg sync.WaitGroup
 	nodes := make([]*clusterNode, n)
 	for i := range nodes {
-		g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + metastore}, HealthInterval: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := proxytest.Group(t, upstream.Config{}, metastore)
 		client := r.Client()
 		if i < len(o.clients) && o.clients[i] != nil {
 			client = o.clients[i]
@@ -65,34 +63,14 @@ func startCluster(t *testing.T, r *redistest.Server, n int, metastore string, o 
 		caching := newCaching(t, nil)
 		caching.Upstream = "cluster"
 		caching.Coherence = bus // a failed publish shows as a gap on the other nodes
-		s, err := New(Config{Cache: caching}, g)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go s.Serve(ln)
+		s, addr := serve(t, Config{Cache: caching}, g)
 		wg.Add(1)
 		go func() { defer wg.Done(); bus.Run(ctx, s) }()
-		nodes[i] = &clusterNode{addr: ln.Addr().String(), srv: s, bus: bus, st: caching.Store}
-		t.Cleanup(func() {
-			sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
-			defer c()
-			s.Shutdown(sctx)
-			g.Close()
-		})
+		nodes[i] = &clusterNode{addr: addr, srv: s, bus: bus, st: caching.Store}
 	}
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	deadline := time.Now().Add(10 * time.Second)
-	for _, nd := range nodes {
-		for !nd.bus.Synced() || len(nd.bus.Peers()) != n-1 {
-			if time.Now().After(deadline) {
-				t.Fatal("nodes did not sync")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+	for i, nd := range nodes {
+		eventually(t, fmt.Sprintf("node %d to sync", i), func() bool { return nd.bus.Synced() && len(nd.bus.Peers()) == n-1 })
 	}
 	return nodes
 }
@@ -323,7 +301,7 @@ func TestClusterPartition(t *testing.T) {
 		})
 	}
 	// Warm the caches, then cut C from Redis and write through it.
-	waitForCond(t, "cache hits on A and B", func() bool { return hits.Load() > 20 })
+	eventually(t, "cache hits on A and B", func() bool { return hits.Load() > 20 })
 	relay.Cut()
 	var slowest time.Duration
 	for v := int64(1); v <= 5; v++ {
@@ -340,7 +318,7 @@ func TestClusterPartition(t *testing.T) {
 	}
 	relay.Restore()
 	began := time.Now()
-	waitForCond(t, "C back on the bus", func() bool {
+	eventually(t, "C back on the bus", func() bool {
 		ok := nodes[0].bus.Synced() && nodes[1].bus.Synced() && cut.bus.Synced()
 		if !ok && time.Since(began) > 5*time.Second {
 			for i, nd := range nodes {
@@ -382,16 +360,6 @@ func TestClusterPartition(t *testing.T) {
 	for i, nd := range nodes[:2] {
 		if nd.bus.Stats().Loss("peer-silent") == 0 {
 			t.Errorf("node %d never noticed the cut node fall silent", i)
-		}
-	}
-}
-
-// waitForCond polls cond for up to 10s.
-func waitForCond(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/inflight"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -41,24 +42,10 @@ type faultEnv struct {
 }
 
 func startFaultEnv(b *testing.B) *faultEnv {
-	d := demohms.New(demohms.Config{})
-	d.Seed(2, 2, 240)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go d.Serve(ln)
-	b.Cleanup(func() { d.Close() })
+	d, addr := proxytest.Demo(b, proxytest.DemoOptions{Seed: [3]int{2, 2, 240}})
 	budget := inflight.New(faultBudget)
-	g, err := upstream.New(upstream.Config{
-		URIs:           []string{"thrift://" + ln.Addr().String()},
-		HealthInterval: time.Hour,
-		Budget:         budget, // replies share the clients' budget
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { g.Close() })
+	g := proxytest.Group(b, upstream.Config{Budget: budget}, addr) // replies share the clients' budget
+	var err error
 	caching := newCaching(b, nil)
 	if caching.Policy, err = filter.Compile(nil, []string{"demo_db1"}); err != nil {
 		b.Fatal(err)
@@ -66,21 +53,7 @@ func startFaultEnv(b *testing.B) *faultEnv {
 	e := &faultEnv{demo: d, budget: budget}
 	// Client deadlines at their defaults: the faults stay open for the
 	// whole run, as they would for the first minutes of an attack.
-	e.srv, err = New(Config{Cache: caching, Budget: e.budget}, g)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go e.srv.Serve(pln)
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		e.srv.Shutdown(ctx)
-	})
-	e.addr = pln.Addr().String()
+	e.srv, e.addr = serve(b, Config{Cache: caching, Budget: e.budget}, g)
 	return e
 }
 

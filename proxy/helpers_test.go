@@ -1,32 +1,50 @@
 package proxy
 
 import (
-	"context"
-	"log/slog"
 	"net"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
 
+// The loopback pieces come from internal/proxytest, which stops below
+// this package so these internal tests can import it; what needs Server
+// or Caching stays here, as serve and the starters over it.
+var (
+	dial       = proxytest.Dial
+	call       = proxytest.Call
+	ctxT       = proxytest.Ctx
+	testLogger = proxytest.Logger
+	eventually = proxytest.Eventually
+)
+
 // startDemo runs a seeded demo metastore on loopback.
 func startDemo(t testing.TB, tr wire.Transport) (*demohms.Server, string) {
+	return proxytest.Demo(t, proxytest.DemoOptions{Config: demohms.Config{Transport: tr}})
+}
+
+// serve runs a proxy with cfg (its Logger defaulting to the test log) in
+// front of fwd on loopback. Each of before runs on the server before it
+// serves: the place to set its test hooks.
+func serve(t testing.TB, cfg Config, fwd Forwarder, before ...func(*Server)) (*Server, string) {
 	t.Helper()
-	d := demohms.New(demohms.Config{Transport: tr})
-	d.Seed(2, 3, 20)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(t)
+	}
+	s, err := New(cfg, fwd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	go d.Serve(ln)
-	t.Cleanup(func() { d.Close() })
-	return d, ln.Addr().String()
+	for _, f := range before {
+		f(s)
+	}
+	return s, proxytest.Serve(t, s)
 }
 
 type proxyOpts struct {
@@ -38,61 +56,8 @@ type proxyOpts struct {
 // startProxy runs a proxy in front of the given metastore addresses.
 func startProxy(t testing.TB, o proxyOpts, addrs ...string) (*Server, string) {
 	t.Helper()
-	for _, a := range addrs {
-		o.up.URIs = append(o.up.URIs, "thrift://"+a)
-	}
-	if o.up.HealthInterval == 0 {
-		o.up.HealthInterval = time.Hour // tests drive health through failures
-	}
-	if o.up.Logger == nil {
-		o.up.Logger = testLogger(t)
-	}
-	g, err := upstream.New(o.up)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(Config{Transport: o.clientTransport, Logger: testLogger(t), Cache: o.cache}, g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-		g.Close()
-	})
-	return s, ln.Addr().String()
-}
-
-func dial(t testing.TB, addr string, tr wire.Transport) *hmsclient.Client {
-	t.Helper()
-	c, err := hmsclient.Dial(context.Background(), addr, tr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// call makes one call and returns a copy of the whole reply message.
-func call(t testing.TB, c *hmsclient.Client, method string, args []byte) []byte {
-	t.Helper()
-	m, err := c.Call(ctxT(t), method, args)
-	if err != nil {
-		t.Fatalf("%s: %v", method, err)
-	}
-	return append([]byte(nil), m.Buf...)
+	g := proxytest.Group(t, o.up, addrs...)
+	return serve(t, Config{Transport: o.clientTransport, Cache: o.cache}, g)
 }
 
 func ugiArgs(user string, groups ...string) []byte {
@@ -117,47 +82,14 @@ func expectClosed(t testing.TB, c *hmsclient.Client) {
 	}
 }
 
-// testLogger sends logs to the test log, shown for failing tests.
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
-}
-
 // startProxyOver runs a caching proxy whose forwarder is wrap(the
 // upstream group of addr): a seam for tests that watch or alter calls.
 // Each of before runs on the server before it serves: the place to set
 // its test hooks.
 func startProxyOver(t *testing.T, caching *Caching, addr string, wrap func(Forwarder) Forwarder, before ...func(*Server)) string {
 	t.Helper()
-	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + addr}, HealthInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.Close() })
-	s, err := New(Config{Cache: caching, Logger: testLogger(t)}, wrap(g))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range before {
-		f(s)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	})
-	return ln.Addr().String()
+	_, paddr := serve(t, Config{Cache: caching}, wrap(proxytest.Group(t, upstream.Config{}, addr)), before...)
+	return paddr
 }
 
 // refreshesSettled waits until every refresh-ahead job queued so far has

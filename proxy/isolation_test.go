@@ -13,6 +13,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -25,35 +26,13 @@ import (
 // returns its address and upstream group. wrap, if set, wraps the group.
 func isoProxy(t *testing.T, up upstream.Config, caching *Caching, addr string, wrap func(Forwarder) Forwarder) (string, *upstream.Group) {
 	t.Helper()
-	up.URIs = []string{"thrift://" + addr}
-	if up.HealthInterval == 0 {
-		up.HealthInterval = time.Hour
-	}
-	up.Logger = testLogger(t)
-	g, err := upstream.New(up)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := proxytest.Group(t, up, addr)
 	var fw Forwarder = g
 	if wrap != nil {
 		fw = wrap(g)
 	}
-	s, err := New(Config{Cache: caching, Logger: testLogger(t)}, fw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-		g.Close()
-	})
-	return ln.Addr().String(), g
+	_, paddr := serve(t, Config{Cache: caching}, fw)
+	return paddr, g
 }
 
 // doneForwarder signals each call it has forwarded.
@@ -75,26 +54,10 @@ func getTableArgs(db, tbl string) []byte {
 	return hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl))
 }
 
-// replyTableName decodes the tableName of a get_table reply.
+// replyTableName is the tableName of a get_table reply.
 func replyTableName(t testing.TB, m wire.Message) string {
 	t.Helper()
-	if m.Type != wire.Reply {
-		t.Fatalf("get_table answered with message type %d", m.Type)
-	}
-	d := wire.NewDecoder(m.Body())
-	if typ, id := d.FieldBegin(); typ != wire.TStruct || id != 0 {
-		t.Fatalf("get_table result field %d type %d; want the table", id, typ)
-	}
-	for {
-		typ, id := d.FieldBegin()
-		if typ == wire.TStop || d.Err() != nil {
-			t.Fatalf("no tableName in reply: %v", d.Err())
-		}
-		if id == 1 && typ == wire.TString {
-			return d.String()
-		}
-		d.Skip(typ)
-	}
+	return proxytest.TableName(t, m.Buf)
 }
 
 // appException decodes a TApplicationException reply.
@@ -325,63 +288,24 @@ func bigFake(t *testing.T, size int) (addr string, sent chan struct{}) {
 }
 
 func bigFakeT(t *testing.T, tr wire.Transport, size int) (addr string, sent chan struct{}) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	sent = make(chan struct{}, 1)
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
+	return proxytest.Fake(t, tr, func(c *proxytest.FakeConn, m wire.Message) error {
+		e := wire.Encoder{B: wire.AppendHeader(nil, wire.Reply, m.Name(), m.SeqID)}
+		if string(m.Name()) == "big_reply" {
+			e.FieldBegin(wire.TString, 0)
+			e.Bytes(make([]byte, size))
+		} else {
+			e.StringField(0, "small")
 		}
-		mu.Unlock()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, nc)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer nc.Close()
-				r := wire.NewReader(nc, tr, wire.Limits{})
-				w := wire.NewWriter(nc, tr)
-				for {
-					m, err := r.Read()
-					if err != nil {
-						return
-					}
-					e := wire.Encoder{B: wire.AppendHeader(nil, wire.Reply, m.Name(), m.SeqID)}
-					if string(m.Name()) == "big_reply" {
-						e.FieldBegin(wire.TString, 0)
-						e.Bytes(make([]byte, size))
-					} else {
-						e.StringField(0, "small")
-					}
-					e.Stop()
-					if err := w.Write(e.B); err != nil {
-						return
-					}
-					if string(m.Name()) == "big_reply" {
-						sent <- struct{}{}
-					}
-				}
-			}()
+		e.Stop()
+		if err := c.W.Write(e.B); err != nil {
+			return err
 		}
-	}()
-	return ln.Addr().String(), sent
+		if string(m.Name()) == "big_reply" {
+			sent <- struct{}{}
+		}
+		return nil
+	}), sent
 }
 
 // TestSlowReaderDoesNotPinUpstream guards issue 9: a client that does not
@@ -469,7 +393,7 @@ func TestStreamedReplyIntact(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { g.Close() })
-			_, paddr := startProxyWith(t, Config{Transport: tc.client}, g)
+			_, paddr := serve(t, Config{Transport: tc.client}, g)
 			c := dial(t, paddr, tc.client)
 			m, err := c.Call(ctxT(t), "big_reply", hmsreq.Args())
 			if err != nil {
@@ -488,27 +412,6 @@ func TestStreamedReplyIntact(t *testing.T) {
 			}
 		})
 	}
-}
-
-// startProxyWith serves cfg over up on loopback.
-func startProxyWith(t *testing.T, cfg Config, up Forwarder) (*Server, string) {
-	t.Helper()
-	cfg.Logger = testLogger(t)
-	s, err := New(cfg, up)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	})
-	return s, ln.Addr().String()
 }
 
 // TestQueuedWriteDroppedWhenClientGone guards issue 9: a create_database

@@ -13,51 +13,10 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/inflight"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
-
-// startLimited runs a proxy with cfg (its Logger set for the test) in
-// front of fwd.
-func startLimited(t testing.TB, cfg Config, fwd Forwarder) (*Server, string) {
-	t.Helper()
-	cfg.Logger = testLogger(t)
-	s, err := New(cfg, fwd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	})
-	return s, ln.Addr().String()
-}
-
-func group(t testing.TB, addr string) *upstream.Group {
-	t.Helper()
-	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + addr}, HealthInterval: time.Hour, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.Close() })
-	return g
-}
-
-// eventually polls cond until it holds or 10s pass.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting: %s", what)
-		}
-	}
-}
 
 // A client that sends part of a request and then trickles, or stops, is
 // cut off once the read timeout has passed since the request began,
@@ -65,7 +24,7 @@ func eventually(t testing.TB, what string, cond func() bool) {
 func TestSlowlorisCutOff(t *testing.T) {
 	_, addr := startDemo(t, wire.Buffered)
 	const readTimeout = 300 * time.Millisecond
-	s, paddr := startLimited(t, Config{ReadTimeout: readTimeout}, group(t, addr))
+	s, paddr := serve(t, Config{ReadTimeout: readTimeout}, proxytest.Group(t, upstream.Config{}, addr))
 	req := wire.AppendHeader(nil, wire.Call, []byte("get_table"), 1)
 	req = append(req, hmsclient.Args("demo_db0", "t0")...)
 
@@ -123,8 +82,8 @@ func isReset(err error) bool {
 func TestIdleTimeout(t *testing.T) {
 	_, addr := startDemo(t, wire.Buffered)
 	const idle = 300 * time.Millisecond
-	slow := &slowForwarder{up: group(t, addr), delay: 3 * idle}
-	s, paddr := startLimited(t, Config{IdleTimeout: idle}, slow)
+	slow := &slowForwarder{up: proxytest.Group(t, upstream.Config{}, addr), delay: 3 * idle}
+	s, paddr := serve(t, Config{IdleTimeout: idle}, slow)
 	args := hmsclient.Args("demo_db0", "t0")
 
 	t.Run("idle", func(t *testing.T) {
@@ -175,7 +134,7 @@ func TestWriteTimeout(t *testing.T) {
 	e.Stop()
 	up := echoServer(t, e.B)
 	const wt = 300 * time.Millisecond
-	s, paddr := startLimited(t, Config{WriteTimeout: wt}, group(t, up))
+	s, paddr := serve(t, Config{WriteTimeout: wt}, proxytest.Group(t, upstream.Config{}, up))
 	nc, err := net.Dial("tcp", paddr)
 	if err != nil {
 		t.Fatal(err)
@@ -201,7 +160,7 @@ func TestRequestBudget(t *testing.T) {
 	up := echoServer(t, []byte{wire.TStop})
 	const budget = 16 << 20
 	b := inflight.New(budget)
-	_, paddr := startLimited(t, Config{Budget: b, ReadTimeout: time.Minute}, group(t, up))
+	_, paddr := serve(t, Config{Budget: b, ReadTimeout: time.Minute}, proxytest.Group(t, upstream.Config{}, up))
 
 	// One request of 12 MiB: its buffer grows to 16 MiB, the whole budget.
 	var e wire.Encoder
@@ -271,7 +230,7 @@ func TestRequestBudget(t *testing.T) {
 func TestShutdownEndsBudgetWaits(t *testing.T) {
 	up := echoServer(t, []byte{wire.TStop})
 	b := inflight.New(3 << 19) // room for one of the requests below
-	hold := &heldForwarder{up: group(t, up), release: make(chan struct{}), entered: make(chan struct{}, 1)}
+	hold := &heldForwarder{up: proxytest.Group(t, upstream.Config{}, up), release: make(chan struct{}), entered: make(chan struct{}, 1)}
 	s, err := New(Config{Budget: b, Logger: testLogger(t)}, hold)
 	if err != nil {
 		t.Fatal(err)

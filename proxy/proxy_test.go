@@ -13,6 +13,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -346,41 +347,22 @@ func sameButSeqID(a, b []byte) bool {
 // blackHole answers health checks, then reads one call and closes without
 // replying: a metastore that died mid-call.
 func blackHole(t *testing.T) (string, *int32Counter) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var n int32Counter
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer nc.Close()
-				r := wire.NewReader(nc, wire.Buffered, wire.Limits{})
-				for {
-					m, err := r.Read()
-					if err != nil {
-						return
-					}
-					if string(m.Name()) != "getStatus" {
-						n.add()
-						return
-					}
-					// Health checks pass: the metastore looks alive.
-					e := wire.Encoder{B: wire.AppendHeader(nil, wire.Reply, m.Name(), m.SeqID)}
-					e.I32Field(0, 2)
-					e.Stop()
-					nc.Write(e.B)
-				}
-			}()
+	return proxytest.Fake(t, wire.Buffered, func(c *proxytest.FakeConn, m wire.Message) error {
+		if string(m.Name()) != "getStatus" {
+			n.add()
+			return errHangUp
 		}
-	}()
-	t.Cleanup(func() { ln.Close() })
-	return ln.Addr().String(), &n
+		// Health checks pass: the metastore looks alive.
+		e := wire.Encoder{B: wire.AppendHeader(nil, wire.Reply, m.Name(), m.SeqID)}
+		e.I32Field(0, 2)
+		e.Stop()
+		return c.W.Write(e.B)
+	}), &n
 }
+
+// errHangUp makes a fake metastore close the connection.
+var errHangUp = errors.New("proxy test: hang up")
 
 type int32Counter struct {
 	mu sync.Mutex

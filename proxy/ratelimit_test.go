@@ -1,13 +1,11 @@
 package proxy
 
 import (
-	"context"
-	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/ratelimit"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
@@ -24,19 +22,7 @@ func TestRateLimitedUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + addr}, HealthInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.Close() })
-	s, err := New(Config{Cache: newCaching(t, nil), Limiter: lim, Logger: testLogger(t)}, g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
-	paddr := ln.Addr().String()
+	_, paddr := serve(t, Config{Cache: newCaching(t, nil), Limiter: lim}, proxytest.Group(t, upstream.Config{}, addr))
 
 	bob, alice := userConn(t, paddr, "bob"), userConn(t, paddr, "alice")
 	get := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))

@@ -14,6 +14,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -23,20 +24,12 @@ import (
 // is what get_config_value reports.
 func startSecretDemo(t *testing.T, conf map[string]string) (*demohms.Server, string) {
 	t.Helper()
-	d := demohms.New(demohms.Config{Conf: conf, Hidden: func(user, db, table string) bool {
-		return user != "admin" && strings.HasPrefix(table, "secret_")
-	}})
-	d.Seed(1, 2, 3)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go d.Serve(ln)
-	t.Cleanup(func() { d.Close() })
-	admin := dial(t, ln.Addr().String(), wire.Buffered)
+	d, addr := proxytest.Demo(t, proxytest.DemoOptions{Seed: [3]int{1, 2, 3}, Config: demohms.Config{Conf: conf,
+		Hidden: func(user, db, table string) bool { return user != "admin" && strings.HasPrefix(table, "secret_") }}})
+	admin := dial(t, addr, wire.Buffered)
 	call(t, admin, "set_ugi", ugiArgs("admin"))
 	call(t, admin, "create_table", tableArgs("demo_db0", "secret_pay"))
-	return d, ln.Addr().String()
+	return d, addr
 }
 
 // userConn dials addr and sets the connection's user.

@@ -10,6 +10,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/certs"
 	"github.com/hmsproxy/hmsproxy/internal/certs/certstest"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 )
 
@@ -26,10 +27,7 @@ func tlsListener(b testing.TB, algo certstest.Algo) (ln net.Listener, addr strin
 		b.Fatal(err)
 	}
 	b.Cleanup(r.Close)
-	plain, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
+	plain := proxytest.Listen(b)
 	ln, err = r.Listener(plain)
 	if err != nil {
 		b.Fatal(err)
@@ -52,29 +50,7 @@ func tlsProxy(b testing.TB, caching *Caching, addr string, algo certstest.Algo) 
 func tlsEchoServer(b testing.TB, body []byte) (string, *tls.Config) {
 	b.Helper()
 	ln, addr, cfg := tlsListener(b, certstest.ECDSA)
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer nc.Close()
-				r, w := wire.NewReader(nc, wire.Buffered, wire.Limits{}), wire.NewWriter(nc, wire.Buffered)
-				var hdr []byte
-				for {
-					m, err := r.Read()
-					if err != nil {
-						return
-					}
-					hdr = wire.AppendHeader(hdr[:0], wire.Reply, m.Name(), m.SeqID)
-					if w.Write(hdr, body) != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
+	proxytest.Echo(b, ln, body)
 	return addr, cfg
 }
 

@@ -140,7 +140,7 @@ func (w *waiter) timeoutErr() error {
 }
 
 func (w *waiter) cancelErr() error {
-	return &notSentError{fmt.Errorf("upstream: waiting for a connection to %s: %w", w.p.addr, w.ctx.Err())}
+	return &notSentError{fmt.Errorf("waiting for a connection to %s: %w", w.p.addr, w.ctx.Err())}
 }
 
 // queue waits for a slot in sem.

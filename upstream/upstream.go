@@ -416,13 +416,14 @@ func (e *notSentError) Error() string { return "upstream: not sent: " + e.err.Er
 func (e *notSentError) Unwrap() error { return e.err }
 
 // failedBeforeReplyError: the request may have been sent but the
-// connection failed before any reply byte arrived.
+// connection failed before any reply byte arrived. It matches ErrBroken
+// and its cause (an io.EOF, a net.Error) alike.
 type failedBeforeReplyError struct{ err error }
 
 func (e *failedBeforeReplyError) Error() string {
 	return "upstream: failed before reply: " + e.err.Error()
 }
-func (e *failedBeforeReplyError) Unwrap() error { return ErrBroken }
+func (e *failedBeforeReplyError) Unwrap() []error { return []error{ErrBroken, e.err} }
 
 func (g *Group) timeout(c Class) time.Duration {
 	switch c {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -529,6 +530,10 @@ func TestFailover(t *testing.T) {
 		err := g.Do(ctxT(t), Call{Session: NoSession, Class: Write, Msg: msg(t, wire.Call, "create_database", 1)}, &copySink{})
 		if !errors.Is(err, ErrBroken) {
 			t.Fatalf("got %v; want ErrBroken", err)
+		}
+		// The cause stays reachable (#11: Unwrap used to hide it).
+		if !errors.Is(err, io.EOF) {
+			t.Fatalf("got %v; want its cause, io.EOF, reachable", err)
 		}
 		if good.count("create_database") != 0 {
 			t.Fatal("a write that may have run was sent again")

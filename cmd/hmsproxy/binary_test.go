@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/redistest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 )
@@ -142,52 +142,14 @@ func (p *proc) stop(t *testing.T, within time.Duration) (time.Duration, int) {
 // sent on got (when there is room).
 func hungMetastore(t *testing.T) (addr string, got chan string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	got = make(chan string, 100)
-	var wg sync.WaitGroup
-	var mu sync.Mutex // guards conns
-	var conns []net.Conn
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
+	return proxytest.Fake(t, wire.Buffered, func(_ *proxytest.FakeConn, m wire.Message) error {
+		select {
+		case got <- string(m.Name()):
+		default:
 		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r := wire.NewReader(c, wire.Buffered, wire.Limits{})
-				for {
-					m, err := r.Read()
-					if err != nil {
-						return
-					}
-					select {
-					case got <- string(m.Name()):
-					default:
-					}
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String(), got
+		return nil
+	}), got
 }
 
 // With a metastore that accepts and never answers, the process exits
@@ -251,28 +213,12 @@ func TestShutdownIdleExitsZero(t *testing.T) {
 // printed when the URL is bad (#9: the startup log printed it).
 func TestSecretsRedacted(t *testing.T) {
 	const redisPW, upPW = "S3cretRedisPW", "S3cretUpstreamPW"
-	demo := demohms.New(demohms.Config{})
-	demo.Seed(1, 1, 2)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go demo.Serve(ln)
-	t.Cleanup(func() { demo.Close() })
+	_, demoAddr := proxytest.Demo(t, proxytest.DemoOptions{Seed: [3]int{1, 1, 2}})
 	rd := redistest.Start(t)
 
-	p := startBinary(t, "--upstream", "thrift://hive:"+upPW+"@"+ln.Addr().String(),
+	p := startBinary(t, "--upstream", "thrift://hive:"+upPW+"@"+demoAddr,
 		"--redis", "redis://:"+redisPW+"@"+rd.Addr, "--admin", "127.0.0.1:0", "--log-level", "debug")
-	c, err := hmsclient.Dial(context.Background(), p.addr, wire.Buffered)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := c.Call(ctx, "get_table", hmsclient.Args("demo_db0", "t0")); err != nil {
-		t.Fatal(err)
-	}
+	proxytest.Call(t, proxytest.Dial(t, p.addr, wire.Buffered), "get_table", hmsclient.Args("demo_db0", "t0"))
 	var pages []string
 	for _, path := range []string{"/", "/status.json", "/metrics", "/healthz"} {
 		resp, err := http.Get("http://" + p.admin + path)
@@ -286,7 +232,7 @@ func TestSecretsRedacted(t *testing.T) {
 	p.stop(t, 30*time.Second)
 
 	// A bad URL fails at start; its error quotes the URL.
-	bad := exec.Command(binary(t), "--upstream", "thrift://"+ln.Addr().String(), "--listen", "127.0.0.1:0",
+	bad := exec.Command(binary(t), "--upstream", "thrift://"+demoAddr, "--listen", "127.0.0.1:0",
 		"--admin", "", "--redis", "redis://:"+redisPW+"@127.0.0.1:notaport")
 	badOut, _ := bad.CombinedOutput()
 

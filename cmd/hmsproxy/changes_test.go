@@ -12,6 +12,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/changes"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/redistest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 )
@@ -35,17 +36,7 @@ func TestProxyWritesReachChangeStream(t *testing.T) {
 	cfg.Log.Level = "error"
 	cfg.ShutdownTimeout = 5 * time.Second
 
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, cfg) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
-
-	c := dialWhenUp(t, cfg.Listen, done)
+	c := runInProcess(t, cfg)
 	args := hmsreq.Args(hmsreq.Database{Name: "lineage", Description: "d", Location: "file:/tmp/wh/lineage.db"}.Field(1))
 	m, err := c.Call(ctxT(t), "create_database", args)
 	if err != nil {
@@ -119,8 +110,20 @@ func dialWhenUp(t *testing.T, addr string, done chan error) *hmsclient.Client {
 	}
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
+var ctxT = proxytest.Ctx
+
+// runInProcess runs the binary's own wiring (run) with cfg until the test
+// ends, and returns a client of its proxy listener.
+func runInProcess(t *testing.T, cfg fileConfig) *hmsclient.Client {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	return dialWhenUp(t, cfg.Listen, done)
 }

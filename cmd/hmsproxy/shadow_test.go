@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/proxy"
 )
@@ -32,28 +32,15 @@ func TestShadowWiring(t *testing.T) {
 	cfg.Log.Level = "error"
 	cfg.ShutdownTimeout = 5 * time.Second
 
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, cfg) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
-	c := dialWhenUp(t, cfg.Listen, done)
+	c := runInProcess(t, cfg)
 	// run binds the admin listener after the proxy's, which c reached.
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	proxytest.Eventually(t, "the admin listener", func() bool {
 		nc, err := net.Dial("tcp", cfg.Admin.Listen)
 		if err == nil {
 			nc.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("admin listener not up: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil
+	})
 
 	type shadowStatus struct {
 		Checks, Mismatches uint64

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -22,6 +20,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/eventlog"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/redistest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/proxy"
@@ -53,25 +52,11 @@ type envOpts struct {
 	shadow   bool    // check every cache hit against the metastore
 }
 
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
-}
-
-func listen(t testing.TB) net.Listener {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ln
-}
+var (
+	testLogger = proxytest.Logger
+	listen     = proxytest.Listen
+	waitFor    = proxytest.Eventually
+)
 
 func startEnv(t testing.TB, o envOpts) *env {
 	t.Helper()
@@ -81,30 +66,10 @@ func startEnv(t testing.TB, o envOpts) *env {
 		e.upAddr = ln.Addr().String()
 		ln.Close()
 	} else {
-		e.demo = demohms.New(demohms.Config{})
-		e.demo.Seed(2, 3, 20)
-		ln := listen(t)
-		e.upAddr = ln.Addr().String()
-		go e.demo.Serve(ln)
-		t.Cleanup(func() { e.demo.Close() })
+		e.demo, e.upAddr = proxytest.Demo(t, proxytest.DemoOptions{})
 	}
-
-	var err error
-	e.up, err = upstream.New(upstream.Config{
-		URIs:           []string{"thrift://" + e.upAddr},
-		HealthInterval: 50 * time.Millisecond,
-		Logger:         testLogger(t),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.up.Close() })
-
-	e.store, err = cache.New(cache.Config{MaxBytes: 64 << 20, Kinds: cache.DefaultKinds()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.store.Close)
+	e.up = proxytest.Group(t, upstream.Config{HealthInterval: 50 * time.Millisecond}, e.upAddr)
+	e.store = proxytest.Store(t, cache.Config{})
 	// Shadow re-reads would add metastore calls some tests count.
 	caching := &proxy.Caching{Store: e.store, Upstream: "test", Shadow: proxy.Shadow{Rate: -1}}
 	if o.shadow {
@@ -113,21 +78,14 @@ func startEnv(t testing.TB, o envOpts) *env {
 	if o.bus {
 		e.startBus(t, caching)
 	}
-	e.proxy, err = proxy.New(proxy.Config{Logger: testLogger(t), Cache: caching}, e.up)
-	if err != nil {
+	var err error
+	if e.proxy, err = proxy.New(proxy.Config{Logger: testLogger(t), Cache: caching}, e.up); err != nil {
 		t.Fatal(err)
 	}
-	pln := listen(t)
-	e.paddr = pln.Addr().String()
-	go e.proxy.Serve(pln)
+	e.paddr = proxytest.Serve(t, e.proxy)
 	if e.bus != nil {
 		e.runBus(t)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		e.proxy.Shutdown(ctx)
-	})
 
 	cfg := Config{
 		Logger:    testLogger(t),
@@ -210,16 +168,6 @@ func (e *env) runBus(t testing.TB) {
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	waitFor(t, "the bus to sync", e.bus.Synced)
-}
-
-// waitFor polls cond for up to 10s.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
 }
 
 func (e *env) client(t testing.TB) *hmsclient.Client {

@@ -6,15 +6,14 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"net"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/cache"
-	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/upstream"
@@ -74,16 +73,12 @@ func (r *recorder) drop(why string) { r.mu.Lock(); r.drops = append(r.drops, why
 // TestPollDemo: writes made directly on the metastore come out of the
 // poller as invalidations, in order, with the cursor kept.
 func TestPollDemo(t *testing.T) {
-	d := demohms.New(demohms.Config{})
-	d.Seed(1, 2, 5)
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	go d.Serve(ln)
-	defer d.Close()
-	direct := &hmsclient.Redialer{Addr: ln.Addr().String()}
+	_, addr := proxytest.Demo(t, proxytest.DemoOptions{Seed: [3]int{1, 2, 5}})
+	direct := &hmsclient.Redialer{Addr: addr}
 	defer direct.Close()
 	rec := &recorder{}
 	cur := &MemCursor{}
-	p, err := New(Config{Caller: &hmsclient.Redialer{Addr: ln.Addr().String()}, Cursor: cur, Apply: rec.apply, Drop: rec.drop, Batch: 2})
+	p, err := New(Config{Caller: &hmsclient.Redialer{Addr: addr}, Cursor: cur, Apply: rec.apply, Drop: rec.drop, Batch: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,31 +197,16 @@ func TestPollGaps(t *testing.T) {
 // metastore shows through a caching proxy within the poll interval plus
 // one second (promise 4).
 func TestBypassingWriteSeenThroughProxy(t *testing.T) {
-	d := demohms.New(demohms.Config{})
-	d.Seed(1, 1, 3)
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	go d.Serve(ln)
-	defer d.Close()
-	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + ln.Addr().String()}, HealthInterval: time.Hour})
+	_, addr := proxytest.Demo(t, proxytest.DemoOptions{Seed: [3]int{1, 1, 3}})
+	st := proxytest.Store(t, cache.Config{MaxBytes: 16 << 20})
+	srv, err := proxy.New(proxy.Config{Cache: &proxy.Caching{Store: st}}, proxytest.Group(t, upstream.Config{}, addr))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.Close()
-	st, err := cache.New(cache.Config{MaxBytes: 16 << 20, Kinds: cache.DefaultKinds()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	srv, err := proxy.New(proxy.Config{Cache: &proxy.Caching{Store: st}}, g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pln, _ := net.Listen("tcp", "127.0.0.1:0")
-	go srv.Serve(pln)
-	defer srv.Shutdown(context.Background())
+	paddr := proxytest.Serve(t, srv)
 
 	const interval = 200 * time.Millisecond
-	p, err := New(Config{Caller: &hmsclient.Redialer{Addr: ln.Addr().String()}, Cursor: &MemCursor{},
+	p, err := New(Config{Caller: &hmsclient.Redialer{Addr: addr}, Cursor: &MemCursor{},
 		Apply: func(ctx context.Context, e []cache.Entity) { srv.Flush(ctx, e) }, Drop: srv.DropAll})
 	if err != nil {
 		t.Fatal(err)
@@ -241,9 +221,9 @@ func TestBypassingWriteSeenThroughProxy(t *testing.T) {
 		}
 	}()
 
-	c := &hmsclient.Redialer{Addr: pln.Addr().String()}
+	c := &hmsclient.Redialer{Addr: paddr}
 	defer c.Close()
-	direct := &hmsclient.Redialer{Addr: ln.Addr().String()}
+	direct := &hmsclient.Redialer{Addr: addr}
 	defer direct.Close()
 	var na wire.Encoder
 	na.StringField(1, "demo_db0")

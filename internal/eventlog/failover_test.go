@@ -3,16 +3,15 @@ package eventlog
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/cache"
-	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/leader"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/redistest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/internal/worker"
@@ -33,10 +32,7 @@ type pollNode struct {
 // replaying events.
 func TestLeaderFailoverResumesFromCursor(t *testing.T) {
 	r := redistest.Start(t)
-	d := demohms.New(demohms.Config{})
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	go d.Serve(ln)
-	defer d.Close()
+	_, addr := proxytest.Demo(t, proxytest.DemoOptions{Empty: true})
 	const ttl = time.Second
 
 	start := func(i int) *pollNode {
@@ -49,7 +45,7 @@ func TestLeaderFailoverResumesFromCursor(t *testing.T) {
 		done := make(chan struct{})
 		go func() { defer close(done); el.Run(ctx, func(ctx context.Context, _ int64) { <-ctx.Done() }) }()
 		rec := &recorder{}
-		p, err := New(Config{Caller: &hmsclient.Redialer{Addr: ln.Addr().String()},
+		p, err := New(Config{Caller: &hmsclient.Redialer{Addr: addr},
 			Cursor: &RedisCursor{Client: client, Lease: el, Key: "hmsproxy:eventlog:fo"},
 			Apply:  rec.apply, Drop: rec.drop})
 		if err != nil {
@@ -93,7 +89,7 @@ func TestLeaderFailoverResumesFromCursor(t *testing.T) {
 		return out
 	}
 	create := func(names ...string) {
-		c := &hmsclient.Redialer{Addr: ln.Addr().String()}
+		c := &hmsclient.Redialer{Addr: addr}
 		defer c.Close()
 		for _, db := range names {
 			var e wire.Encoder
@@ -203,10 +199,7 @@ func (b *busLog) dropsSince(t time.Time) int {
 // at most one flush.
 func TestRedisRestartBeforeRenewal(t *testing.T) {
 	r := redistest.Start(t)
-	d := demohms.New(demohms.Config{})
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	go d.Serve(ln)
-	defer d.Close()
+	_, addr := proxytest.Demo(t, proxytest.DemoOptions{Empty: true})
 	const (
 		ttl      = 9 * time.Second
 		renew    = 3 * time.Second
@@ -238,7 +231,7 @@ func TestRedisRestartBeforeRenewal(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); el.Run(ctx, func(ctx context.Context, _ int64) { <-ctx.Done() }) }()
-		p, err := New(Config{Caller: &hmsclient.Redialer{Addr: ln.Addr().String()},
+		p, err := New(Config{Caller: &hmsclient.Redialer{Addr: addr},
 			Cursor: &RedisCursor{Client: client, Lease: el, Key: "hmsproxy:eventlog:rr"},
 			Apply:  bus.apply, Drop: bus.dropAll})
 		if err != nil {
@@ -293,7 +286,7 @@ func TestRedisRestartBeforeRenewal(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	direct := &hmsclient.Redialer{Addr: ln.Addr().String()}
+	direct := &hmsclient.Redialer{Addr: addr}
 	defer direct.Close()
 	var e wire.Encoder
 	e.FieldBegin(wire.TStruct, 1)

@@ -3,7 +3,6 @@ package eventlog
 import (
 	"bytes"
 	"context"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/upstream"
@@ -40,39 +40,23 @@ func TestHealthDemo(t *testing.T) {
 		{"without a notification log", true, HealthMissing, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := demohms.New(demohms.Config{NoEventLog: tc.noLog})
-			d.Seed(1, 1, 3)
-			ln, _ := net.Listen("tcp", "127.0.0.1:0")
-			go d.Serve(ln)
-			defer d.Close()
-			direct := &hmsclient.Redialer{Addr: ln.Addr().String()}
+			_, addr := proxytest.Demo(t, proxytest.DemoOptions{Config: demohms.Config{NoEventLog: tc.noLog}, Seed: [3]int{1, 1, 3}})
+			direct := &hmsclient.Redialer{Addr: addr}
 			defer direct.Close()
 
 			clk := &clock{}
 			clk.ns.Store(time.Now().UnixNano())
-			st, err := cache.New(cache.Config{MaxBytes: 16 << 20, Kinds: cache.DefaultKinds(), Now: clk.Now})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
+			st := proxytest.Store(t, cache.Config{MaxBytes: 16 << 20, Now: clk.Now})
 			stats := &Stats{}
 			h, err := NewHealth(HealthConfig{Caller: direct, Stats: stats, OnChange: CapWhileMissing(st, capTTL)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + ln.Addr().String()}, HealthInterval: time.Hour})
+			srv, err := proxy.New(proxy.Config{Cache: &proxy.Caching{Store: st, Writes: h}}, proxytest.Group(t, upstream.Config{}, addr))
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer g.Close()
-			srv, err := proxy.New(proxy.Config{Cache: &proxy.Caching{Store: st, Writes: h}}, g)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pln, _ := net.Listen("tcp", "127.0.0.1:0")
-			go srv.Serve(pln)
-			defer srv.Shutdown(context.Background())
-			c := &hmsclient.Redialer{Addr: pln.Addr().String()}
+			c := &hmsclient.Redialer{Addr: proxytest.Serve(t, srv)}
 			defer c.Close()
 			ctx := context.Background()
 

@@ -3,7 +3,6 @@ package housekeeping_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/housekeeping"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/internal/worker"
 	"github.com/hmsproxy/hmsproxy/proxy"
@@ -20,16 +20,7 @@ import (
 )
 
 func startDemo(t *testing.T) (*demohms.Server, string) {
-	t.Helper()
-	d := demohms.New(demohms.Config{})
-	d.Seed(2, 3, 20)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go d.Serve(ln)
-	t.Cleanup(func() { d.Close() })
-	return d, ln.Addr().String()
+	return proxytest.Demo(t, proxytest.DemoOptions{})
 }
 
 func newClient(t *testing.T, addrs ...string) *housekeeping.Client {
@@ -42,19 +33,10 @@ func newClient(t *testing.T, addrs ...string) *housekeeping.Client {
 	return c
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tlogWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tlogWriter struct{ t *testing.T }
-
-func (w tlogWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+var (
+	ctxT       = proxytest.Ctx
+	testLogger = proxytest.Logger
+)
 
 // mustCall makes a call that must succeed with a REPLY without exception.
 func mustCall(t *testing.T, c housekeeping.Caller, method string, args []byte) wire.Message {
@@ -240,39 +222,21 @@ func TestCompactions(t *testing.T) {
 // metastore no more.
 func TestWarmUpFillsProxyCache(t *testing.T) {
 	demo, addr := startDemo(t)
-	st, err := cache.New(cache.Config{MaxBytes: 64 << 20, Kinds: cache.DefaultKinds()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + addr}, HealthInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := proxytest.Store(t, cache.Config{})
 	// Shadow re-reads would add metastore calls this test counts.
 	caching := &proxy.Caching{Store: st, Upstream: "test", Shadow: proxy.Shadow{Rate: -1}}
-	srv, err := proxy.New(proxy.Config{Cache: caching}, g)
+	srv, err := proxy.New(proxy.Config{Cache: caching}, proxytest.Group(t, upstream.Config{}, addr))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		g.Close()
-	})
+	paddr := proxytest.Serve(t, srv)
 
 	targets, err := housekeeping.ParseTargets([]string{"demo_db0", "demo_db1.t2"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	warm := func() housekeeping.WarmUpProgress {
-		w, err := housekeeping.NewWarmUp(housekeeping.WarmUpConfig{Caller: newClient(t, ln.Addr().String()),
+		w, err := housekeeping.NewWarmUp(housekeeping.WarmUpConfig{Caller: newClient(t, paddr),
 			Targets: targets, Batch: 7, Logger: testLogger(t)})
 		if err != nil {
 			t.Fatal(err)

@@ -28,7 +28,14 @@ type node struct {
 
 func startNode(t *testing.T, srv *redistest.Server, id string) *node {
 	t.Helper()
-	e, err := New(Config{Client: srv.Client(), Key: "hmsproxy:leader:test", NodeID: id, TTL: testTTL, Renew: testRenew})
+	return startNodeWith(t, srv, Config{NodeID: id, TTL: testTTL, Renew: testRenew})
+}
+
+// startNodeWith campaigns with cfg on srv under the test's key.
+func startNodeWith(t *testing.T, srv *redistest.Server, cfg Config) *node {
+	t.Helper()
+	cfg.Client, cfg.Key = srv.Client(), "hmsproxy:leader:test"
+	e, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,23 +287,7 @@ const (
 
 func startSlowNode(t *testing.T, srv *redistest.Server, id string) *node {
 	t.Helper()
-	e, err := New(Config{Client: srv.Client(), Key: "hmsproxy:leader:test", NodeID: id, TTL: slowTTL, Renew: slowRenew})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	n := &node{e: e, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(n.done)
-		e.Run(ctx, func(ctx context.Context, token int64) {
-			n.terms.Add(1)
-			n.active.Add(1)
-			<-ctx.Done()
-			n.active.Add(-1)
-		})
-	}()
-	t.Cleanup(n.stop)
-	return n
+	return startNodeWith(t, srv, Config{NodeID: id, TTL: slowTTL, Renew: slowRenew})
 }
 
 // waitRenewed waits until the lease was renewed a moment ago (its PTTL is

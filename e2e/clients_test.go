@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hmsproxy/hmsproxy/proxy"
 )
@@ -64,10 +63,7 @@ func TestClientsThroughProxy(t *testing.T) {
 					work := t.TempDir()
 					argv := c.args(root, py, "thrift://"+n.addr, work, v)
 					cmd := exec.Command(argv[0], argv[1:]...)
-					cmd.Env = append(os.Environ(), "HMSPROXY_CACHE="+cacheDir())
-					begin := time.Now()
-					out, err := cmd.CombinedOutput()
-					took := time.Since(begin).Round(100 * time.Millisecond)
+					out, err, took := runTimed(cmd)
 					hits, calls := proxyCounts(n.srv.Stats())
 					last := lastLine(out)
 					if why, ok := c.expectFail[v]; ok {

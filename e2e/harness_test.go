@@ -233,3 +233,12 @@ func outcome(t *testing.T, reply []byte) string {
 	}
 	return fmt.Sprintf("ex%d", f)
 }
+
+// runTimed runs a test-bed client with the test-bed cache and env on top
+// of this process's environment, and says how long it took.
+func runTimed(cmd *exec.Cmd, env ...string) ([]byte, error, time.Duration) {
+	cmd.Env = append(append(os.Environ(), "HMSPROXY_CACHE="+cacheDir()), env...)
+	begin := time.Now()
+	out, err := cmd.CombinedOutput()
+	return out, err, time.Since(begin).Round(100 * time.Millisecond)
+}

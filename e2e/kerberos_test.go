@@ -199,10 +199,7 @@ func javaKerberos(t *testing.T, ms *krbMetastore, uri, name, principal, service 
 		"-Dmetastore.kerberos.principal=" + service,
 	}, " ")
 	cmd := exec.Command("bash", filepath.Join(repoRoot(), "testbed/clients/java_client.sh"), "3.1", uri, t.TempDir())
-	cmd.Env = append(append(os.Environ(), "HMSPROXY_CACHE="+cacheDir(), "JAVA_CLIENT_OPTS="+opts), env...)
-	begin := time.Now()
-	out, err := cmd.CombinedOutput()
-	return out, err, time.Since(begin).Round(100 * time.Millisecond)
+	return runTimed(cmd, append([]string{"JAVA_CLIENT_OPTS=" + opts}, env...)...)
 }
 
 // TestKerberosClients (issue 14): the Java HiveMetaStoreClient 3.1.3 with
@@ -275,12 +272,9 @@ func sparkKerberos(t *testing.T, ms *krbMetastore, uri, service string) ([]byte,
 	cmd := exec.Command(filepath.Join(cacheDir(), "venv", "bin", "python"), filepath.Join(repoRoot(), "testbed/clients/spark_client.py"),
 		uri, t.TempDir(), "--conf", "spark.hadoop.hive.metastore.sasl.enabled=true",
 		"--conf", "spark.hadoop.hive.metastore.kerberos.principal="+service)
-	cmd.Env = append(os.Environ(), "HMSPROXY_CACHE="+cacheDir(), "HADOOP_CONF_DIR="+hconf, "KRB5CCNAME=FILE:"+cc,
+	return runTimed(cmd, "HADOOP_CONF_DIR="+hconf, "KRB5CCNAME=FILE:"+cc,
 		"JAVA_TOOL_OPTIONS=-Djava.security.krb5.conf="+filepath.Join(ms.kdc, "krb5.conf")+
 			" --add-exports=java.security.jgss/sun.security.krb5=ALL-UNNAMED")
-	begin := time.Now()
-	out, err := cmd.CombinedOutput()
-	return out, err, time.Since(begin).Round(100 * time.Millisecond)
 }
 
 // TestKerberosWrongServicePrincipal (issue 14): a client that asks a

@@ -117,10 +117,7 @@ func runClient(t *testing.T, c sslClient, uri, truststore string) ([]byte, error
 	t.Helper()
 	argv, env := c.argv(repoRoot(), filepath.Join(cacheDir(), "venv", "bin", "python"), uri, t.TempDir(), truststore)
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(append(os.Environ(), "HMSPROXY_CACHE="+cacheDir()), env...)
-	begin := time.Now()
-	out, err := cmd.CombinedOutput()
-	return out, err, time.Since(begin).Round(100 * time.Millisecond)
+	return runTimed(cmd, env...)
 }
 
 // TestTLSClients runs the Java HiveMetaStoreClient 3.1.3 and Spark SQL

@@ -368,7 +368,11 @@ func (c *clientConn) write(meth *hms.Method, m wire.Message) error {
 	c.ents = ents
 	sink := invalidatingSink{c: c, ents: ents}
 	err := c.forward(upstream.Call{Session: c.sess, Class: upstream.Write, Msg: m}, &sink)
-	if err != nil && !sink.done {
+	if !sink.done {
+		// No reply reached the sink: the call failed, or it was sent with
+		// nothing to pair a reply with (a ONEWAY-typed unknown method,
+		// whose connection upstream closes). Either way the metastore may
+		// have changed.
 		k.invalidate(c.s.ctx, ents)
 	}
 	if k.Writes != nil && len(ents) > 0 {

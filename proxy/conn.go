@@ -327,15 +327,7 @@ func (c *clientConn) handle(meth *hms.Method, m wire.Message) error {
 		// write: once it is answered, invalidate everything of the
 		// upstream group, as a write would (issue 10).
 		c.outcome = OutcomeWrite
-		if m.Type != wire.Oneway {
-			return c.write(k.unknown.writeFor(name), m)
-		}
-		// No reply will come (upstream closes the connection it went
-		// on), so the flush follows the send.
-		err := c.forward(upstream.Call{Session: c.sess, Class: upstream.Write, Msg: m}, c)
-		k.unknown.writeFor(name)
-		k.invalidate(c.s.ctx, []cache.Entity{{Level: cache.LevelAll}})
-		return err
+		return c.write(k.unknown.writeFor(name), m)
 	}
 	if k := c.s.cache; k != nil && meth != nil && !oneway {
 		switch {

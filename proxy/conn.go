@@ -271,7 +271,9 @@ func (c *clientConn) serve() {
 // an upstream connection's.
 func (c *clientConn) writeTimedOut(err error) bool {
 	var oe *net.OpError
-	return errors.Is(err, os.ErrDeadlineExceeded) && errors.As(err, &oe) && oe.Op == "write" &&
+	// A reply of several pieces (header and cached body) goes out in one
+	// writev, which names its op so.
+	return errors.Is(err, os.ErrDeadlineExceeded) && errors.As(err, &oe) && (oe.Op == "write" || oe.Op == "writev") &&
 		oe.Addr != nil && oe.Addr.String() == c.nc.RemoteAddr().String()
 }
 

@@ -185,7 +185,7 @@ func refuseSome(t *testing.T, addr string) {
 // table is the test's table at version v (the parameter "v").
 func table(v int64) hmsreq.Table {
 	return hmsreq.Table{DB: "demo_db0", Name: "fleet", Owner: "tester", CreateTime: 1700000000,
-		SD: hmsreq.TextSD("file:/tmp/wh/demo_db0.db/fleet", hmsreq.Column{Name: "id", Type: "bigint"}),
+		SD:     hmsreq.TextSD("file:/tmp/wh/demo_db0.db/fleet", hmsreq.Column{Name: "id", Type: "bigint"}),
 		Params: map[string]string{"v": strconv.FormatInt(v, 10)}}
 }
 

@@ -85,6 +85,9 @@ func TestFleetBehindHAProxy(t *testing.T) {
 
 	ld := startLoad(t, lb.addr, nodes[0].listen)
 	time.Sleep(2 * time.Second) // load before the restarts: warm caches on every node
+	if prom != nil {
+		refuseSome(t, nodes[0].listen) // the errors panel's series begins
+	}
 
 	// Rolling restart of n1: SIGTERM drains it (readiness false, HAProxy
 	// takes it out, then its listener closes), and it comes back.
@@ -108,9 +111,6 @@ func TestFleetBehindHAProxy(t *testing.T) {
 	n1.start(t)
 	waitFor(t, "n1 back UP in HAProxy", func() bool { return lb.status(t, n1.name) == "UP" })
 	restartEnd := time.Now()
-	if prom != nil {
-		refuseSome(t, nodes[0].listen) // the errors panel's series begins
-	}
 	time.Sleep(time.Second)
 
 	// n2 dies without a word.

@@ -6,7 +6,7 @@ SHELL := bash
 GO ?= go
 LISTEN ?= 127.0.0.1:9083
 
-.PHONY: run test unit lint tidy-check bench bench-go fuzz e2e build bench-tool deps deploy-check
+.PHONY: run test unit lint tidy-check bench bench-go fuzz e2e build bench-tool deps deploy-check fleet-check
 
 build: ## Build the binaries into bin/
 	$(GO) build -o bin/ ./cmd/...
@@ -34,7 +34,10 @@ e2e: ## Real Hive Metastores 2.3, 3.1, 4.0 with real clients, through the proxy
 deploy-check: ## Helm chart, alert rules, systemd unit, Dockerfile build (installs helm and promtool into .cache/tools once)
 	GO=$(GO) bash scripts/deploy-check.sh
 
-test: lint unit deploy-check e2e ## Everything CI runs
+fleet-check: ## Three nodes behind a real HAProxy (SIGTERM and SIGKILL under load) scraped by a real Prometheus (installs both into .cache/tools once)
+	GO=$(GO) bash scripts/fleet-check.sh
+
+test: lint unit deploy-check fleet-check e2e ## Everything CI runs
 
 bench: bench-tool bench-go ## The demo comparison table, then the Go benchmarks (ratios measured side by side)
 

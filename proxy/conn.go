@@ -11,6 +11,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -55,6 +56,41 @@ type clientConn struct {
 	reqStart  time.Time   // when the request being read began to arrive
 	reqArmed  bool        // the read deadline is a request deadline
 	goneFn    func() bool // c.gone, bound once
+
+	// phaseMu guards phase and, while it is held, the read deadline set
+	// by Drain or Shutdown against the request deadline set when a
+	// request starts: a connection is cut only while nothing of its next
+	// request has been read.
+	phaseMu sync.Mutex
+	phase   connPhase
+}
+
+// connPhase is where a connection stands between and in calls.
+type connPhase uint8
+
+const (
+	phaseIdle connPhase = iota // waiting for the next request, none of it read
+	phaseBusy                  // reading a request or in a call
+	phaseCut                   // woken by Drain or Shutdown while idle: closes
+)
+
+func (c *clientConn) setPhase(p connPhase) {
+	c.phaseMu.Lock()
+	c.phase = p
+	c.phaseMu.Unlock()
+}
+
+// cutIfIdle makes a connection waiting for its next request return from
+// its read, so that it closes; it reports whether it did.
+func (c *clientConn) cutIfIdle() bool {
+	c.phaseMu.Lock()
+	defer c.phaseMu.Unlock()
+	if c.phase != phaseIdle {
+		return false
+	}
+	c.phase = phaseCut
+	c.nc.SetReadDeadline(aLongTimeAgo)
+	return true
 }
 
 // AuthenticatedConn is a client connection whose listener authenticated
@@ -106,8 +142,17 @@ type requestGate clientConn
 func (g *requestGate) Started() {
 	c := (*clientConn)(g)
 	c.reqStart = time.Now()
+	c.phaseMu.Lock()
+	defer c.phaseMu.Unlock()
+	cut := c.phase == phaseCut
+	c.phase = phaseBusy
 	if t := c.s.cfg.ReadTimeout; t > 0 {
 		c.nc.SetReadDeadline(c.reqStart.Add(t))
+		c.reqArmed = true
+	} else if cut {
+		// A drain woke the reader just as this request began: the
+		// request is served, so its wake-up deadline goes.
+		c.nc.SetReadDeadline(time.Time{})
 		c.reqArmed = true
 	}
 }
@@ -234,10 +279,13 @@ func (c *clientConn) serve() {
 	log := c.s.log.With("remote", c.nc.RemoteAddr().String())
 	now := time.Now()
 	for {
-		// Armed before the check: Shutdown's wake-up deadline set after
-		// the check is not overwritten. now is when the last call ended.
+		// Armed and idle before the check: a wake-up deadline that Drain
+		// or Shutdown sets after the check is not overwritten, and one
+		// that came before is seen by the check. now is when the last
+		// call ended.
 		c.armIdle(now)
-		if c.s.isClosing() {
+		c.setPhase(phaseIdle)
+		if c.s.isClosing() || c.s.draining.Load() {
 			return
 		}
 		m, err := c.r.Read()
@@ -245,6 +293,8 @@ func (c *clientConn) serve() {
 			c.readFailed(err, log)
 			return
 		}
+		// A request read whole in one go never called Started.
+		c.setPhase(phaseBusy)
 		start := time.Now()
 		meth := hms.Lookup(m.Name())
 		c.outcome = OutcomePassthrough
@@ -410,7 +460,7 @@ func (c *clientConn) readFailed(err error, log *slog.Logger) {
 	switch {
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
 		return
-	case errors.Is(err, os.ErrDeadlineExceeded) && c.s.isClosing(),
+	case errors.Is(err, os.ErrDeadlineExceeded) && (c.s.isClosing() || c.s.draining.Load()),
 		errors.Is(err, context.Canceled) && c.s.isClosing():
 		return
 	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded):

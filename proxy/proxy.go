@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/hms"
@@ -96,6 +97,11 @@ type Server struct {
 	listeners map[net.Listener]struct{}
 	conns     map[*clientConn]struct{}
 	closing   bool
+
+	// draining: client connections are closed between calls (Drain).
+	// Set before the connections are swept, read by each connection
+	// after it marks itself idle, so none is missed.
+	draining atomic.Bool
 
 	wg sync.WaitGroup // one per connection goroutine
 }
@@ -235,9 +241,43 @@ func (s *Server) Clients() int {
 	return len(s.conns)
 }
 
-// Shutdown stops accepting, lets each connection finish the call it is in,
-// then closes it. When ctx ends first, calls still running are cut off.
-// Safe to call twice.
+// Drain closes client connections between calls, so their clients
+// reconnect (through a load balancer, to another node): a connection
+// waiting for its next request is closed now, one in a call once that
+// call is answered, and one accepted meanwhile before its first call.
+// A request whose first bytes have been read is always served. The
+// listener stays open; Resume ends the drain. Callers first take the
+// node out of the load balancer (readiness), so that reconnecting
+// clients go elsewhere.
+func (s *Server) Drain() {
+	s.draining.Store(true)
+	s.mu.Lock()
+	n := s.sweepIdle()
+	s.mu.Unlock()
+	s.log.Info("draining: client connections close between calls", "closed_idle", n)
+}
+
+// Resume ends a Drain: connections are served again as usual.
+func (s *Server) Resume() { s.draining.Store(false) }
+
+// Draining reports whether Drain is in effect.
+func (s *Server) Draining() bool { return s.draining.Load() }
+
+// sweepIdle wakes every connection waiting for its next request so that
+// it closes; s.mu is held. It returns how many it woke.
+func (s *Server) sweepIdle() int {
+	n := 0
+	for c := range s.conns {
+		if c.cutIfIdle() {
+			n++
+		}
+	}
+	return n
+}
+
+// Shutdown stops accepting, lets each connection finish the call it is in
+// (a request being read included), then closes it. When ctx ends first,
+// calls still running are cut off. Safe to call twice.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.stop()
 	s.mu.Lock()
@@ -245,11 +285,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for ln := range s.listeners {
 		ln.Close()
 	}
-	for c := range s.conns {
-		// Wakes connections blocked reading their next call; one inside a
-		// call sees closing when it finishes.
-		c.nc.SetReadDeadline(aLongTimeAgo)
-	}
+	// Wakes connections blocked waiting for their next call; one inside a
+	// call sees closing when it finishes.
+	s.sweepIdle()
 	s.mu.Unlock()
 
 	done := make(chan struct{})

@@ -79,12 +79,12 @@ type proc struct {
 	done   chan struct{}
 }
 
-// startBinary runs hmsproxy with args (JSON logs on loopback ports) and
-// waits until it is listening.
+// startBinary runs hmsproxy with args (JSON logs on loopback ports, no
+// drain delay unless args set one) and waits until it is listening.
 func startBinary(t *testing.T, args ...string) *proc {
 	t.Helper()
 	p := &proc{stderr: &syncBuf{}, done: make(chan struct{})}
-	args = append([]string{"--listen", "127.0.0.1:0", "--log-format", "json"}, args...)
+	args = append([]string{"--listen", "127.0.0.1:0", "--log-format", "json", "--drain-delay", "0"}, args...)
 	p.cmd = exec.Command(binary(t), args...)
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {

@@ -113,9 +113,10 @@ func dialWhenUp(t *testing.T, addr string, done chan error) *hmsclient.Client {
 var ctxT = proxytest.Ctx
 
 // runInProcess runs the binary's own wiring (run) with cfg until the test
-// ends, and returns a client of its proxy listener.
+// ends (with no drain delay), and returns a client of its proxy listener.
 func runInProcess(t *testing.T, cfg fileConfig) *hmsclient.Client {
 	t.Helper()
+	cfg.Shutdown.DrainDelay = 0
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, cfg) }()

@@ -121,6 +121,15 @@ type fileConfig struct {
 
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"` // -shutdown-timeout
 
+	Shutdown struct {
+		// DrainDelay: on SIGTERM /readyz fails at once and the listener
+		// closes only this much later, so that the load balancer's health
+		// check takes the node out before its clients are closed; an
+		// admin drain (POST /drain) waits as long before closing client
+		// connections. 0: none.
+		DrainDelay time.Duration `yaml:"drain_delay"` // -drain-delay
+	} `yaml:"shutdown"`
+
 	Log struct {
 		Level  string `yaml:"level"`  // -log-level
 		Format string `yaml:"format"` // -log-format
@@ -209,6 +218,7 @@ func defaults() fileConfig {
 	c.Cache.Shadow.MaxPerSecond = 20
 	c.Admin.Listen = "127.0.0.1:9084"
 	c.ShutdownTimeout = 30 * time.Second
+	c.Shutdown.DrainDelay = 5 * time.Second
 	c.Log.Level = "info"
 	c.Log.Format = "text"
 	return c
@@ -264,6 +274,7 @@ Flags:
 	clientWrite := fs.Duration("client-write-timeout", c.Limits.ClientWriteTimeout, "cut off a client that has not taken a reply within this; negative for none [limits.client_write_timeout]")
 	inflightBytes := fs.Int64("inflight-bytes", c.Limits.InflightBytes, "bytes of requests and replies held in flight across all connections; beyond it readers wait; 0 for no bound [limits.inflight_bytes]")
 	shutdown := fs.Duration("shutdown-timeout", c.ShutdownTimeout, "on SIGTERM, how long in-flight calls may finish [shutdown_timeout]")
+	drainDelay := fs.Duration("drain-delay", c.Shutdown.DrainDelay, "on SIGTERM, how long /readyz fails before the listener closes, so the load balancer stops sending clients; also the wait of POST /drain before client connections close; 0 none [shutdown.drain_delay]")
 	level := fs.String("log-level", c.Log.Level, "debug, info, warn or error [log.level]")
 	format := fs.String("log-format", c.Log.Format, "text or json [log.format]")
 	cacheOn := fs.Bool("cache", c.Cache.Enabled, "serve cacheable reads from the cache [cache.enabled]")
@@ -367,6 +378,8 @@ Flags:
 			c.Limits.InflightBytes = *inflightBytes
 		case "shutdown-timeout":
 			c.ShutdownTimeout = *shutdown
+		case "drain-delay":
+			c.Shutdown.DrainDelay = *drainDelay
 		case "log-level":
 			c.Log.Level = *level
 		case "log-format":
@@ -458,6 +471,9 @@ Flags:
 		if c.Upstream.URIs[i], stripped = stripUserinfo(u); stripped {
 			c.strippedUserinfo = true
 		}
+	}
+	if c.Shutdown.DrainDelay < 0 {
+		return c, fmt.Errorf("shutdown.drain_delay must not be negative, got %v", c.Shutdown.DrainDelay)
 	}
 	if len(c.Upstream.URIs) == 0 && !c.Demo {
 		return c, errors.New("no upstream: give --upstream thrift://host:port (or --demo)")

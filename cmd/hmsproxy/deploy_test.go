@@ -298,8 +298,8 @@ func TestSystemdUnit(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TimeoutStopSec=%q: %v", stop, err)
 	}
-	if d <= c.ShutdownTimeout {
-		t.Errorf("TimeoutStopSec=%s is not above shutdown_timeout %s of %s", d, c.ShutdownTimeout, unitConfig)
+	if d <= c.Shutdown.DrainDelay+c.ShutdownTimeout {
+		t.Errorf("TimeoutStopSec=%s is not above shutdown.drain_delay %s plus shutdown_timeout %s of %s", d, c.Shutdown.DrainDelay, c.ShutdownTimeout, unitConfig)
 	}
 	files, _ := u.last("Service", "LimitNOFILE")
 	if n, err := strconv.Atoi(files); err != nil || n <= c.Limits.MaxClients+c.Upstream.MaxConns*len(c.Upstream.URIs) {
@@ -347,8 +347,8 @@ func TestChartValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := loadFile(t, p)
-	if grace := time.Duration(v.TerminationGracePeriodSeconds) * time.Second; grace <= c.ShutdownTimeout {
-		t.Errorf("terminationGracePeriodSeconds %s is not above config.shutdown_timeout %s", grace, c.ShutdownTimeout)
+	if grace := time.Duration(v.TerminationGracePeriodSeconds) * time.Second; grace <= c.Shutdown.DrainDelay+c.ShutdownTimeout {
+		t.Errorf("terminationGracePeriodSeconds %s is not above config.shutdown.drain_delay %s plus config.shutdown_timeout %s", grace, c.Shutdown.DrainDelay, c.ShutdownTimeout)
 	}
 	if v.ReplicaCount > 1 && c.Redis.URL == "" {
 		t.Errorf("%d replicas and no config.redis.url: the nodes would not share invalidations", v.ReplicaCount)
@@ -517,8 +517,8 @@ func checkManifests(t *testing.T, path string) {
 	if got := port(t, c.Admin.Listen); got != ports["admin"] {
 		t.Errorf("config admin listens on %s; container port admin is %q", c.Admin.Listen, ports["admin"])
 	}
-	if pr := ctr.ReadinessProbe; pr == nil || pr.HTTPGet == nil || pr.HTTPGet.Port != "admin" || pr.HTTPGet.Path == "" {
-		t.Errorf("readiness probe %+v; want an HTTP GET on the admin port", pr)
+	if pr := ctr.ReadinessProbe; pr == nil || pr.HTTPGet == nil || pr.HTTPGet.Port != "admin" || pr.HTTPGet.Path != "/readyz" {
+		t.Errorf("readiness probe %+v; want an HTTP GET of /readyz on the admin port", pr)
 	}
 	if pr := ctr.LivenessProbe; pr == nil || (pr.HTTPGet == nil || pr.HTTPGet.Port != "admin") && (pr.TCPSocket == nil || pr.TCPSocket.Port != "admin") {
 		t.Errorf("liveness probe %+v; want one on the admin port", pr)
@@ -526,8 +526,9 @@ func checkManifests(t *testing.T, path string) {
 	// The grace period runs from the preStop hook on, so the drain gets
 	// what the sleep leaves of it.
 	preStop := time.Duration(ctr.Lifecycle.PreStop.Sleep.Seconds) * time.Second
-	if grace := time.Duration(pod.TerminationGracePeriodSeconds) * time.Second; grace <= preStop+c.ShutdownTimeout {
-		t.Errorf("terminationGracePeriodSeconds %s is not above the preStop sleep %s plus shutdown_timeout %s", grace, preStop, c.ShutdownTimeout)
+	if grace := time.Duration(pod.TerminationGracePeriodSeconds) * time.Second; grace <= preStop+c.Shutdown.DrainDelay+c.ShutdownTimeout {
+		t.Errorf("terminationGracePeriodSeconds %s is not above the preStop sleep %s plus shutdown.drain_delay %s plus shutdown_timeout %s",
+			grace, preStop, c.Shutdown.DrainDelay, c.ShutdownTimeout)
 	}
 	if !pod.SecurityContext.RunAsNonRoot || pod.SecurityContext.RunAsUser == 0 {
 		t.Errorf("pod security context %+v; want non-root", pod.SecurityContext)

@@ -82,6 +82,7 @@ func TestKerberosFromFile(t *testing.T) {
 	if !cfg.Kerberos.Enabled || cfg.Kerberos.Keytab != kdc.KeytabPath("hmsproxy") {
 		t.Fatalf("kerberos section not loaded: %+v", cfg.Kerberos)
 	}
+	cfg.Shutdown.DrainDelay = 0
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, cfg) }()

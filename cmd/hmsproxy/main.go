@@ -46,7 +46,7 @@ func main() {
 	// some part ever not. It is armed here, by the signal, and not in run:
 	// tests call run in-process, and a timer left behind would end them.
 	context.AfterFunc(ctx, func() {
-		time.AfterFunc(cfg.ShutdownTimeout+shutdownGrace, func() {
+		time.AfterFunc(cfg.Shutdown.DrainDelay+cfg.ShutdownTimeout+shutdownGrace, func() {
 			fmt.Fprintf(os.Stderr, "hmsproxy: shutdown overran its timeout (%v); exiting now\n", cfg.ShutdownTimeout)
 			os.Exit(exitCallsCut)
 		})
@@ -263,9 +263,11 @@ func run(ctx context.Context, cfg fileConfig) error {
 	}
 	defer wk.Close()
 
+	drain := newDrainer(srv, cfg.Shutdown.DrainDelay, log.With("component", "drain"))
+	defer drain.close()
 	// The admin port starts after the proxy: a scrape or a flush always
 	// finds a proxy to report on.
-	adm, aln, err := newAdmin(cfg, log, srv, group, caching, bus, wk, tlsEP, limiter, budget)
+	adm, aln, err := newAdmin(cfg, log, srv, group, caching, bus, wk, tlsEP, limiter, budget, drain)
 	if err != nil {
 		srv.Shutdown(context.Background())
 		<-errc
@@ -283,7 +285,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 		if cfg.Admin.Token != "" {
 			auth = `-H "Authorization: Bearer $HMSPROXY_ADMIN_TOKEN" `
 		}
-		adminMsg = fmt.Sprintf("Admin API:\n  %s/metrics  %s/healthz\n  curl -X POST %s%s/cache/flush/demo_db0/t0\n\n", base, base, auth, base)
+		adminMsg = fmt.Sprintf("Admin API:\n  %s/metrics  %s/healthz  %s/readyz\n  curl -X POST %s%s/cache/flush/demo_db0/t0\n\n", base, base, base, auth, base)
 		go func() { admc <- adm.Serve(aln) }()
 	}
 	fmt.Fprintf(os.Stderr, "\nhmsproxy is ready. Point clients at it:\n  hive.metastore.uris=%s\n  e.g. go run ./cmd/hmscli -uri %s databases\n\n%s", uri, uri, adminMsg)
@@ -297,6 +299,19 @@ func run(ctx context.Context, cfg fileConfig) error {
 		serveErr = fmt.Errorf("admin: %w", err)
 		adm = nil
 	case <-ctx.Done():
+		// Readiness fails first; the listener stays open until the load
+		// balancer has had the drain delay to notice, so that no client
+		// it still sends here is refused.
+		if wait := drain.forShutdown(); wait > 0 {
+			log.Info("shutting down: readiness false; the listener closes after the drain delay", "drain_delay", wait)
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case serveErr = <-errc:
+				errc <- serveErr
+			}
+			t.Stop()
+		}
 	}
 	log.Info("shutting down: draining in-flight calls", "timeout", cfg.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
@@ -346,7 +361,7 @@ var errCallsCut = errors.New("stopped, but shutdown_timeout cut off calls in fli
 // cfg.Admin.Listen is empty.
 func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstream.Group, caching *proxy.Caching,
 	bus *coherence.Bus, wk *workers, tlsEP *tlsEndpoints, limiter *ratelimit.Limiter,
-	budget *inflight.Budget) (*admin.Server, net.Listener, error) {
+	budget *inflight.Budget, drain *drainer) (*admin.Server, net.Listener, error) {
 	if cfg.Admin.Listen == "" {
 		return nil, nil, nil
 	}
@@ -362,6 +377,7 @@ func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstre
 		Certs:          tlsEP,
 		InFlight:       budget,
 		Timeouts:       srv.Stats(),
+		Drain:          drain,
 	}
 	if caching != nil {
 		acfg.Store = caching.Store

@@ -53,6 +53,18 @@ type ClientCounter interface {
 	Clients() int
 }
 
+// Drainer takes this node out of its load balancer and back;
+// cmd/hmsproxy's drain controller implements it.
+type Drainer interface {
+	// Draining reports whether a drain is in effect: /readyz fails.
+	Draining() bool
+	// Drain fails /readyz at once and, after the drain delay, closes
+	// client connections between calls; the process keeps running.
+	Drain()
+	// Resume ends a drain.
+	Resume()
+}
+
 // InFlight is the in-flight byte budget; *inflight.Budget implements it.
 type InFlight interface {
 	InUse() int64
@@ -96,14 +108,17 @@ type Config struct {
 	// hmsproxy_cache_requests_total, and, when it is a LatencyStats too
 	// (*proxy.Stats is), hmsproxy_request_duration_seconds. Nil: left out.
 	Calls CallStats
-	// Upstreams feeds hmsproxy_upstream_up and /healthz. Nil: left out,
-	// and /healthz always answers 200.
+	// Upstreams feeds hmsproxy_upstream_up, /healthz and /readyz. Nil:
+	// left out, and neither endpoint asks about metastores.
 	Upstreams Upstreams
+	// Drain serves POST and DELETE /drain (behind Token, as the flush
+	// API) and fails /readyz while draining. Nil: /drain answers 501.
+	Drain Drainer
 	// Clients feeds hmsproxy_client_connections. Nil: left out.
 	Clients ClientCounter
 	// Bus feeds the hmsproxy_bus_* families and
-	// hmsproxy_invalidation_losses_total, and the bus losses on the
-	// status page. Nil: left out.
+	// hmsproxy_invalidation_losses_total, the bus losses on the status
+	// page, and /readyz (not ready while not Connected). Nil: left out.
 	Bus Bus
 	// Workers feeds the hmsproxy_worker_* families and the workers on the
 	// status page. Nil: left out.
@@ -284,6 +299,11 @@ func (s *Server) handler() http.Handler {
 		ErrorHandling: promhttp.ContinueOnError,
 	}))
 	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
+	drain := http.NewServeMux()
+	drain.HandleFunc("POST /drain", s.drain)
+	drain.HandleFunc("DELETE /drain", s.resume)
+	mux.Handle("/drain", s.authorised(drain))
 	mux.HandleFunc("GET /{$}", s.statusPage)
 	mux.HandleFunc("GET /status.json", s.statusJSON)
 	// Authorisation comes before routing, so without the token nothing
@@ -368,6 +388,63 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	fmt.Fprintln(w, "ok")
+}
+
+// readyz answers whether a load balancer should send this node new
+// clients: 503 while it drains, while its invalidation bus is not
+// connected and caught up (its cache is not served, and its writes wait
+// out the heartbeat timeout), or while no metastore is healthy, with
+// each reason on a line of its own.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	var reasons []string
+	if s.cfg.Drain != nil && s.cfg.Drain.Draining() {
+		reasons = append(reasons, "draining")
+	}
+	if s.cfg.Bus != nil && !s.cfg.Bus.Connected() {
+		reasons = append(reasons, "invalidation bus not synced: not connected to Redis, or not caught up")
+	}
+	if s.cfg.Upstreams != nil {
+		healthy := false
+		for _, ok := range s.cfg.Upstreams.Healthy() {
+			healthy = healthy || ok
+		}
+		if !healthy {
+			reasons = append(reasons, "no healthy metastore: "+strings.Join(s.cfg.Upstreams.Addrs(), ", "))
+		}
+	}
+	if len(reasons) > 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, "not ready:")
+		for _, why := range reasons {
+			fmt.Fprintln(w, why)
+		}
+		return
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+// drain starts a maintenance drain: readiness false, then client
+// connections closed between calls; the process keeps running.
+func (s *Server) drain(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Drain == nil {
+		writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "no drain control"})
+		return
+	}
+	s.cfg.Drain.Drain()
+	s.log.Info("drain started", caller(r, s.authName())...)
+	writeJSON(w, http.StatusOK, map[string]bool{"draining": true})
+}
+
+func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Drain == nil {
+		writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "no drain control"})
+		return
+	}
+	s.cfg.Drain.Resume()
+	s.log.Info("drain ended", caller(r, s.authName())...)
+	writeJSON(w, http.StatusOK, map[string]bool{"draining": false})
 }
 
 func (s *Server) authorised(next http.Handler) http.Handler {

@@ -40,6 +40,7 @@ type env struct {
 	upAddr string
 	bus    *coherence.Bus // nil unless envOpts.bus
 	redis  *redis.Client  // the bus's, nil unless envOpts.bus
+	rs     *redistest.Server
 }
 
 type envOpts struct {
@@ -50,6 +51,7 @@ type envOpts struct {
 	workers  Workers // passed as Config.Workers when set
 	eventLog bool    // run an event-log poller against the demo metastore
 	shadow   bool    // check every cache hit against the metastore
+	drain    Drainer // passed as Config.Drain when set
 }
 
 var (
@@ -105,6 +107,9 @@ func startEnv(t testing.TB, o envOpts) *env {
 	if o.workers != nil {
 		cfg.Workers = o.workers
 	}
+	if o.drain != nil {
+		cfg.Drain = o.drain
+	}
 	if o.shadow {
 		cfg.Shadow = e.proxy.ShadowStats()
 	}
@@ -146,8 +151,8 @@ func startEnv(t testing.TB, o envOpts) *env {
 // as cmd/hmsproxy does; runBus runs it once the proxy exists.
 func (e *env) startBus(t testing.TB, caching *proxy.Caching) {
 	t.Helper()
-	rs := redistest.Start(t)
-	e.redis = redis.NewClient(&redis.Options{Addr: rs.Addr, MaxRetries: -1})
+	e.rs = redistest.Start(t)
+	e.redis = redis.NewClient(&redis.Options{Addr: e.rs.Addr, MaxRetries: -1})
 	t.Cleanup(func() { e.redis.Close() })
 	var err error
 	e.bus, err = coherence.New(coherence.Config{Client: e.redis, Group: caching.Upstream, NodeID: "node-a",

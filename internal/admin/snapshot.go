@@ -17,6 +17,8 @@ import (
 type Bus interface {
 	Stats() *coherence.Stats
 	Synced() bool
+	// Connected is the node's own link to the bus, peers aside: /readyz.
+	Connected() bool
 	Peers() []coherence.Peer
 }
 

@@ -1,0 +1,87 @@
+package proxy
+
+import (
+	"bytes"
+	"sync"
+	"testing"
+
+	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/upstream"
+)
+
+// TestDrainClosesBetweenCalls: a drain closes an idle connection at once,
+// lets a call in flight and a request already begun be answered before
+// closing theirs, closes a new connection before its first call, and
+// Resume serves again (issue 15: a rolling restart loses no call).
+func TestDrainClosesBetweenCalls(t *testing.T) {
+	release := make(chan struct{})
+	up := proxytest.Fake(t, wire.Buffered, func(c *proxytest.FakeConn, m wire.Message) error {
+		if bytes.Equal(m.Name(), []byte("slow_call")) {
+			<-release
+		}
+		c.Scratch = wire.AppendHeader(c.Scratch[:0], wire.Reply, m.Name(), m.SeqID)
+		c.Scratch = append(c.Scratch, wire.TStop)
+		return c.W.Write(c.Scratch)
+	})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free) // before the fake's own cleanup, which waits for its calls
+	s, addr := serve(t, Config{}, proxytest.Group(t, upstream.Config{}, up))
+
+	idle := dial(t, addr, wire.Buffered)
+	call(t, idle, "fast_call", hmsclient.Args())
+
+	inCall := dial(t, addr, wire.Buffered)
+	if err := inCall.Send(ctxT(t), wire.Call, "slow_call", hmsclient.Args()); err != nil {
+		t.Fatal(err)
+	}
+	// A request of which only the first bytes have arrived.
+	begun := dial(t, addr, wire.Buffered)
+	req := append(wire.AppendHeader(nil, wire.Call, []byte("fast_call"), 0), hmsclient.Args()...)
+	if err := begun.SendRaw(req[:5]); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the call in flight and the begun request to be read", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		busy := 0
+		for c := range s.conns {
+			c.phaseMu.Lock()
+			if c.phase == phaseBusy {
+				busy++
+			}
+			c.phaseMu.Unlock()
+		}
+		return busy == 2
+	})
+
+	s.Drain()
+	if !s.Draining() {
+		t.Fatal("Draining() = false after Drain")
+	}
+	expectClosed(t, idle)
+
+	if err := begun.SendRaw(req[5:]); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := begun.Recv(ctxT(t)); err != nil || m.Type != wire.Reply {
+		t.Fatalf("request begun before the drain: %v, type %d; want its reply", err, m.Type)
+	}
+	expectClosed(t, begun)
+
+	free()
+	if m, err := inCall.Recv(ctxT(t)); err != nil || m.Type != wire.Reply {
+		t.Fatalf("call in flight at the drain: %v; want its reply", err)
+	}
+	expectClosed(t, inCall)
+
+	late := dial(t, addr, wire.Buffered)
+	if _, err := late.Call(ctxT(t), "fast_call", hmsclient.Args()); err == nil {
+		t.Fatal("a connection made during the drain was served; want it closed before its first call")
+	}
+
+	s.Resume()
+	call(t, dial(t, addr, wire.Buffered), "fast_call", hmsclient.Args())
+}

@@ -68,6 +68,10 @@ type fileConfig struct {
 
 	Cache cacheConfig `yaml:"cache"`
 
+	// Federation puts further metastore groups behind the listener
+	// (federation.go); file only.
+	Federation federationConfig `yaml:"federation"`
+
 	EventLog struct {
 		Interval time.Duration `yaml:"interval"` // -eventlog-interval; 0 turns the poller off
 		Batch    int32         `yaml:"batch"`    // -eventlog-batch

@@ -43,12 +43,24 @@ var errListing = errors.New("federation: unreadable listing reply")
 // FanOut implements proxy.Router: it answers a listing from every group.
 func (r *Router) FanOut(ctx context.Context, sess *upstream.Session, meth *hms.Method, m wire.Message) (byte, []byte, error) {
 	replies := make([]groupReply, len(r.groups))
+	// A federated member may be older than the client: a 2.3 metastore
+	// takes "@hive#pattern" literally and lists nothing. The default
+	// catalog's prefix is dropped toward the members, which means the
+	// same to a 3.x metastore.
+	plain := m
+	if nm, ok := dropDefaultCatalog(meth, m); ok {
+		plain = nm
+	}
 	var wg sync.WaitGroup
 	for i, g := range r.groups {
 		wg.Add(1)
+		msg := m
+		if i > 0 {
+			msg = plain
+		}
 		go func() {
 			defer wg.Done()
-			replies[i] = r.ask(ctx, g, sess, meth, m)
+			replies[i] = r.ask(ctx, g, sess, meth, msg)
 		}()
 	}
 	wg.Wait()
@@ -242,4 +254,37 @@ func metaException(method, msg string) []byte {
 	e.Stop()
 	e.Stop()
 	return e.B
+}
+
+// dropDefaultCatalog rewrites a listing whose database pattern (field 1 of
+// get_databases and get_table_meta) carries the default catalog's prefix
+// to the pattern alone: "@hive#" (every database) becomes "*". False when
+// there is nothing to rewrite.
+func dropDefaultCatalog(meth *hms.Method, m wire.Message) (wire.Message, bool) {
+	if meth.Name != "get_databases" && meth.Name != "get_table_meta" {
+		return m, false
+	}
+	args := m.Body()
+	pat, ok := "", false
+	hms.Walk(args, hms.Path{1}, func(typ byte, v []byte) bool {
+		pat, ok = string(v), typ == wire.TString
+		return true
+	})
+	const prefix = "@hive#"
+	if !ok || len(pat) < len(prefix) || !strings.EqualFold(pat[:len(prefix)], prefix) {
+		return m, false
+	}
+	pat = pat[len(prefix):]
+	if pat == "" {
+		pat = "*"
+	}
+	var e wire.Encoder
+	e.B = append(e.B, m.Header()...)
+	e.StringField(1, pat)
+	e.B = hms.DropField(e.B, args, hms.Path{1})
+	nm, err := wire.Parse(e.B, wire.Limits{MaxMessage: len(e.B)})
+	if err != nil {
+		return m, false
+	}
+	return nm, true
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
+	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
@@ -359,4 +360,22 @@ func TestCacheScopePerGroup(t *testing.T) {
 	}
 	// A write in lake (made writable) invalidates lake's entry only.
 	_ = b
+}
+
+// A member older than the client lists nothing for "@hive#": the fan-out
+// sends it the bare pattern.
+func TestDropDefaultCatalog(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{{"@hive#", "*"}, {"@HIVE#sales*", "sales*"}, {"sales*", ""}, {"@spark#x", ""}} {
+		m := call(t, "get_databases", hmsclient.Args(tc.in))
+		nm, ok := dropDefaultCatalog(hms.Lookup([]byte("get_databases")), m)
+		if ok != (tc.want != "") {
+			t.Errorf("%q: rewritten %v", tc.in, ok)
+			continue
+		}
+		if ok {
+			if got := stringField(nm.Body(), 1); got != tc.want || nm.SeqID != m.SeqID || string(nm.Name()) != "get_databases" {
+				t.Errorf("%q: rewritten to %q (seqid %d), want %q", tc.in, got, nm.SeqID, tc.want)
+			}
+		}
+	}
 }

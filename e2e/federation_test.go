@@ -1,0 +1,248 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/federation"
+	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/proxy"
+	"github.com/hmsproxy/hmsproxy/upstream"
+)
+
+// fedNode is an in-process federated hmsproxy: a primary and one member
+// ("lake"), each with its own pools and cache scope.
+type fedNode struct {
+	node
+	router *federation.Router
+}
+
+type fedOpts struct {
+	lakeDBs []string
+	access  federation.Access
+	timeout time.Duration
+	partial bool
+}
+
+func startFederated(t *testing.T, primary, member *metastore, o fedOpts) *fedNode {
+	t.Helper()
+	pg := proxytest.Group(t, upstream.Config{}, primary.addr)
+	mg := proxytest.Group(t, upstream.Config{}, member.addr)
+	r, err := federation.New(federation.Config{Groups: []federation.Group{
+		{Name: "main", Up: pg},
+		{Name: "lake", Up: mg, Databases: o.lakeDBs, Access: o.access},
+	}, ListingTimeout: o.timeout, Partial: o.partial, Logger: proxytest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &fedNode{router: r}
+	n.store = proxytest.Store(t, cache.Config{})
+	cfg := proxy.Config{Logger: proxytest.Logger(t), Router: r,
+		Cache:     &proxy.Caching{Store: n.store, Upstream: "main"},
+		Federated: []proxy.Group{{Name: "lake", Up: mg, Cache: &proxy.Caching{Store: n.store, Upstream: "lake"}}}}
+	if n.srv, err = proxy.New(cfg, pg); err != nil {
+		t.Fatal(err)
+	}
+	n.addr = proxytest.Serve(t, n.srv)
+	return n
+}
+
+func fedVersions(t *testing.T) (primary, member *metastore) {
+	t.Helper()
+	versions(t) // skips unless HMSPROXY_E2E is set
+	var wg sync.WaitGroup
+	wg.Go(func() { primary = start(t, "3.1") })
+	member = start(t, "2.3")
+	wg.Wait()
+	return primary, member
+}
+
+func mustOK(t *testing.T, what string, reply []byte) {
+	t.Helper()
+	if o := outcome(t, reply); o != "ok" {
+		t.Fatalf("%s: %s", what, o)
+	}
+}
+
+// TestFederation: HMS 3.1 as the primary, HMS 2.3 as a read-only member.
+// Spark sees both, joins a table of each, writes to the primary and is
+// refused on the member; hmsclient and the Java client list the merged
+// databases.
+func TestFederation(t *testing.T) {
+	primary, member := fedVersions(t)
+	root := repoRoot()
+	wh := t.TempDir()
+	mainDB, lakeDB := "fed_main", "fed_lake"
+
+	// The member's table, with one row, made directly on HMS 2.3.
+	lc := dial(t, member.addr)
+	call(t, lc, "drop_database", hmsreq.Args(hmsreq.Str(1, lakeDB), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
+	mustOK(t, "create the member's database", call(t, lc, "create_database", hmsreq.Args(
+		hmsreq.Database{Name: lakeDB, Location: "file:" + wh + "/" + lakeDB + ".db"}.Field(1))))
+	loc := wh + "/" + lakeDB + ".db/people_lake"
+	if err := os.MkdirAll(loc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(loc+"/000000_0", []byte("1\x01from-lake\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, "create the member's table", call(t, lc, "create_table", hmsreq.Args(
+		corpusTable(lakeDB, "people_lake", "file:"+loc, false).Field(1))))
+	pc := dial(t, primary.addr)
+	call(t, pc, "drop_database", hmsreq.Args(hmsreq.Str(1, mainDB), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
+	mustOK(t, "create the primary's database", call(t, pc, "create_database", hmsreq.Args(
+		hmsreq.Database{Name: mainDB, Location: "file:" + wh + "/" + mainDB + ".db"}.Field(1))))
+
+	n := startFederated(t, primary, member, fedOpts{lakeDBs: []string{"fed_lake*"}, timeout: 30 * time.Second})
+	uri := "thrift://" + n.addr
+
+	py := filepath.Join(cacheDir(), "venv", "bin", "python")
+	t.Run("python-hmsclient", func(t *testing.T) {
+		script := "import sys\nfrom hmsclient import hmsclient\nc = hmsclient.HMSClient(host='127.0.0.1', port=int(sys.argv[1]))\n" +
+			"c.open()\nprint('databases=' + ','.join(c.get_all_databases()))\nc.close()\n"
+		_, port, _ := strings.Cut(n.addr, ":")
+		out, err, took := runTimed(exec.Command(py, "-c", script, port))
+		checkListed(t, "python-hmsclient", out, err, took, mainDB, lakeDB)
+	})
+	t.Run("java-3.1", func(t *testing.T) {
+		cp, err := exec.Command("bash", filepath.Join(root, "testbed/hms.sh"), "classpath", "3.1").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err, took := runTimed(exec.Command("java", "-Xmx512m", "-cp", strings.TrimSpace(string(cp)),
+			filepath.Join(root, "testbed/clients/ListDatabases.java"), uri))
+		checkListed(t, "java-3.1", out, err, took, mainDB, lakeDB)
+	})
+	t.Run("spark-sql", func(t *testing.T) {
+		out, err, took := runTimed(exec.Command(py, filepath.Join(root, "testbed/clients/spark_federation.py"),
+			uri, t.TempDir(), mainDB, lakeDB, "people_lake"))
+		if err != nil {
+			t.Fatalf("spark through the federation: %v\n%s", err, tail(out, 30))
+		}
+		fmt.Printf("e2e: federation spark-sql HMS 3.1+2.3: PASS in %v; %s\n", took, lastLine(out))
+		if n.router.Stats(1).Refused.Load() == 0 {
+			t.Error("spark's write on the member was not refused by the proxy's access rule")
+		}
+	})
+}
+
+func checkListed(t *testing.T, who string, out []byte, err error, took time.Duration, want ...string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s through the federation: %v\n%s", who, err, tail(out, 30))
+	}
+	var dbs []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(line, "databases="); ok {
+			dbs = strings.Split(strings.TrimSpace(v), ",")
+		}
+	}
+	for _, w := range want {
+		if !slices.Contains(dbs, w) {
+			t.Fatalf("%s listed %v, without %s\n%s", who, dbs, w, tail(out, 20))
+		}
+	}
+	fmt.Printf("e2e: federation %s HMS 3.1+2.3: PASS in %v, lists %v\n", who, took, want)
+}
+
+// TestFederationCorpus replays the transparency corpus through a
+// federation against each member: the steps that name the member's
+// database go to it and must answer as the member does directly. Steps
+// naming no database go to the primary by design, and are replayed
+// only against it.
+func TestFederationCorpus(t *testing.T) {
+	primary, member := fedVersions(t)
+	for _, tc := range []struct {
+		ms     *metastore
+		member bool
+	}{{primary, false}, {member, true}} {
+		t.Run(tc.ms.version, func(t *testing.T) {
+			tag := "f" + strings.ReplaceAll(tc.ms.version, ".", "")
+			dbDirect, dbProxy := "cdir_"+tag, "cprx_"+tag
+			lake := []string{"nothing_here_*"}
+			if tc.member {
+				lake = []string{dbProxy}
+			}
+			n := startFederated(t, primary, member, fedOpts{lakeDBs: lake, access: federation.ReadWrite, timeout: 30 * time.Second})
+			wh := tc.ms.work + "/corpus-wh"
+			all := corpusSteps(dbProxy, wh)
+			g := 0
+			if tc.member {
+				g = 1
+			}
+			// Listings fan out and are not cached: replay's every-read-hit
+			// rule does not apply to them; they are compared below.
+			dsteps, psteps := routedTo(t, n.router, g, !tc.member, corpusSteps(dbDirect, wh), all)
+			r := replay(t, tc.ms, &n.node, dsteps, psteps, dbDirect, dbProxy)
+			if !tc.member {
+				// The merged listings, the member claiming nothing that
+				// exists, are the primary's own bytes.
+				c, direct := dial(t, n.addr), dial(t, tc.ms.addr)
+				for _, s := range all {
+					if m := hms.Lookup([]byte(s.method)); m == nil || !fanOutMethod(m.Name) {
+						continue
+					}
+					got, want := call(t, c, s.method, s.args), call(t, direct, s.method, s.args)
+					if !sameButSeqID(got, want) {
+						t.Errorf("listing %s through the federation differs from the primary's\n got %x\nwant %x", s.method, got, want)
+					}
+				}
+			}
+			fmt.Printf("e2e: federation corpus HMS %s (%s): %d steps, %d methods, %d/%d reads byte-equal, %d/%d writes same outcome, %d cache hits\n",
+				tc.ms.version, map[bool]string{true: "member", false: "primary"}[tc.member], len(psteps), len(r.methods),
+				r.readsEqual, r.reads, r.writesSame, r.writes, r.hits)
+		})
+	}
+}
+
+func fanOutMethod(name string) bool {
+	switch name {
+	case "get_all_databases", "get_databases", "get_table_meta", "get_all_functions":
+		return true
+	}
+	return false
+}
+
+// routedTo keeps the corpus steps the router sends to group g alone, and
+// with sessions the session calls (which go to the primary).
+func routedTo(t *testing.T, r *federation.Router, g int, sessions bool, dsteps, psteps []step) ([]step, []step) {
+	t.Helper()
+	var d, p []step
+	for i, s := range psteps {
+		b := append(wire.AppendHeader(nil, wire.Call, []byte(s.method), 1), s.args...)
+		m, err := wire.Parse(b, wire.Limits{MaxMessage: len(b)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		meth := hms.Lookup([]byte(s.method))
+		if meth == nil || meth.Class == hms.Session {
+			if sessions && meth != nil {
+				d, p = append(d, dsteps[i]), append(p, s)
+			}
+			continue
+		}
+		if rt := r.Route(meth, m); !rt.FanOut && rt.Refuse == "" && rt.Group == g {
+			d, p = append(d, dsteps[i]), append(p, s)
+		}
+	}
+	names := map[string]bool{}
+	for _, s := range p {
+		names[s.method] = true
+	}
+	ms := keys(names)
+	sort.Strings(ms)
+	t.Logf("%d of %d steps go to group %d: %v", len(p), len(psteps), g, ms)
+	return d, p
+}

@@ -97,31 +97,23 @@ func rewrite(dst []byte, s *schema, src []byte, fn func(string) (string, error))
 	if r.err != nil {
 		return dst, r.err
 	}
-	return append(r.out, src[r.d.Pos():]...), nil
+	return append(r.out, src[r.mark:]...), nil
 }
 
-// rewriter walks src with d and appends what it reads to out, rewriting
-// the values its schema marks.
+// rewriter walks src with d, rewriting the values its schema marks. The
+// bytes it passes are copied lazily: out holds src up to mark, with the
+// rewritten strings in place; a name that does not change costs no copy.
 type rewriter struct {
 	src   []byte
 	d     wire.Decoder
 	out   []byte
+	mark  int // src[:mark] is in out
 	fn    func(string) (string, error)
 	err   error // the first error of fn or of a limit; the decoder keeps its own
 	depth int
 }
 
 func (r *rewriter) failed() bool { return r.err != nil || r.d.Err() != nil }
-
-// copyFrom appends the source bytes read since start.
-func (r *rewriter) copyFrom(start int) { r.out = append(r.out, r.src[start:r.d.Pos()]...) }
-
-// skip copies one value of wire type typ unchanged.
-func (r *rewriter) skip(typ byte) {
-	start := r.d.Pos()
-	r.d.Skip(typ)
-	r.copyFrom(start)
-}
 
 func (r *rewriter) structBody(s *schema) {
 	if r.depth++; r.depth > maxDepth {
@@ -133,54 +125,43 @@ func (r *rewriter) structBody(s *schema) {
 		s = s.variant(r.src[r.d.Pos():])
 	}
 	for !r.failed() {
-		start := r.d.Pos()
 		typ, id := r.d.FieldBegin()
-		if r.d.Err() != nil {
+		if typ == wire.TStop || r.d.Err() != nil {
 			return
 		}
-		if typ == wire.TStop {
-			r.out = append(r.out, wire.TStop)
-			return
+		if f := s.field(id); f != nil {
+			r.value(f, typ)
+		} else {
+			r.d.Skip(typ)
 		}
-		f := s.field(id)
-		r.copyFrom(start) // the field header
-		if f == nil {
-			r.skip(typ)
-			continue
-		}
-		r.value(f, typ)
 	}
 }
 
 // value rewrites one field value of wire type typ as f describes it; a
-// value of another shape than f expects is copied unchanged (it is not
+// value of another shape than f expects is passed unchanged (it is not
 // what the metastore would read there).
 func (r *rewriter) value(f *field, typ byte) {
 	switch {
 	case f.mapKeys:
 		if typ != wire.TMap {
-			r.skip(typ)
+			r.d.Skip(typ)
 			return
 		}
-		start := r.d.Pos()
 		kt, vt, n := r.d.MapBegin()
-		r.copyFrom(start)
 		for i := 0; i < n && !r.failed(); i++ {
 			if kt == wire.TString {
-				r.str(f.k, r.d.Bytes())
+				r.str(f.k)
 			} else {
-				r.skip(kt)
+				r.d.Skip(kt)
 			}
-			r.skip(vt)
+			r.d.Skip(vt)
 		}
 	case f.list:
 		if typ != wire.TList && typ != wire.TSet {
-			r.skip(typ)
+			r.d.Skip(typ)
 			return
 		}
-		start := r.d.Pos()
 		et, n := r.d.ListBegin()
-		r.copyFrom(start)
 		for i := 0; i < n && !r.failed(); i++ {
 			r.elem(f, et)
 		}
@@ -191,23 +172,21 @@ func (r *rewriter) value(f *field, typ byte) {
 
 // elem rewrites one value that is not a container of f's kind.
 func (r *rewriter) elem(f *field, typ byte) {
-	if f.k == kStruct {
-		if typ != wire.TStruct {
-			r.skip(typ)
-			return
-		}
+	switch {
+	case f.k == kStruct && typ == wire.TStruct:
 		r.structBody(f.sub)
-		return
+	case f.k != kStruct && typ == wire.TString:
+		r.str(f.k)
+	default:
+		r.d.Skip(typ)
 	}
-	if typ != wire.TString {
-		r.skip(typ)
-		return
-	}
-	r.str(f.k, r.d.Bytes())
 }
 
-// str appends the string v, rewritten as kind k says, with its length.
-func (r *rewriter) str(k kind, v []byte) {
+// str reads a string at the decoder's position and, when kind k's
+// mapping changes it, writes the new value with its length in its place.
+func (r *rewriter) str(k kind) {
+	from := r.d.Pos()
+	v := r.d.Bytes()
 	if r.failed() {
 		return
 	}
@@ -231,13 +210,18 @@ func (r *rewriter) str(k kind, v []byte) {
 		r.err = err
 		return
 	}
+	if s == string(v) {
+		return
+	}
 	if len(s) > 1<<31-1 {
 		r.err = ErrTooLong
 		return
 	}
+	r.out = append(r.out, r.src[r.mark:from]...)
 	e := wire.Encoder{B: r.out}
 	e.String(s)
 	r.out = e.B
+	r.mark = r.d.Pos()
 }
 
 // mapCatDB maps a database name that may carry a catalog ("@cat#db").

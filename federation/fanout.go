@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/hmsproxy/hmsproxy/internal/dbname"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
@@ -53,11 +54,17 @@ func (r *Router) FanOut(ctx context.Context, sess *upstream.Session, meth *hms.M
 	}
 	var wg sync.WaitGroup
 	for i, g := range r.groups {
-		wg.Add(1)
 		msg := m
 		if i > 0 {
 			msg = plain
 		}
+		if r.mode == Prefixed && i > 0 {
+			var ok bool
+			if msg, ok = prefixedPattern(g, meth, msg); !ok {
+				continue // the pattern matches none of the group's names
+			}
+		}
+		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			replies[i] = r.ask(ctx, g, sess, meth, msg)
@@ -101,6 +108,13 @@ func (r *Router) ask(ctx context.Context, g *group, sess *upstream.Session, meth
 	}
 	if c.typ != wire.Reply {
 		return groupReply{fail: "the metastore answered with a TApplicationException"}
+	}
+	if r.renames(g) {
+		b, err := dbname.Reply(nil, meth, c.typ, c.body, g.toClient)
+		if err != nil {
+			return groupReply{fail: err.Error()}
+		}
+		c.body = b
 	}
 	items, msg, err := decodeListing(meth.Name, c.body)
 	switch {
@@ -281,6 +295,50 @@ func dropDefaultCatalog(meth *hms.Method, m wire.Message) (wire.Message, bool) {
 	var e wire.Encoder
 	e.B = append(e.B, m.Header()...)
 	e.StringField(1, pat)
+	e.B = hms.DropField(e.B, args, hms.Path{1})
+	nm, err := wire.Parse(e.B, wire.Limits{MaxMessage: len(e.B)})
+	if err != nil {
+		return m, false
+	}
+	return nm, true
+}
+
+// prefixedPattern maps a listing's database pattern (get_databases,
+// get_table_meta) onto group g's own names in Prefixed mode: each
+// alternative ("a*|b*") that starts with g's prefix loses it; "*" stays;
+// any other cannot match a name of g and is dropped. False when none is
+// left: g is not asked. Methods without a pattern are sent as they are.
+func prefixedPattern(g *group, meth *hms.Method, m wire.Message) (wire.Message, bool) {
+	if meth.Name != "get_databases" && meth.Name != "get_table_meta" {
+		return m, true
+	}
+	args := m.Body()
+	pat, ok := "", false
+	hms.Walk(args, hms.Path{1}, func(typ byte, v []byte) bool {
+		pat, ok = string(v), typ == wire.TString
+		return true
+	})
+	if !ok || strings.HasPrefix(pat, "@") {
+		return m, true // another catalog's: the group answers as it can
+	}
+	var keep []string
+	for _, alt := range strings.Split(pat, "|") {
+		l := strings.ToLower(strings.TrimSpace(alt))
+		switch {
+		case l == "*" || l == "":
+			keep = append(keep, "*")
+		case strings.HasPrefix(l, g.prefix):
+			keep = append(keep, l[len(g.prefix):])
+		case strings.HasPrefix(g.prefix, strings.TrimSuffix(l, "*")) && strings.HasSuffix(l, "*"):
+			keep = append(keep, "*") // "la*" covers every "lake_" name
+		}
+	}
+	if len(keep) == 0 {
+		return m, false
+	}
+	var e wire.Encoder
+	e.B = append(e.B, m.Header()...)
+	e.StringField(1, strings.Join(keep, "|"))
 	e.B = hms.DropField(e.B, args, hms.Path{1})
 	nm, err := wire.Parse(e.B, wire.Limits{MaxMessage: len(e.B)})
 	if err != nil {

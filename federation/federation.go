@@ -88,10 +88,6 @@ func ParseAccess(s string) (Access, error) {
 // ErrConfig marks a configuration the federation refuses to start with.
 var ErrConfig = errors.New("federation: bad configuration")
 
-// ErrPrefixedUnavailable: prefixed resolution needs the database-name
-// rewriter, which this build does not wire.
-var ErrPrefixedUnavailable = errors.New("federation: prefixed mode not available in this build (use database_resolution: manual)")
-
 // Group is one upstream group as the federation sees it.
 type Group struct {
 	// Name names the group in logs, metrics and the messages clients
@@ -146,10 +142,12 @@ type group struct {
 	Group
 	idx      int
 	access   Access
-	serves   *filter.Patterns // Manual, federated: the databases it claims
-	literals []string         // the literal names among Databases, lower-cased
-	writable *filter.Patterns // ReadWriteListed
-	aliases  map[string]string
+	serves   *filter.Patterns  // Manual, federated: the databases it claims
+	literals []string          // the literal names among Databases, lower-cased
+	writable *filter.Patterns  // ReadWriteListed
+	aliases  map[string]string // client name → the metastore's
+	local    map[string]string // the metastore's name → client name
+	prefix   string            // Prefixed: lower-cased
 	stats    GroupStats
 }
 
@@ -183,7 +181,8 @@ func compileGroups(cfg Config) ([]*group, error) {
 		if g.Up == nil {
 			return nil, fmt.Errorf("%w: group %q has no upstream", ErrConfig, g.Name)
 		}
-		c := &group{Group: g, idx: i, access: g.Access, aliases: map[string]string{}}
+		c := &group{Group: g, idx: i, access: g.Access, aliases: map[string]string{}, local: map[string]string{},
+			prefix: strings.ToLower(g.Prefix)}
 		if c.access == Default {
 			c.access = ReadWrite
 			if i > 0 {
@@ -201,7 +200,19 @@ func compileGroups(cfg Config) ([]*group, error) {
 			c.writable = p
 		}
 		for from, to := range g.Aliases {
-			c.aliases[strings.ToLower(from)] = strings.ToLower(to)
+			from, to = strings.ToLower(from), strings.ToLower(to)
+			if _, dup := c.local[to]; dup {
+				return nil, fmt.Errorf("%w: group %q: two database_name_mapping entries name database %q", ErrConfig, g.Name, to)
+			}
+			c.aliases[from], c.local[to] = to, from
+		}
+		if cfg.Mode == Prefixed {
+			switch {
+			case i == 0 && g.Prefix != "":
+				return nil, fmt.Errorf("%w: the primary takes no prefix (its databases keep their names)", ErrConfig)
+			case i > 0 && g.Prefix == "":
+				return nil, fmt.Errorf("%w: federated group %q has no prefix (database_resolution: prefixed)", ErrConfig, g.Name)
+			}
 		}
 		if i > 0 && cfg.Mode == Manual {
 			if len(g.Databases) == 0 {
@@ -229,6 +240,14 @@ func compileGroups(cfg Config) ([]*group, error) {
 	if cfg.Mode == Manual {
 		if err := checkClaims(gs); err != nil {
 			return nil, err
+		}
+	} else {
+		for _, g := range gs[1:] {
+			for _, o := range gs[1:] {
+				if o != g && strings.HasPrefix(o.prefix, g.prefix) {
+					return nil, fmt.Errorf("%w: group %q's prefix %q starts group %q's prefix %q: a database could be either's", ErrConfig, g.Name, g.Prefix, o.Name, o.Prefix)
+				}
+			}
 		}
 	}
 	return gs, nil

@@ -304,9 +304,13 @@ func TestConflictingClaimsStopStartup(t *testing.T) {
 	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), `database "sales" is claimed by both group "a" and group "b"`) {
 		t.Fatalf("overlapping claims: %v", err)
 	}
-	_, err = New(Config{Mode: Prefixed, Groups: []Group{{Name: "primary", Up: up}}})
-	if !errors.Is(err, ErrPrefixedUnavailable) {
-		t.Fatalf("prefixed mode: %v", err)
+	_, err = New(Config{Mode: Prefixed, Groups: []Group{{Name: "primary", Up: up}, {Name: "a", Up: up, Prefix: "a_"}, {Name: "b", Up: up, Prefix: "A_b_"}}})
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), `group "a"'s prefix "a_" starts group "b"'s prefix "A_b_"`) {
+		t.Fatalf("overlapping prefixes: %v", err)
+	}
+	_, err = New(Config{Mode: Prefixed, Groups: []Group{{Name: "primary", Up: up}, {Name: "a", Up: up}}})
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "has no prefix") {
+		t.Fatalf("a member without a prefix: %v", err)
 	}
 }
 
@@ -345,6 +349,7 @@ func TestCacheScopePerGroup(t *testing.T) {
 		proxytest.Call(t, c, "get_database", hmsclient.Args("demo_db0"))
 	}
 	get()
+	b.store.Wait() // admissions done
 	get()
 	if b.p.CallCount("get_database") != 1 || b.f.CallCount("get_database") != 1 {
 		t.Fatalf("second reads not served from the cache: primary %d, lake %d", b.p.CallCount("get_database"), b.f.CallCount("get_database"))
@@ -352,14 +357,13 @@ func TestCacheScopePerGroup(t *testing.T) {
 	// An unknown method goes to the primary and flushes all of its group.
 	proxytest.Call(t, c, "some_future_write", hmsclient.Args())
 	get()
+	b.store.Wait()
 	if n := b.p.CallCount("get_database"); n != 2 {
 		t.Errorf("primary's entry survived its group's flush: %d loads, want 2", n)
 	}
 	if n := b.f.CallCount("get_database"); n != 1 {
 		t.Errorf("lake's entry dropped by the primary's flush: %d loads, want 1", n)
 	}
-	// A write in lake (made writable) invalidates lake's entry only.
-	_ = b
 }
 
 // A member older than the client lists nothing for "@hive#": the fan-out
@@ -377,5 +381,65 @@ func TestDropDefaultCatalog(t *testing.T) {
 				t.Errorf("%q: rewritten to %q (seqid %d), want %q", tc.in, got, nm.SeqID, tc.want)
 			}
 		}
+	}
+}
+
+// dbName is the name of the Database in a get_database reply.
+func dbName(t *testing.T, reply []byte) string {
+	t.Helper()
+	var got string
+	hms.Walk(body(t, reply), hms.Path{0, 1}, func(typ byte, v []byte) bool {
+		got = string(v)
+		return true
+	})
+	return got
+}
+
+// In prefixed mode the member's databases are seen under its prefix:
+// requests reach it with its own names, replies and listings carry the
+// prefixed ones.
+func TestPrefixed(t *testing.T) {
+	b := newBed(t, bedOptions{cfg: func(c *Config) {
+		c.Mode = Prefixed
+		c.Groups[1].Databases = nil
+		c.Groups[1].Prefix = "lake_"
+		c.Groups[1].Access = ReadWrite
+	}})
+	c := proxytest.Dial(t, b.addr, wire.Buffered)
+	if got := dbName(t, proxytest.Call(t, c, "get_database", hmsclient.Args("lake_stray"))); got != "lake_stray" {
+		t.Errorf("get_database(lake_stray): database %q, want lake_stray", got)
+	}
+	if got := dbName(t, proxytest.Call(t, c, "get_database", hmsclient.Args("@hive#LAKE_lake"))); got != "lake_lake" {
+		t.Errorf("get_database(@hive#LAKE_lake): database %q, want lake_lake", got)
+	}
+	if n := b.f.CallCount("get_database"); n != 2 {
+		t.Errorf("member asked %d times, want 2", n)
+	}
+	if got := dbName(t, proxytest.Call(t, c, "get_database", hmsclient.Args("demo_db0"))); got != "demo_db0" {
+		t.Errorf("get_database(demo_db0) through the primary: %q", got)
+	}
+	want := []string{"default", "demo_db0", "demo_db1", "lake_default", "lake_lake", "lake_stray"}
+	if got := names(t, proxytest.Call(t, c, "get_all_databases", hmsclient.Args())); !slices.Equal(got, want) {
+		t.Errorf("get_all_databases: %v, want %v", got, want)
+	}
+	if got := names(t, proxytest.Call(t, c, "get_databases", hmsclient.Args("lake_l*"))); !slices.Equal(got, []string{"lake_lake"}) {
+		t.Errorf("get_databases(lake_l*): %v, want [lake_lake]", got)
+	}
+	if got := names(t, proxytest.Call(t, c, "get_databases", hmsclient.Args("demo*"))); !slices.Equal(got, []string{"demo_db0", "demo_db1"}) {
+		t.Errorf("get_databases(demo*): %v", got)
+	}
+	// A write: created under the member's own name, read back prefixed.
+	if r := proxytest.Call(t, c, "create_table", tableArg("lake_lake", "fresh")); resultField(t, r) != -1 {
+		t.Fatalf("create_table in lake_lake: %q", metaMessage(t, r))
+	}
+	r := proxytest.Call(t, c, "get_table", hmsclient.Args("lake_lake", "fresh"))
+	var db string
+	hms.Walk(body(t, r), hms.Path{0, 2}, func(_ byte, v []byte) bool { db = string(v); return true })
+	if db != "lake_lake" {
+		t.Errorf("get_table(lake_lake.fresh): dbName %q, want lake_lake", db)
+	}
+	fc := proxytest.Dial(t, b.fAddr, wire.Buffered)
+	if resultField(t, proxytest.Call(t, fc, "get_table", hmsclient.Args("lake", "fresh"))) != 0 {
+		t.Error("the member has no table lake.fresh under its own name")
 	}
 }

@@ -2,11 +2,13 @@ package federation
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/internal/dbname"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/proxy"
@@ -26,19 +28,9 @@ type Router struct {
 // groups, a group without a name, upstream or databases, stop it with an
 // error wrapping ErrConfig.
 func New(cfg Config) (*Router, error) {
-	if cfg.Mode == Prefixed {
-		return nil, ErrPrefixedUnavailable
-	}
 	gs, err := compileGroups(cfg)
 	if err != nil {
 		return nil, err
-	}
-	for _, g := range gs {
-		if len(g.aliases) > 0 {
-			// An alias is a name the metastore does not know: the request
-			// must be rewritten, which needs the name rewriter.
-			return nil, fmt.Errorf("%w: group %q: database_name_mapping needs the name rewriter, not available in this build", ErrConfig, g.Name)
-		}
 	}
 	if cfg.ListingTimeout <= 0 {
 		cfg.ListingTimeout = DefaultListingTimeout
@@ -104,7 +96,61 @@ func (r *Router) Route(meth *hms.Method, m wire.Message) proxy.Route {
 	if refuse != "" {
 		return proxy.Route{Refuse: refuse}
 	}
-	return r.to(g, &dbs, m.Name(), IsWrite(meth))
+	d := r.to(g, &dbs, m.Name(), IsWrite(meth))
+	if d.Refuse != "" || !r.renames(g) || dbs.n == 0 {
+		return d
+	}
+	// The group knows its databases by other names: the request is sent
+	// with its names, the reply shown with the client's.
+	args, err := dbname.Args(m.Header(), meth, m.Body(), g.toLocal)
+	if err != nil {
+		return proxy.Route{Refuse: fmt.Sprintf("hmsproxy: %s: the database names cannot be rewritten for group %q: %v", m.Name(), g.Name, err)}
+	}
+	nm, err := wire.Parse(args, wire.Limits{MaxMessage: len(args)})
+	if err != nil {
+		return proxy.Route{Refuse: fmt.Sprintf("hmsproxy: %s: rewritten request unreadable: %v", m.Name(), err)}
+	}
+	d.Msg = nm
+	d.Reply = func(dst []byte, typ byte, body []byte) ([]byte, error) {
+		return dbname.Reply(dst, meth, typ, body, g.toClient)
+	}
+	return d
+}
+
+// renames reports whether g's databases have other names for clients
+// than in its metastore.
+func (r *Router) renames(g *group) bool {
+	return r.mode == Prefixed && g.idx > 0 || len(g.aliases) > 0
+}
+
+// errNotOurs: a name the rewrite meets belongs to no database of the
+// group (a second name of another group in one request).
+var errNotOurs = errors.New("federation: database of another group")
+
+// toLocal is the metastore's name of a database clients name db.
+func (g *group) toLocal(db string) (string, error) {
+	l := strings.ToLower(db)
+	if a, ok := g.aliases[l]; ok {
+		return a, nil
+	}
+	if g.prefix == "" || g.idx == 0 {
+		return db, nil
+	}
+	if !strings.HasPrefix(l, g.prefix) {
+		return "", fmt.Errorf("%w: %q lacks prefix %q", errNotOurs, db, g.Prefix)
+	}
+	return db[len(g.prefix):], nil
+}
+
+// toClient is the name clients see for the metastore's database db.
+func (g *group) toClient(db string) string {
+	if a, ok := g.local[strings.ToLower(db)]; ok {
+		return a
+	}
+	if g.idx == 0 {
+		return db
+	}
+	return g.Prefix + db
 }
 
 // to routes a call to g, unless g's access rule refuses it.
@@ -158,8 +204,17 @@ func (r *Router) groupOf(dbs *dbSet) (*group, string) {
 	return got, ""
 }
 
-// resolve is the group serving db (lower-cased, no catalog).
+// resolve is the group serving db (lower-cased, no catalog), as
+// clients name it.
 func (r *Router) resolve(db string) (*group, string) {
+	if r.mode == Prefixed {
+		for _, g := range r.groups[1:] {
+			if _, ok := g.aliases[db]; ok || strings.HasPrefix(db, g.prefix) {
+				return g, ""
+			}
+		}
+		return r.groups[0], ""
+	}
 	var got *group
 	for _, g := range r.groups[1:] {
 		if !g.claims(db) {

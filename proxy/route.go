@@ -52,6 +52,13 @@ type Route struct {
 	// it (a TApplicationException where the method declares none); the
 	// call reaches no metastore.
 	Refuse string
+	// Msg, when its Buf is set, is sent to the group instead of the
+	// client's message (the same name and seqid, names rewritten), and
+	// Reply rewrites the body of the group's REPLY before the client sees
+	// it. Such a call bypasses the group's cache: its entries would hold
+	// the group's names, not the client's.
+	Msg   wire.Message
+	Reply func(dst []byte, typ byte, body []byte) ([]byte, error)
 }
 
 // route is one group as the call path sees it.
@@ -78,8 +85,40 @@ func (c *clientConn) route(r Router, meth *hms.Method, m wire.Message) (bool, er
 		return false, nil
 	}
 	c.rt = &c.s.routes[d.Group]
-	return false, nil
+	if d.Msg.Buf == nil {
+		return false, nil
+	}
+	if meth != nil && meth.Class == hms.Write {
+		c.outcome = OutcomeWrite
+	}
+	sink := renameSink{c: c, m: m, fn: d.Reply}
+	return true, c.forward(upstream.Call{Session: c.sess, Class: classOf(meth), Msg: d.Msg}, &sink)
 }
+
+// renameSink answers the client with a reply whose body the router
+// rewrites (names seen under the client's names).
+type renameSink struct {
+	c  *clientConn
+	m  wire.Message // the client's request: its name and seqid
+	fn func(dst []byte, typ byte, body []byte) ([]byte, error)
+}
+
+func (s *renameSink) Reply(r wire.Message) error {
+	body := r.Body()
+	if s.fn != nil && r.Type == wire.Reply {
+		b, err := s.fn(s.c.scratch[:0], r.Type, body)
+		if err != nil {
+			// The reply cannot be shown under the client's names: a
+			// transport failure, never a half-rewritten answer.
+			return fmt.Errorf("proxy: rewrite the reply of %s: %w", s.m.Name(), err)
+		}
+		s.c.scratch = b
+		body = b
+	}
+	return s.c.replyWith(s.m, r.Type, body)
+}
+
+func (s *renameSink) BorrowsReply() {}
 
 // buildRoutes makes the server's routes: the primary, then each
 // federated group in order.

@@ -97,14 +97,15 @@ func TestFederationWiring(t *testing.T) {
 	}
 }
 
-// TestFederationConfigErrors: a database claimed twice and prefixed mode
-// (not wired in this build) stop startup with a clear message.
+// TestFederationConfigErrors: a database claimed twice, a prefixed member
+// without a prefix, an unknown listing_failure stop startup with a clear
+// message.
 func TestFederationConfigErrors(t *testing.T) {
 	_, pAddr := proxytest.Demo(t, proxytest.DemoOptions{})
 	_, fAddr := proxytest.Demo(t, proxytest.DemoOptions{Empty: true})
 	for _, tc := range []struct{ extra, want string }{
 		{"    - name: lake2\n      uris: [\"thrift://" + fAddr + "\"]\n      databases: [lake_sales]\n", `database "lake_sales" is claimed by both group "lake2" and group "lake"`},
-		{"  database_resolution: prefixed\n", "prefixed mode not available"},
+		{"  database_resolution: prefixed\n", `federated group "lake" has no prefix`},
 		{"  listing_failure: maybe\n", "listing_failure"},
 	} {
 		cfg := fedYAML(t, pAddr, fAddr, "")

@@ -348,3 +348,19 @@ func dbsOf(meth *hms.Method, args []byte, s *dbSet) error {
 	}
 	return walk(passDB[meth.Name])
 }
+
+// GroupCounts is one group's counters, read once.
+type GroupCounts struct {
+	Name                                             string
+	Routed, Refused, ListingFailures, ListingOmitted uint64
+}
+
+// Counts are every group's counters, the primary first.
+func (r *Router) Counts() []GroupCounts {
+	out := make([]GroupCounts, len(r.groups))
+	for i, g := range r.groups {
+		out[i] = GroupCounts{Name: g.Name, Routed: g.stats.Routed.Load(), Refused: g.stats.Refused.Load(),
+			ListingFailures: g.stats.ListingFailures.Load(), ListingOmitted: g.stats.ListingOmitted.Load()}
+	}
+	return out
+}

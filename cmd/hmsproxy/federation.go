@@ -14,6 +14,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/federation"
+	"github.com/hmsproxy/hmsproxy/internal/admin"
 	"github.com/hmsproxy/hmsproxy/internal/eventlog"
 	"github.com/hmsproxy/hmsproxy/internal/housekeeping"
 	"github.com/hmsproxy/hmsproxy/internal/leader"
@@ -239,4 +240,16 @@ func groupCoherence(cfg fileConfig, srv *proxy.Server, groups []*fedGroup, rdb *
 		stops = append(stops, runner.Close)
 	}
 	return stop, nil
+}
+
+// federationMetrics shows the router's counters on the admin port.
+type federationMetrics struct{ r *federation.Router }
+
+func (f federationMetrics) FederationGroups() []admin.FederationGroup {
+	var out []admin.FederationGroup
+	for _, g := range f.r.Counts() {
+		out = append(out, admin.FederationGroup{Name: g.Name, Routed: g.Routed, Refused: g.Refused,
+			ListingFailures: g.ListingFailures, ListingOmitted: g.ListingOmitted})
+	}
+	return out
 }

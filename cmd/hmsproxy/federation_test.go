@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -52,6 +54,7 @@ func TestFederationWiring(t *testing.T) {
 	r := redistest.Start(t)
 	cfg := fedYAML(t, pAddr, fAddr, "")
 	cfg.Redis.URL = r.Addr
+	cfg.Admin.Listen = freeAddr(t)
 	c := runInProcess(t, cfg)
 
 	m, err := c.Call(ctxT(t), "get_all_databases", hmsclient.Args())
@@ -92,6 +95,15 @@ func TestFederationWiring(t *testing.T) {
 		return false
 	}
 	proxytest.Eventually(t, "the write on the member's own stream", func() bool { return names("hmsproxy:inval:lake") })
+	res, err := http.Get("http://" + cfg.Admin.Listen + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if want := `hmsproxy_federation_calls_total{group="lake"} 1`; !strings.Contains(string(metrics), want) {
+		t.Errorf("metrics lack %s", want)
+	}
 	if names("hmsproxy:inval:main") {
 		t.Error("the member's write was published on the primary's stream")
 	}

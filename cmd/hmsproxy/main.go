@@ -299,7 +299,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 
 	// The admin port starts after the proxy: a scrape or a flush always
 	// finds a proxy to report on.
-	adm, aln, err := newAdmin(cfg, log, srv, group, caching, bus, wk, tlsEP, limiter, budget)
+	adm, aln, err := newAdmin(cfg, log, srv, group, caching, bus, wk, tlsEP, limiter, budget, router)
 	if err != nil {
 		srv.Shutdown(context.Background())
 		<-errc
@@ -380,7 +380,7 @@ var errCallsCut = errors.New("stopped, but shutdown_timeout cut off calls in fli
 // cfg.Admin.Listen is empty.
 func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstream.Group, caching *proxy.Caching,
 	bus *coherence.Bus, wk *workers, tlsEP *tlsEndpoints, limiter *ratelimit.Limiter,
-	budget *inflight.Budget) (*admin.Server, net.Listener, error) {
+	budget *inflight.Budget, router *federation.Router) (*admin.Server, net.Listener, error) {
 	if cfg.Admin.Listen == "" {
 		return nil, nil, nil
 	}
@@ -406,6 +406,9 @@ func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstre
 	}
 	if limiter != nil {
 		acfg.RateLimit = limiter
+	}
+	if router != nil {
+		acfg.Federation = federationMetrics{router}
 	}
 	if wk != nil && wk.runner != nil {
 		acfg.Workers = workerStatuses{wk.runner}

@@ -463,6 +463,14 @@ Flags:
 			c.strippedUserinfo = true
 		}
 	}
+	for _, g := range c.Federation.Federated {
+		for i, u := range g.URIs {
+			var stripped bool
+			if g.URIs[i], stripped = stripUserinfo(u); stripped {
+				c.strippedUserinfo = true
+			}
+		}
+	}
 	if len(c.Upstream.URIs) == 0 && !c.Demo {
 		return c, errors.New("no upstream: give --upstream thrift://host:port (or --demo)")
 	}

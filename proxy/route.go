@@ -185,12 +185,12 @@ func (g *GroupCache) Flush(ctx context.Context, ents []cache.Entity) error {
 // ApplyRemote applies another node's invalidations of the group.
 func (g *GroupCache) ApplyRemote(ents []cache.Entity) { g.k.Store.Apply(g.k.Upstream, ents) }
 
-// DropAll drops everything cached for the group. The store is shared by
-// the groups, so its entries all go; the other groups' generations are
-// untouched and they refill on their next misses.
+// DropAll drops everything cached for the group: its generations move,
+// so none of its entries is served again and no load in flight is
+// admitted. The store is shared with the other groups, whose entries
+// stay (Server.DropAll also clears the store, all groups' entries).
 func (g *GroupCache) DropAll(reason string) {
 	g.k.Store.Apply(g.k.Upstream, []cache.Entity{{Level: cache.LevelAll}})
-	g.k.Store.Clear()
 	g.k.log.Warn("cache dropped: invalidations may have been missed", "reason", reason, "upstream", g.k.Upstream)
 }
 

@@ -443,3 +443,23 @@ func TestPrefixed(t *testing.T) {
 		t.Error("the member has no table lake.fresh under its own name")
 	}
 }
+
+// A member killed mid-run: listings fail naming it, calls to it fail as
+// transport failures (never a made-up answer), the primary answers on.
+func TestMemberKilled(t *testing.T) {
+	b := newBed(t, bedOptions{})
+	c := proxytest.Dial(t, b.addr, wire.Buffered)
+	proxytest.Call(t, c, "get_database", hmsclient.Args("lake"))
+	b.f.Close()
+	msg := metaMessage(t, proxytest.Call(t, c, "get_all_databases", hmsclient.Args()))
+	if !strings.Contains(msg, `federated group "lake" did not answer`) {
+		t.Errorf("listing with the member dead: %q", msg)
+	}
+	if _, err := c.Call(proxytest.Ctx(t), "get_database", hmsclient.Args("lake")); err == nil {
+		t.Error("a call to the dead member got an answer; want a transport failure")
+	}
+	c2 := proxytest.Dial(t, b.addr, wire.Buffered)
+	if f := resultField(t, proxytest.Call(t, c2, "get_database", hmsclient.Args("demo_db0"))); f != 0 {
+		t.Errorf("primary's get_database with the member dead: result field %d", f)
+	}
+}

@@ -463,3 +463,28 @@ func TestMemberKilled(t *testing.T) {
 		t.Errorf("primary's get_database with the member dead: result field %d", f)
 	}
 }
+
+// set_ugi goes to the primary; the member's calls of that session run as
+// the same user (the state is replayed on the member's connections).
+func TestSessionCarriedToMember(t *testing.T) {
+	b := newBed(t, bedOptions{})
+	c := proxytest.Dial(t, b.addr, wire.Buffered)
+	var e wire.Encoder
+	e.StringField(1, "alice")
+	e.StringListField(2, []string{"alice", "staff"})
+	e.Stop()
+	proxytest.Call(t, c, "set_ugi", e.B)
+	proxytest.Call(t, c, "get_database", hmsclient.Args("lake"))
+	proxytest.Call(t, c, "get_database", hmsclient.Args("demo_db0"))
+	for name, d := range map[string]*demohms.Server{"member": b.f, "primary": b.p} {
+		var users []string
+		for _, call := range d.Calls() {
+			if call.Method == "get_database" {
+				users = append(users, call.User)
+			}
+		}
+		if !slices.Equal(users, []string{"alice"}) {
+			t.Errorf("%s ran get_database as %q, want alice", name, users)
+		}
+	}
+}

@@ -75,6 +75,8 @@ var passDB = map[string]hms.Path{
 	"fire_listener_event":                    {1, 3}, // FireEventRequest.dbName
 	"add_write_notification_log":             {1, 3}, // WriteNotificationLogRequest.db
 	"get_lock_materialization_rebuild":       {1},
+	"markPartitionForEvent":                  {1}, // db_name, tbl_name, part_vals, eventType
+	"isPartitionMarkedForEvent":              {1},
 	"heartbeat_lock_materialization_rebuild": {1},
 }
 

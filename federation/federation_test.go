@@ -488,3 +488,23 @@ func TestSessionCarriedToMember(t *testing.T) {
 		}
 	}
 }
+
+// database_name_mapping: a client's name for a member's database reaches
+// the member as the member's name, and comes back as the client's.
+func TestAliases(t *testing.T) {
+	b := newBed(t, bedOptions{cfg: func(c *Config) {
+		c.Groups[1].Databases = []string{"nothing_else"}
+		c.Groups[1].Aliases = map[string]string{"Sales": "lake"}
+	}})
+	c := proxytest.Dial(t, b.addr, wire.Buffered)
+	if got := dbName(t, proxytest.Call(t, c, "get_database", hmsclient.Args("sales"))); got != "sales" {
+		t.Errorf("get_database(sales): database %q, want sales", got)
+	}
+	if n := b.f.CallCount("get_database"); n != 1 {
+		t.Errorf("member asked %d times, want 1", n)
+	}
+	want := []string{"default", "demo_db0", "demo_db1", "sales"}
+	if got := names(t, proxytest.Call(t, c, "get_all_databases", hmsclient.Args())); !slices.Equal(got, want) {
+		t.Errorf("get_all_databases: %v, want %v", got, want)
+	}
+}

@@ -32,7 +32,7 @@ type namedPart struct {
 // resolved in c.res. It reports false when the request does not fit the
 // per-entry path, so the caller caches the reply whole.
 func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, sc cache.Scope) (bool, error) {
-	k := c.s.cache
+	k := c.rt.cache
 	r, shape := &c.res, meth.Batch
 	if len(r.List) == 0 || len(r.Tables) != 1 {
 		return false, nil
@@ -111,7 +111,7 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 			outcome = OutcomeMiss
 			chunk := names[:min(len(names), k.BatchChunk)]
 			names = names[len(chunk):]
-			got, failed, err := k.fetchParts(c.s.ctx, c.s.up, c.sess, shape.AppendRequest(nil, m.Header(), m.Body(), chunk), shape, chunk)
+			got, failed, err := k.fetchParts(c.s.ctx, c.rt.up, c.sess, shape.AppendRequest(nil, m.Header(), m.Body(), chunk), shape, chunk)
 			if err != nil {
 				return true, err
 			}

@@ -202,7 +202,7 @@ func (s *captureSink) Reply(m wire.Message) error {
 // cachedRead serves a cacheable read: from the store when current, else
 // from one upstream load shared by identical concurrent misses.
 func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
-	k := c.s.cache
+	k := c.rt.cache
 	if k.Store.Policy(meth.Kind).TTL <= 0 || (k.Coherence != nil && !k.Coherence.Synced()) {
 		return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
 	}
@@ -279,7 +279,7 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 	// after an invalidation never joins a load from before it.
 	flight := string(snap.AppendKey(key))
 	res, err, shared := k.flights.Do(flight, func() (any, error) {
-		return k.load(c.s.ctx, c.s.up, c.sess, meth, m, key, &snap)
+		return k.load(c.s.ctx, c.rt.up, c.sess, meth, m, key, &snap)
 	})
 	if err != nil {
 		return err
@@ -357,7 +357,7 @@ var errClientWrite = errors.New("proxy: write reply to client")
 // metastore answered, success or not, before the client sees the answer.
 // When the outcome is unknown (the connection broke), it invalidates too.
 func (c *clientConn) write(meth *hms.Method, m wire.Message) error {
-	k := c.s.cache
+	k := c.rt.cache
 	ents := cache.WriteEntities(c.ents[:0], meth, m.Body(), k.DefaultCatalog)
 	for i := range meth.Effects {
 		if meth.Effects[i].Scope == hms.ScopeTxn {
@@ -389,7 +389,7 @@ type invalidatingSink struct {
 }
 
 func (s *invalidatingSink) Reply(m wire.Message) error {
-	s.c.s.cache.invalidate(s.c.s.ctx, s.ents)
+	s.c.rt.cache.invalidate(s.c.s.ctx, s.ents)
 	s.done = true
 	s.ok = upstream.Succeeded(m)
 	return s.c.Reply(m)

@@ -33,6 +33,7 @@ type clientConn struct {
 	w       *wire.Writer
 	sess    *upstream.Session
 	scratch []byte
+	rt      *route // the group of the call in progress
 
 	// Buffers reused across calls, so the hit path does not allocate.
 	res  hms.Resolved // the request's args, resolved in one walk
@@ -352,6 +353,7 @@ func (c *clientConn) handle(meth *hms.Method, m wire.Message) error {
 			fmt.Sprintf("proxy: %s is not a oneway method", m.Name()))
 		return errClose
 	}
+	c.rt = &c.s.routes[0]
 	name := m.Name()
 	// Only the method table makes a call oneway. An unknown method typed
 	// ONEWAY is forwarded on a connection that is then closed (upstream
@@ -374,14 +376,19 @@ func (c *clientConn) handle(meth *hms.Method, m wire.Message) error {
 			return c.refuse(meth, m, err.Error())
 		}
 	}
-	if k := c.s.cache; k != nil && meth == nil && !k.unknown.isKnownRead(name) {
+	if rt := c.s.router; rt != nil {
+		if handled, err := c.route(rt, meth, m); handled {
+			return err
+		}
+	}
+	if k := c.rt.cache; k != nil && meth == nil && !k.unknown.isKnownRead(name) {
 		// A method the table does not know may be a newer metastore's
 		// write: once it is answered, invalidate everything of the
 		// upstream group, as a write would (issue 10).
 		c.outcome = OutcomeWrite
 		return c.write(k.unknown.writeFor(name), m)
 	}
-	if k := c.s.cache; k != nil && meth != nil && !oneway {
+	if k := c.rt.cache; k != nil && meth != nil && !oneway {
 		switch {
 		case meth.Class == hms.Read && meth.Cacheable:
 			return c.cachedRead(meth, m)
@@ -413,7 +420,7 @@ func (c *clientConn) forward(call upstream.Call, sink upstream.ReplySink) error 
 		c.goneFn = c.gone
 	}
 	call.ClientGone = c.goneFn
-	if err := c.s.up.Do(c.s.ctx, call, sink); err != nil {
+	if err := c.rt.up.Do(c.s.ctx, call, sink); err != nil {
 		// The client must see a transport failure, never a made-up
 		// answer: its retry logic reconnects on exactly that.
 		return err

@@ -70,6 +70,11 @@ type Config struct {
 	// MetaException carrying the error's message (a TApplicationException
 	// where the method declares none); the connection stays open.
 	Limiter CallLimiter
+	// Federated are the upstream groups besides the primary (federation);
+	// Router, required with them, says which group takes each call. None:
+	// every call goes to the primary, as with a single group.
+	Federated []Group
+	Router    Router
 }
 
 // CallLimiter bounds the calls of each identity (per-user rate limits);
@@ -85,6 +90,10 @@ type Server struct {
 	log   *slog.Logger
 	cache *cacher // nil: no caching
 	stats *Stats
+	// routes are the upstream groups, the primary (up, cache) first;
+	// router, nil for a single group, picks one per call.
+	routes []route
+	router Router
 
 	ctx    context.Context // cancelled when shutdown gives up draining
 	cancel context.CancelFunc
@@ -155,6 +164,13 @@ func New(cfg Config, up Forwarder) (*Server, error) {
 		}
 		s.cache = newCacher(*cfg.Cache, cfg.Logger)
 		s.cache.start(up, s.ctx)
+	}
+	if err := s.buildRoutes(cfg, up); err != nil {
+		s.cancel()
+		if s.cache != nil {
+			s.cache.close()
+		}
+		return nil, err
 	}
 	return s, nil
 }
@@ -296,8 +312,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		close(done)
 	}()
 	defer func() {
-		if s.cache != nil {
-			s.cache.close()
+		for _, rt := range s.routes {
+			if rt.cache != nil {
+				rt.cache.close()
+			}
 		}
 	}()
 	select {

@@ -26,7 +26,7 @@ import (
 // per-table entry, from the request resolved in c.res. It reports false
 // when the request does not fit, so the caller caches the reply whole.
 func (c *clientConn) tableRead(meth *hms.Method, m wire.Message, sc cache.Scope) (bool, error) {
-	k := c.s.cache
+	k := c.rt.cache
 	r := &c.res
 	if r.Bad || len(r.Tables) == 0 {
 		// The name list must be what the metastore reads as one (a list
@@ -112,7 +112,7 @@ func (c *clientConn) tableRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		}
 		// That load failed: this request's own answer decides.
 	}
-	res, err := k.fetchTable(c.s.ctx, c.s.up, c.sess, m, meth, key, tbl, &snap)
+	res, err := k.fetchTable(c.s.ctx, c.rt.up, c.sess, m, meth, key, tbl, &snap)
 	if err != nil {
 		return true, err
 	}

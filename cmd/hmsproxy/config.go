@@ -68,6 +68,10 @@ type fileConfig struct {
 
 	Cache cacheConfig `yaml:"cache"`
 
+	// Federation puts further metastore groups behind the listener
+	// (federation.go); file only.
+	Federation federationConfig `yaml:"federation"`
+
 	EventLog struct {
 		Interval time.Duration `yaml:"interval"` // -eventlog-interval; 0 turns the poller off
 		Batch    int32         `yaml:"batch"`    // -eventlog-batch
@@ -474,6 +478,14 @@ Flags:
 	}
 	if c.Shutdown.DrainDelay < 0 {
 		return c, fmt.Errorf("shutdown.drain_delay must not be negative, got %v", c.Shutdown.DrainDelay)
+	}
+	for _, g := range c.Federation.Federated {
+		for i, u := range g.URIs {
+			var stripped bool
+			if g.URIs[i], stripped = stripUserinfo(u); stripped {
+				c.strippedUserinfo = true
+			}
+		}
 	}
 	if len(c.Upstream.URIs) == 0 && !c.Demo {
 		return c, errors.New("no upstream: give --upstream thrift://host:port (or --demo)")

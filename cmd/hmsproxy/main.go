@@ -20,6 +20,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/coherence"
+	"github.com/hmsproxy/hmsproxy/federation"
 	"github.com/hmsproxy/hmsproxy/filter"
 	"github.com/hmsproxy/hmsproxy/internal/admin"
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
@@ -136,7 +137,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 	// One budget for request bytes being read (proxy) and reply bytes
 	// being held (upstream), so together they stay within the limit.
 	budget := inflight.New(cfg.Limits.InflightBytes)
-	group, err := upstream.New(upstream.Config{
+	ucfg := upstream.Config{
 		URIs:               cfg.Upstream.URIs,
 		Transport:          upTransport,
 		MaxConns:           cfg.Upstream.MaxConns,
@@ -153,7 +154,8 @@ func run(ctx context.Context, cfg fileConfig) error {
 		Handshake:          upAuth,
 		Budget:             budget,
 		Logger:             log.With("component", "upstream"),
-	})
+	}
+	group, err := upstream.New(ucfg)
 	if err != nil {
 		return err
 	}
@@ -198,6 +200,22 @@ func run(ctx context.Context, cfg fileConfig) error {
 	if caching != nil {
 		caching.Writes = writes
 	}
+	var fedGroups []*fedGroup
+	var router *federation.Router
+	if cfg.Federation.enabled() {
+		fedGroups, err = newFederatedGroups(cfg, ucfg, caching, rdb, log)
+		defer func() {
+			for _, g := range fedGroups {
+				g.up.Close()
+			}
+		}()
+		if err != nil {
+			return err
+		}
+		if router, err = newRouter(cfg, group, fedGroups, log); err != nil {
+			return err
+		}
+	}
 	pcfg := proxy.Config{
 		Transport:  clientTransport,
 		Limits:     wire.Limits{MaxMessage: cfg.Limits.MaxMessageBytes, MaxDepth: cfg.Limits.MaxDepth},
@@ -212,6 +230,12 @@ func run(ctx context.Context, cfg fileConfig) error {
 	}
 	if limiter != nil { // a nil *Limiter in the interface would be called
 		pcfg.Limiter = limiter
+	}
+	if router != nil {
+		pcfg.Router = router
+		for _, g := range fedGroups {
+			pcfg.Federated = append(pcfg.Federated, proxy.Group{Name: g.cfg.Name, Up: g.up, Cache: g.caching})
+		}
 	}
 	srv, err := proxy.New(pcfg, group)
 	if err != nil {
@@ -247,6 +271,16 @@ func run(ctx context.Context, cfg fileConfig) error {
 		defer func() { stopBus(); <-busDone }()
 		log.Info("invalidation bus on", "redis", redact(cfg.Redis.URL), "node", bus.NodeID(), "group", bus.Group())
 	}
+	if router != nil {
+		stopGroups, err := groupCoherence(cfg, srv, fedGroups, rdb, upTransport, upAuth, log)
+		if err != nil {
+			srv.Shutdown(context.Background())
+			<-errc
+			return err
+		}
+		defer stopGroups()
+		log.Info("federation on", "primary", cfg.groupName(), "groups", router.GroupNames())
+	}
 	nodeID := cfg.Redis.NodeID
 	if bus != nil {
 		nodeID = bus.NodeID()
@@ -267,7 +301,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 	defer drain.close()
 	// The admin port starts after the proxy: a scrape or a flush always
 	// finds a proxy to report on.
-	adm, aln, err := newAdmin(cfg, log, srv, group, caching, bus, wk, tlsEP, limiter, budget, drain)
+	adm, aln, err := newAdmin(cfg, log, srv, group, caching, bus, wk, tlsEP, limiter, budget, drain, router)
 	if err != nil {
 		srv.Shutdown(context.Background())
 		<-errc
@@ -361,7 +395,7 @@ var errCallsCut = errors.New("stopped, but shutdown_timeout cut off calls in fli
 // cfg.Admin.Listen is empty.
 func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstream.Group, caching *proxy.Caching,
 	bus *coherence.Bus, wk *workers, tlsEP *tlsEndpoints, limiter *ratelimit.Limiter,
-	budget *inflight.Budget, drain *drainer) (*admin.Server, net.Listener, error) {
+	budget *inflight.Budget, drain *drainer, router *federation.Router) (*admin.Server, net.Listener, error) {
 	if cfg.Admin.Listen == "" {
 		return nil, nil, nil
 	}
@@ -388,6 +422,9 @@ func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstre
 	}
 	if limiter != nil {
 		acfg.RateLimit = limiter
+	}
+	if router != nil {
+		acfg.Federation = federationMetrics{router}
 	}
 	if wk != nil && wk.runner != nil {
 		acfg.Workers = workerStatuses{wk.runner}

@@ -132,6 +132,8 @@ type Config struct {
 	Scope ScopeSource
 	// RateLimit feeds hmsproxy_ratelimit_*. Nil: left out.
 	RateLimit RateLimits
+	// Federation feeds hmsproxy_federation_*{group}. Nil: left out.
+	Federation Federation
 	// InFlight feeds hmsproxy_inflight_bytes,
 	// hmsproxy_inflight_limit_bytes and hmsproxy_inflight_waits_total.
 	// Nil: left out.
@@ -236,6 +238,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.RateLimit != nil {
 		optional = append(optional, newRateLimitCollector(cfg.RateLimit))
+	}
+	if cfg.Federation != nil {
+		optional = append(optional, newFederationCollector(cfg.Federation))
 	}
 	if err := s.register(optional...); err != nil {
 		s.unregister()

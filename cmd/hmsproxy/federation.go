@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/coherence"
+	"github.com/hmsproxy/hmsproxy/federation"
+	"github.com/hmsproxy/hmsproxy/internal/admin"
+	"github.com/hmsproxy/hmsproxy/internal/eventlog"
+	"github.com/hmsproxy/hmsproxy/internal/housekeeping"
+	"github.com/hmsproxy/hmsproxy/internal/leader"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/internal/worker"
+	"github.com/hmsproxy/hmsproxy/proxy"
+	"github.com/hmsproxy/hmsproxy/upstream"
+)
+
+// federationConfig puts several metastore groups behind the listener:
+// the primary (upstream.*) and the federated groups. Absent: one group,
+// as before. File only.
+type federationConfig struct {
+	// DatabaseResolution: manual (each federated group lists its
+	// databases) or prefixed. Default manual.
+	DatabaseResolution string `yaml:"database_resolution"`
+	// ListingTimeout bounds each group's part of a listing that asks
+	// every group (get_all_databases, get_databases, get_table_meta,
+	// get_all_functions). Default 10s.
+	ListingTimeout time.Duration `yaml:"listing_timeout"`
+	// ListingFailure: fail (a group that fails or times out fails the
+	// listing with a MetaException naming it) or partial (it is left out,
+	// counted and logged). Default fail.
+	ListingFailure string `yaml:"listing_failure"`
+	// Primary is the access rule of the primary group (upstream.*).
+	Primary struct {
+		Access            string   `yaml:"access"` // default read-write
+		WritableDatabases []string `yaml:"writable_databases"`
+	} `yaml:"primary"`
+	Federated []federatedGroupConfig `yaml:"federated"`
+}
+
+// federatedGroupConfig is one federated group. Every upstream.* setting
+// but uris and name applies to it as to the primary.
+type federatedGroupConfig struct {
+	// Name names the group in Redis keys, cache keys, metrics and the
+	// messages clients get. Required, unique.
+	Name string   `yaml:"name"`
+	URIs []string `yaml:"uris"` // its metastores, in failover order
+	// Databases it serves (manual): names or patterns (glob, re:).
+	Databases []string `yaml:"databases"`
+	// Access: read-only (default), read-write, read-write-on-listed.
+	Access            string   `yaml:"access"`
+	WritableDatabases []string `yaml:"writable_databases"`
+	// Prefix (prefixed mode): how its databases are seen by clients.
+	Prefix string `yaml:"prefix"`
+	// DatabaseNameMapping: client name → the metastore's name.
+	DatabaseNameMapping map[string]string `yaml:"database_name_mapping"`
+}
+
+// enabled reports whether any federated group is configured.
+func (f federationConfig) enabled() bool { return len(f.Federated) > 0 }
+
+// fedGroup is a federated group running: its pools, cache and the
+// machinery that keeps that cache coherent.
+type fedGroup struct {
+	cfg     federatedGroupConfig
+	up      *upstream.Group
+	caching *proxy.Caching
+	bus     *coherence.Bus
+}
+
+// newFederatedGroups builds each federated group's upstream and cache
+// settings (its own Upstream name, its own bus). The caller closes them.
+func newFederatedGroups(cfg fileConfig, base upstream.Config, primary *proxy.Caching, rdb *redis.Client, log *slog.Logger) ([]*fedGroup, error) {
+	var out []*fedGroup
+	names := map[string]bool{cfg.groupName(): true}
+	for i, fc := range cfg.Federation.Federated {
+		if fc.Name == "" {
+			return out, fmt.Errorf("federation.federated[%d]: no name", i)
+		}
+		if names[fc.Name] {
+			return out, fmt.Errorf("federation.federated[%d]: name %q is already a group's (upstream.name included)", i, fc.Name)
+		}
+		names[fc.Name] = true
+		if len(fc.URIs) == 0 {
+			return out, fmt.Errorf("federation.federated[%d] (%s): no uris", i, fc.Name)
+		}
+		uc := base
+		uc.URIs = fc.URIs
+		uc.Logger = log.With("component", "upstream", "group", fc.Name)
+		up, err := upstream.New(uc)
+		if err != nil {
+			return out, fmt.Errorf("federation group %s: %w", fc.Name, err)
+		}
+		g := &fedGroup{cfg: fc, up: up}
+		out = append(out, g)
+		if primary != nil {
+			c := *primary
+			c.Upstream = fc.Name
+			c.Coherence, c.Writes = nil, nil
+			g.caching = &c
+			if rdb != nil {
+				g.bus, err = coherence.New(coherence.Config{Client: rdb, Group: fc.Name, Layout: coherence.Layout(fc.URIs),
+					NodeID: cfg.Redis.NodeID, Heartbeat: cfg.Redis.Heartbeat, HeartbeatTimeout: cfg.Redis.HeartbeatTimeout,
+					PeerGone: cfg.Redis.PeerGone, Logger: log.With("component", "bus", "group", fc.Name)})
+				if err != nil {
+					return out, err
+				}
+				c.Coherence = g.bus
+			}
+		}
+	}
+	return out, nil
+}
+
+// newRouter compiles the federation's routing over the running groups.
+func newRouter(cfg fileConfig, primary *upstream.Group, groups []*fedGroup, log *slog.Logger) (*federation.Router, error) {
+	fed := cfg.Federation
+	mode, err := federation.ParseMode(fed.DatabaseResolution)
+	if err != nil {
+		return nil, err
+	}
+	pacc, err := federation.ParseAccess(fed.Primary.Access)
+	if err != nil {
+		return nil, fmt.Errorf("federation.primary: %w", err)
+	}
+	partial := false
+	switch strings.ToLower(fed.ListingFailure) {
+	case "", "fail":
+	case "partial":
+		partial = true
+	default:
+		return nil, fmt.Errorf("federation.listing_failure must be fail or partial, got %q", fed.ListingFailure)
+	}
+	fc := federation.Config{Mode: mode, ListingTimeout: fed.ListingTimeout, Partial: partial,
+		Logger: log.With("component", "federation"),
+		Groups: []federation.Group{{Name: cfg.groupName(), Up: primary, Access: pacc, WritableDatabases: fed.Primary.WritableDatabases}}}
+	for _, g := range groups {
+		acc, err := federation.ParseAccess(g.cfg.Access)
+		if err != nil {
+			return nil, fmt.Errorf("federation group %s: %w", g.cfg.Name, err)
+		}
+		fc.Groups = append(fc.Groups, federation.Group{Name: g.cfg.Name, Up: g.up, Databases: g.cfg.Databases,
+			Access: acc, WritableDatabases: g.cfg.WritableDatabases, Prefix: g.cfg.Prefix, Aliases: g.cfg.DatabaseNameMapping})
+	}
+	return federation.New(fc)
+}
+
+// groupCoherence runs, for each federated group, what keeps its cache in
+// step: its invalidation bus and its event-log poller (on the holder of
+// the group's own Redis lease, or here without Redis). The returned stop
+// ends them all.
+func groupCoherence(cfg fileConfig, srv *proxy.Server, groups []*fedGroup, rdb *redis.Client, upTransport wire.Transport,
+	upAuth func(context.Context, net.Conn, string) (net.Conn, error), log *slog.Logger) (func(), error) {
+	var stops []func()
+	stop := func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	for i, g := range groups {
+		gc := srv.FederatedCache(i + 1)
+		if gc == nil {
+			continue
+		}
+		glog := log.With("group", g.cfg.Name)
+		nodeID := cfg.Redis.NodeID
+		if g.bus != nil {
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				if err := g.bus.Run(ctx, gc); !errors.Is(err, context.Canceled) {
+					glog.Error("invalidation bus stopped", "err", err)
+				}
+			}()
+			stops = append(stops, func() { cancel(); <-done })
+			nodeID = g.bus.NodeID()
+		}
+		if cfg.EventLog.Interval <= 0 {
+			continue
+		}
+		var lead worker.Leadership = leader.Solo{}
+		var cursor eventlog.Cursor = &eventlog.MemCursor{}
+		if rdb != nil {
+			el, err := leader.New(leader.Config{Client: rdb, Key: "hmsproxy:leader:" + g.cfg.Name, NodeID: nodeID,
+				Logger: glog.With("component", "leader")})
+			if err != nil {
+				stop()
+				return nil, err
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				el.Run(ctx, func(ctx context.Context, token int64) { <-ctx.Done() })
+			}()
+			stops = append(stops, func() { cancel(); <-done })
+			lead = el
+			cursor = &eventlog.RedisCursor{Client: rdb, Lease: el, Key: "hmsproxy:eventlog:" + g.cfg.Name}
+		}
+		var addrs []string
+		for _, u := range g.cfg.URIs {
+			addrs = append(addrs, strings.TrimPrefix(u, "thrift://"))
+		}
+		caller, err := housekeeping.NewClient(housekeeping.ClientConfig{Addrs: addrs, Transport: upTransport,
+			User: cfg.Housekeeping.User, Handshake: upAuth, Logger: glog.With("component", "housekeeping")})
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		stops = append(stops, func() { caller.Close() })
+		all := []cache.Entity{{Level: cache.LevelAll}}
+		poller, err := eventlog.New(eventlog.Config{Caller: caller, Cursor: cursor, Batch: cfg.EventLog.Batch,
+			DefaultCatalog: g.caching.DefaultCatalog,
+			Apply:          func(ctx context.Context, ents []cache.Entity) { gc.Flush(ctx, ents) },
+			Drop:           func(string) { gc.Flush(context.Background(), all) },
+			Logger:         glog.With("component", "eventlog")})
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		runner, err := worker.New(worker.Config{Leadership: lead, LeaderCheck: 100 * time.Millisecond,
+			Logger: glog.With("component", "workers")},
+			worker.Task{Name: "eventlog:" + g.cfg.Name, Every: cfg.EventLog.Interval, Jitter: 0.1,
+				Timeout: time.Minute, Scope: worker.LeaderOnly, Run: poller.Poll})
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		runner.Start()
+		stops = append(stops, runner.Close)
+	}
+	return stop, nil
+}
+
+// federationMetrics shows the router's counters on the admin port.
+type federationMetrics struct{ r *federation.Router }
+
+func (f federationMetrics) FederationGroups() []admin.FederationGroup {
+	var out []admin.FederationGroup
+	for _, g := range f.r.Counts() {
+		out = append(out, admin.FederationGroup{Name: g.Name, Routed: g.Routed, Refused: g.Refused,
+			ListingFailures: g.ListingFailures, ListingOmitted: g.ListingOmitted})
+	}
+	return out
+}

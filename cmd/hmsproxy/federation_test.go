@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+)
+
+// fedYAML is a federation config over a primary and a member "lake".
+func fedYAML(t *testing.T, primary, lake, extra string) fileConfig {
+	t.Helper()
+	y := "upstream:\n  uris: [\"thrift://" + primary + "\"]\n  name: main\n" +
+		"federation:\n  listing_timeout: 2s\n  federated:\n" +
+		"    - name: lake\n      uris: [\"thrift://" + lake + "\"]\n      databases: [lake, \"lake_*\"]\n      access: read-write\n" + extra
+	p := filepath.Join(t.TempDir(), "hmsproxy.yaml")
+	if err := os.WriteFile(p, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HMSPROXY_CONFIG", "")
+	cfg, err := load([]string{"-config", p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listen = freeAddr(t)
+	cfg.Admin.Listen = ""
+	cfg.EventLog.Interval = 0
+	cfg.Housekeeping.OpenTxnsInterval = 0
+	cfg.Housekeeping.CompactionsInterval = 0
+	cfg.Log.Level = "error"
+	cfg.ShutdownTimeout = 5 * time.Second
+	return cfg
+}
+
+// TestFederationWiring runs the binary's wiring with two demo metastores
+// and Redis: listings merge, a write in the member reaches it and is
+// published on the member's own invalidation stream.
+func TestFederationWiring(t *testing.T) {
+	p, pAddr := proxytest.Demo(t, proxytest.DemoOptions{})
+	f, fAddr := proxytest.Demo(t, proxytest.DemoOptions{Empty: true})
+	fc := proxytest.Dial(t, fAddr, wire.Buffered)
+	proxytest.Call(t, fc, "create_database", hmsreq.Args(hmsreq.Database{Name: "lake", Location: "file:/tmp/wh/lake.db"}.Field(1)))
+	r := redistest.Start(t)
+	proxytest.Call(t, fc, "create_table", hmsreq.Args(hmsreq.Table{DB: "lake", Name: "direct",
+		SD: hmsreq.TextSD("file:/tmp/wh/lake.db/direct", hmsreq.Column{Name: "id", Type: "bigint"})}.Field(1)))
+	cfg := fedYAML(t, pAddr, fAddr, "")
+	cfg.Redis.URL = r.Addr
+	cfg.Admin.Listen = freeAddr(t)
+	cfg.EventLog.Interval = 100 * time.Millisecond
+	c := runInProcess(t, cfg)
+
+	m, err := c.Call(ctxT(t), "get_all_databases", hmsclient.Args())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	d := wire.NewDecoder(m.Body())
+	if _, id := d.FieldBegin(); id != 0 {
+		t.Fatalf("get_all_databases: result field %d", id)
+	}
+	_, n := d.ListBegin()
+	for i := 0; i < n; i++ {
+		got = append(got, d.String())
+	}
+	if want := []string{"default", "demo_db0", "demo_db1", "lake"}; !slices.Equal(got, want) {
+		t.Errorf("merged databases %v, want %v", got, want)
+	}
+
+	// The member's own event-log poller: a write made directly on the
+	// member reaches the member's cached entries.
+	getDirect := func() int16 {
+		m, err := c.Call(ctxT(t), "get_table", hmsclient.Args("lake", "direct"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, _ := wire.ResultField(m.Body())
+		return f
+	}
+	if getDirect() != 0 {
+		t.Fatal("get_table lake.direct through the proxy failed")
+	}
+	proxytest.Eventually(t, "the entry cached", func() bool {
+		before := f.CallCount("get_table")
+		getDirect()
+		return f.CallCount("get_table") == before
+	})
+	// The member's poller has started (its cursor is saved) before the
+	// direct write, so that the write is an event it reads, not one
+	// before its start (which costs a flush of everything).
+	proxytest.Eventually(t, "the member's poller to start", func() bool {
+		n, _ := r.Client().Exists(context.Background(), "hmsproxy:eventlog:lake").Result()
+		return n == 1
+	})
+	proxytest.Call(t, fc, "drop_table", hmsclient.Args("lake", "direct"))
+	proxytest.Eventually(t, "the member's poller to publish the drop", func() bool { return streamNames(r, "hmsproxy:inval:lake", "direct") })
+	proxytest.Eventually(t, "the dropped table gone through the proxy", func() bool { return getDirect() != 0 })
+
+	p.ResetCalls()
+	f.ResetCalls()
+	if _, err := c.Call(ctxT(t), "drop_table", hmsclient.Args("lake", "nope")); err != nil {
+		t.Fatal(err)
+	}
+	if f.CallCount("drop_table") != 1 || p.CallCount("drop_table") != 0 {
+		t.Fatalf("drop_table in lake reached lake %d and the primary %d times", f.CallCount("drop_table"), p.CallCount("drop_table"))
+	}
+	proxytest.Eventually(t, "the write on the member's own stream", func() bool { return streamNames(r, "hmsproxy:inval:lake", "nope") })
+	res, err := http.Get("http://" + cfg.Admin.Listen + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if want := `hmsproxy_federation_calls_total{group="lake"} `; !strings.Contains(string(metrics), want) {
+		t.Errorf("metrics lack %s", want)
+	}
+	if streamNames(r, "hmsproxy:inval:main", "nope") {
+		t.Error("the member's write was published on the primary's stream")
+	}
+}
+
+// streamNames reports whether an entry of a Redis stream mentions what
+// (the streams carry heartbeats too).
+func streamNames(r *redistest.Server, key, what string) bool {
+	msgs, _ := r.Client().XRange(context.Background(), key, "-", "+").Result()
+	for _, m := range msgs {
+		for _, v := range m.Values {
+			if s, ok := v.(string); ok && strings.Contains(s, what) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestFederationConfigErrors: a database claimed twice, a prefixed member
+// without a prefix, an unknown listing_failure stop startup with a clear
+// message.
+func TestFederationConfigErrors(t *testing.T) {
+	_, pAddr := proxytest.Demo(t, proxytest.DemoOptions{})
+	_, fAddr := proxytest.Demo(t, proxytest.DemoOptions{Empty: true})
+	for _, tc := range []struct{ extra, want string }{
+		{"    - name: lake2\n      uris: [\"thrift://" + fAddr + "\"]\n      databases: [lake_sales]\n", `database "lake_sales" is claimed by both group "lake2" and group "lake"`},
+		{"  database_resolution: prefixed\n", `federated group "lake" has no prefix`},
+		{"  listing_failure: maybe\n", "listing_failure"},
+	} {
+		cfg := fedYAML(t, pAddr, fAddr, "")
+		if strings.HasPrefix(tc.extra, "    -") {
+			cfg = fedYAML(t, pAddr, fAddr, tc.extra)
+		} else {
+			// keys of the federation block itself
+			y := strings.Replace(tc.extra, "  ", "", 1)
+			k, v, _ := strings.Cut(strings.TrimSpace(y), ": ")
+			switch k {
+			case "database_resolution":
+				cfg.Federation.DatabaseResolution = v
+			case "listing_failure":
+				cfg.Federation.ListingFailure = v
+			}
+		}
+		err := run(context.Background(), cfg)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("config %q: run returned %v, want an error with %q", tc.extra, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,128 @@
+package federation
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/proxy"
+	"github.com/hmsproxy/hmsproxy/upstream"
+)
+
+// p50 times b.N calls on c and reports their median, so that two
+// sub-benchmarks of one run compare side by side.
+func p50(b *testing.B, c *hmsclient.Client, method string, args []byte) {
+	b.Helper()
+	ctx := context.Background()
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if _, err := c.Call(ctx, method, args); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+}
+
+// BenchmarkRoutingHit: a cached get_table hit through a single-group
+// proxy and through a federated one (the same primary, one member): the
+// cost of routing on the hit path (issue 13: at most 5 µs at p50).
+func BenchmarkRoutingHit(b *testing.B) {
+	_, pAddr := proxytest.Demo(b, proxytest.DemoOptions{})
+	_, fAddr := proxytest.Demo(b, proxytest.DemoOptions{Empty: true})
+	args := hmsclient.Args("demo_db0", "t0")
+	for _, federated := range []bool{false, true} {
+		name := map[bool]string{false: "single", true: "federated"}[federated]
+		b.Run(name, func(b *testing.B) {
+			pg := proxytest.Group(b, upstream.Config{}, pAddr)
+			st := proxytest.Store(b, cache.Config{})
+			cfg := proxy.Config{Cache: &proxy.Caching{Store: st, Upstream: "primary", Scope: proxy.ScopeShared, Shadow: proxy.Shadow{Rate: -1}}}
+			if federated {
+				fg := proxytest.Group(b, upstream.Config{}, fAddr)
+				r, err := New(Config{Groups: []Group{{Name: "primary", Up: pg}, {Name: "lake", Up: fg, Databases: []string{"lake", "lake_*"}}}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				cfg.Router = r
+				cfg.Federated = []proxy.Group{{Name: "lake", Up: fg,
+					Cache: &proxy.Caching{Store: st, Upstream: "lake", Scope: proxy.ScopeShared, Shadow: proxy.Shadow{Rate: -1}}}}
+			}
+			srv, err := proxy.New(cfg, pg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c := proxytest.Dial(b, proxytest.Serve(b, srv), wire.Buffered)
+			proxytest.Call(b, c, "get_table", args) // the fill
+			p50(b, c, "get_table", args)
+		})
+	}
+}
+
+// BenchmarkPrimaryWhileMemberDead: uncached calls to the primary, quiet,
+// then with the member's metastore killed while clients keep calling it
+// and listing (every listing waits for the member's failure): the
+// primary's p50 must not move (issue 13: ratio at most 1.2).
+func BenchmarkPrimaryWhileMemberDead(b *testing.B) {
+	_, pAddr := proxytest.Demo(b, proxytest.DemoOptions{})
+	args := hmsclient.Args("demo_db0", "t0")
+	for _, dead := range []bool{false, true} {
+		name := map[bool]string{false: "quiet", true: "member-dead"}[dead]
+		b.Run(name, func(b *testing.B) {
+			f, fAddr := proxytest.Demo(b, proxytest.DemoOptions{Empty: true})
+			pg := proxytest.Group(b, upstream.Config{}, pAddr)
+			fg := proxytest.Group(b, upstream.Config{DialTimeout: time.Second}, fAddr)
+			r, err := New(Config{Groups: []Group{{Name: "primary", Up: pg}, {Name: "lake", Up: fg, Databases: []string{"lake"}}},
+				ListingTimeout: 500 * time.Millisecond, Partial: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			srv, err := proxy.New(proxy.Config{Router: r, Federated: []proxy.Group{{Name: "lake", Up: fg}}}, pg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			addr := proxytest.Serve(b, srv)
+			ctx, stop := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			defer func() { stop(); wg.Wait() }()
+			if dead {
+				f.Close()
+				for i := 0; i < 4; i++ {
+					wg.Go(func() {
+						// Clients that retry every 10 ms, as a pool of
+						// engines would: not a busy loop, which would only
+						// measure the CPU it takes from the benchmark.
+						tick := time.NewTicker(10 * time.Millisecond)
+						defer tick.Stop()
+						for ctx.Err() == nil {
+							select {
+							case <-ctx.Done():
+								return
+							case <-tick.C:
+							}
+							c, err := hmsclient.Dial(ctx, addr, wire.Buffered)
+							if err != nil {
+								continue
+							}
+							c.Call(ctx, "get_database", hmsclient.Args("lake"))
+							c.Call(ctx, "get_all_databases", hmsclient.Args())
+							c.Close()
+						}
+					})
+				}
+			}
+			c := proxytest.Dial(b, addr, wire.Buffered)
+			proxytest.Call(b, c, "get_table", args)
+			p50(b, c, "get_table", args)
+		})
+	}
+}

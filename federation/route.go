@@ -1,0 +1,368 @@
+package federation
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/dbname"
+	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/proxy"
+)
+
+// Router routes the calls of a federated proxy; it implements
+// proxy.Router. Safe for concurrent use.
+type Router struct {
+	mode    Mode
+	groups  []*group
+	timeout time.Duration
+	partial bool
+	log     *slog.Logger
+}
+
+// New compiles cfg into a Router. A database claimed by two federated
+// groups, a group without a name, upstream or databases, stop it with an
+// error wrapping ErrConfig.
+func New(cfg Config) (*Router, error) {
+	gs, err := compileGroups(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.ListingTimeout <= 0 {
+		cfg.ListingTimeout = DefaultListingTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Router{mode: cfg.Mode, groups: gs, timeout: cfg.ListingTimeout, partial: cfg.Partial, log: cfg.Logger}, nil
+}
+
+// Stats are group i's counters (0 the primary).
+func (r *Router) Stats(i int) *GroupStats { return &r.groups[i].stats }
+
+// GroupNames are the groups' names, the primary first.
+func (r *Router) GroupNames() []string {
+	out := make([]string, len(r.groups))
+	for i, g := range r.groups {
+		out[i] = g.Name
+	}
+	return out
+}
+
+// fanOut are the listings every group answers. Each names no database,
+// or a database pattern that may match databases of several groups.
+var fanOut = map[string]bool{
+	"get_all_databases": true,
+	"get_databases":     true,
+	"get_table_meta":    true,
+	"get_all_functions": true,
+}
+
+// passDB locates the database of the passthrough calls that name one
+// (locks, compactions, write ids): they go to that database's group, and
+// its access rule applies to those that change state. The method table
+// records names for reads and writes only.
+var passDB = map[string]hms.Path{
+	"lock":                                   {1, 1, hms.Each, 3}, // LockRequest.component[].dbname
+	"compact":                                {1, 1},              // CompactionRequest.dbname
+	"compact2":                               {1, 1},
+	"allocate_table_write_ids":               {1, 1}, // AllocateTableWriteIdsRequest.dbName
+	"show_locks":                             {1, 1}, // ShowLocksRequest.dbname (optional)
+	"fire_listener_event":                    {1, 3}, // FireEventRequest.dbName
+	"add_write_notification_log":             {1, 3}, // WriteNotificationLogRequest.db
+	"get_lock_materialization_rebuild":       {1},
+	"markPartitionForEvent":                  {1}, // db_name, tbl_name, part_vals, eventType
+	"isPartitionMarkedForEvent":              {1},
+	"heartbeat_lock_materialization_rebuild": {1},
+}
+
+// Route implements proxy.Router.
+func (r *Router) Route(meth *hms.Method, m wire.Message) proxy.Route {
+	if meth == nil {
+		// Unknown: may be a newer metastore's write of anything.
+		return r.to(r.groups[0], nil, m.Name(), true)
+	}
+	if fanOut[meth.Name] {
+		return proxy.Route{FanOut: true}
+	}
+	var dbs dbSet
+	if err := dbsOf(meth, m.Body(), &dbs); err != nil {
+		// Malformed args: the primary answers them as a metastore does.
+		return proxy.Route{}
+	}
+	g, refuse := r.groupOf(&dbs)
+	if refuse != "" {
+		return proxy.Route{Refuse: refuse}
+	}
+	d := r.to(g, &dbs, m.Name(), IsWrite(meth))
+	if d.Refuse != "" || !r.renames(g) || dbs.n == 0 {
+		return d
+	}
+	// The group knows its databases by other names: the request is sent
+	// with its names, the reply shown with the client's.
+	args, err := dbname.Args(m.Header(), meth, m.Body(), g.toLocal)
+	if err != nil {
+		return proxy.Route{Refuse: fmt.Sprintf("hmsproxy: %s: the database names cannot be rewritten for group %q: %v", m.Name(), g.Name, err)}
+	}
+	nm, err := wire.Parse(args, wire.Limits{MaxMessage: len(args)})
+	if err != nil {
+		return proxy.Route{Refuse: fmt.Sprintf("hmsproxy: %s: rewritten request unreadable: %v", m.Name(), err)}
+	}
+	d.Msg = nm
+	d.Reply = func(dst []byte, typ byte, body []byte) ([]byte, error) {
+		return dbname.Reply(dst, meth, typ, body, g.toClient)
+	}
+	return d
+}
+
+// renames reports whether g's databases have other names for clients
+// than in its metastore.
+func (r *Router) renames(g *group) bool {
+	return r.mode == Prefixed && g.idx > 0 || len(g.aliases) > 0
+}
+
+// errNotOurs: a name the rewrite meets belongs to no database of the
+// group (a second name of another group in one request).
+var errNotOurs = errors.New("federation: database of another group")
+
+// toLocal is the metastore's name of a database clients name db.
+func (g *group) toLocal(db string) (string, error) {
+	l := strings.ToLower(db)
+	if a, ok := g.aliases[l]; ok {
+		return a, nil
+	}
+	if g.prefix == "" || g.idx == 0 {
+		return db, nil
+	}
+	if !strings.HasPrefix(l, g.prefix) {
+		return "", fmt.Errorf("%w: %q lacks prefix %q", errNotOurs, db, g.Prefix)
+	}
+	return db[len(g.prefix):], nil
+}
+
+// toClient is the name clients see for the metastore's database db.
+func (g *group) toClient(db string) string {
+	if a, ok := g.local[strings.ToLower(db)]; ok {
+		return a
+	}
+	if g.idx == 0 {
+		return db
+	}
+	return g.Prefix + db
+}
+
+// to routes a call to g, unless g's access rule refuses it.
+func (r *Router) to(g *group, dbs *dbSet, name []byte, write bool) proxy.Route {
+	if write {
+		if msg := g.refuses(dbs, name); msg != "" {
+			g.stats.Refused.Add(1)
+			r.log.Info("write refused by access rule", "group", g.Name, "method", string(name), "rule", g.access.String())
+			return proxy.Route{Refuse: msg}
+		}
+	}
+	g.stats.Routed.Add(1)
+	return proxy.Route{Group: g.idx}
+}
+
+// refuses returns why g refuses a write naming dbs, "" when it does not.
+func (g *group) refuses(dbs *dbSet, name []byte) string {
+	switch g.access {
+	case ReadOnly:
+		return fmt.Sprintf("hmsproxy: %s refused: group %q is read-only (access: read-only)", name, g.Name)
+	case ReadWriteListed:
+		if dbs == nil || dbs.n == 0 {
+			return fmt.Sprintf("hmsproxy: %s refused: group %q allows writes only to its writable_databases, and the call names no database (access: read-write-on-listed)", name, g.Name)
+		}
+		for _, db := range dbs.names() {
+			if !g.writable.Allowed(db, "") {
+				return fmt.Sprintf("hmsproxy: %s refused: database %q is not in group %q's writable_databases (access: read-write-on-listed)", name, db, g.Name)
+			}
+		}
+	}
+	return ""
+}
+
+// groupOf resolves the databases a call names to one group: the primary
+// when it names none; a refusal when they belong to several.
+func (r *Router) groupOf(dbs *dbSet) (*group, string) {
+	var got *group
+	for _, db := range dbs.names() {
+		g, refuse := r.resolve(db)
+		if refuse != "" {
+			return nil, refuse
+		}
+		if got != nil && got != g {
+			return nil, fmt.Sprintf("hmsproxy: the call names databases of group %q and group %q; a call cannot span groups", got.Name, g.Name)
+		}
+		got = g
+	}
+	if got == nil {
+		got = r.groups[0]
+	}
+	return got, ""
+}
+
+// resolve is the group serving db (lower-cased, no catalog), as
+// clients name it.
+func (r *Router) resolve(db string) (*group, string) {
+	if r.mode == Prefixed {
+		for _, g := range r.groups[1:] {
+			if _, ok := g.aliases[db]; ok || strings.HasPrefix(db, g.prefix) {
+				return g, ""
+			}
+		}
+		return r.groups[0], ""
+	}
+	var got *group
+	for _, g := range r.groups[1:] {
+		if !g.claims(db) {
+			continue
+		}
+		if got != nil {
+			// Patterns that overlap on a name the configuration does not
+			// spell out: serving either would be a guess.
+			return nil, fmt.Sprintf("hmsproxy: database %q is claimed by both group %q and group %q; fix the federation configuration", db, got.Name, g.Name)
+		}
+		got = g
+	}
+	if got == nil {
+		got = r.groups[0]
+	}
+	return got, ""
+}
+
+// IsWrite reports whether a call of meth may change metastore state, so
+// that an access rule applies to it: the method table's writes (every
+// DDL, truncate_table, statistics, privileges), the passthroughs that
+// change state (transactions, locks, write ids, compactions, functions
+// of the ACID machinery, roles, resource plans, ...) and any method the
+// table does not know. Delegation tokens change no metadata: a
+// read-only member still hands them out.
+func IsWrite(meth *hms.Method) bool {
+	switch {
+	case meth == nil:
+		return true
+	case meth.Class == hms.Write:
+		return true
+	case meth.Class == hms.Passthrough:
+		return !meth.Idempotent() && !tokenCalls[meth.Name]
+	}
+	return false
+}
+
+var tokenCalls = map[string]bool{
+	"get_delegation_token": true, "renew_delegation_token": true, "cancel_delegation_token": true,
+}
+
+// dbSet holds the distinct databases a call names, lower-cased and
+// without their catalog. Most calls name one: the first few live inline.
+type dbSet struct {
+	n     int
+	small [4]string
+	more  []string
+}
+
+func (s *dbSet) add(b []byte) {
+	if len(b) > 0 && b[0] == '@' {
+		if i := bytes.IndexByte(b, '#'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	if len(b) == 0 {
+		return
+	}
+	db := strings.ToLower(string(b))
+	for _, have := range s.names() {
+		if have == db {
+			return
+		}
+	}
+	if s.n < len(s.small) {
+		s.small[s.n] = db
+	} else {
+		s.more = append(s.more, db)
+	}
+	s.n++
+}
+
+func (s *dbSet) names() []string {
+	if s.n <= len(s.small) {
+		return s.small[:s.n]
+	}
+	return append(s.small[:], s.more...)
+}
+
+// dbsOf collects the databases a call of meth names in args.
+func dbsOf(meth *hms.Method, args []byte, s *dbSet) error {
+	walk := func(p hms.Path) error {
+		if len(p) == 0 {
+			return nil
+		}
+		return hms.Walk(args, p, func(typ byte, v []byte) bool {
+			if typ == wire.TString {
+				s.add(v)
+			}
+			return true
+		})
+	}
+	switch meth.Class {
+	case hms.Read:
+		return walk(meth.Target.DB)
+	case hms.Write:
+		for i := range meth.Effects {
+			e := &meth.Effects[i]
+			if err := walk(e.DB); err != nil {
+				return err
+			}
+			if err := walk(e.NewDB); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	switch meth.Name {
+	case "get_valid_write_ids":
+		// GetValidWriteIdsRequest.fullTableNames: "db.table" each.
+		return hms.Walk(args, hms.Path{1, 1, hms.Each}, func(typ byte, v []byte) bool {
+			if i := bytes.IndexByte(v, '.'); typ == wire.TString && i > 0 {
+				s.add(v[:i])
+			}
+			return true
+		})
+	case "add_dynamic_partitions":
+		// AddDynamicPartitions: dbname is field 2 in 2.3 (a string) and
+		// field 3 from 3.0 on, where field 2 is the write id (an i64).
+		old := false
+		if err := hms.Walk(args, hms.Path{1, 2}, func(typ byte, v []byte) bool {
+			if typ == wire.TString {
+				old = true
+				s.add(v)
+			}
+			return true
+		}); err != nil || old {
+			return err
+		}
+		return walk(hms.Path{1, 3})
+	}
+	return walk(passDB[meth.Name])
+}
+
+// GroupCounts is one group's counters, read once.
+type GroupCounts struct {
+	Name                                             string
+	Routed, Refused, ListingFailures, ListingOmitted uint64
+}
+
+// Counts are every group's counters, the primary first.
+func (r *Router) Counts() []GroupCounts {
+	out := make([]GroupCounts, len(r.groups))
+	for i, g := range r.groups {
+		out[i] = GroupCounts{Name: g.Name, Routed: g.stats.Routed.Load(), Refused: g.stats.Refused.Load(),
+			ListingFailures: g.stats.ListingFailures.Load(), ListingOmitted: g.stats.ListingOmitted.Load()}
+	}
+	return out
+}

@@ -1,0 +1,278 @@
+// Package dbname rewrites database names inside HMS Thrift requests and replies, for federation's prefixed mode.
+//
+// Federation in prefixed mode shows the databases of a federated metastore
+// under a per-group prefix ("sales_" + "orders"). A request names the
+// database as the client sees it; the metastore must see its own name. A
+// reply names the database as the metastore knows it; the client must see
+// the prefixed name. Args and Reply do both directions on the raw Thrift
+// bytes, knowing, per method, which fields of which structs hold a database
+// name (schema.go, methods.go); every other byte is copied as it came, so
+// that a rewrite with an identity function gives back the very bytes it was
+// given.
+//
+// A name may be catalog-qualified as 3.x/4.0 clients send it in legacy
+// string arguments ("@hive#sales_orders"): the catalog part is kept and the
+// callback sees only the database. "@cat#" (no database: every database of
+// the catalog) and "@cat#!" (the empty name) are left alone.
+//
+// What is not rewritten, and why, is listed in doc.go.
+package dbname
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+)
+
+// ErrTooDeep is returned for a message whose structs nest deeper than
+// maxDepth along the schema (a Table holding a CreationMetadata holding a
+// Table ...): the wire limits bound skipping, this bounds the rewrite.
+var ErrTooDeep = errors.New("dbname: structs nest too deep")
+
+// ErrTooLong is returned when a rewritten string would not fit a Thrift
+// length.
+var ErrTooLong = errors.New("dbname: rewritten string too long")
+
+const maxDepth = 64
+
+// Args appends to dst the args struct args of a call of m, with every
+// database name it carries replaced by fn's answer. fn gets the bare
+// database name (no catalog part); an error from fn stops the rewrite and
+// is returned wrapped, so the caller can refuse the call (errors.Is/As see
+// fn's error). A method the package does not know (m nil, or a name not in
+// its table) and a method whose args name no database are copied unchanged.
+// A malformed struct returns the decoder's error.
+func Args(dst []byte, m *hms.Method, args []byte, fn func(db string) (string, error)) ([]byte, error) {
+	sh := shapeOf(m)
+	if sh == nil || sh.args == nil {
+		return append(dst, args...), nil
+	}
+	out, err := rewrite(dst, sh.args, args, fn)
+	if err != nil {
+		return dst, fmt.Errorf("dbname: %s args: %w", m.Name, err)
+	}
+	return out, nil
+}
+
+// Reply appends to dst the body of a reply to a call of m, of message type
+// typ (wire.Reply or wire.Exception), with every database name in its
+// success value replaced by fn's answer. Declared exceptions and
+// TApplicationExceptions are copied unchanged (their messages are text; see
+// doc.go), as are replies of methods whose success value names no database.
+func Reply(dst []byte, m *hms.Method, typ byte, body []byte, fn func(db string) string) ([]byte, error) {
+	sh := shapeOf(m)
+	if typ != wire.Reply || sh == nil || sh.result == nil {
+		return append(dst, body...), nil
+	}
+	out, err := rewrite(dst, sh.result, body, func(db string) (string, error) { return fn(db), nil })
+	if err != nil {
+		return dst, fmt.Errorf("dbname: %s reply: %w", m.Name, err)
+	}
+	return out, nil
+}
+
+func shapeOf(m *hms.Method) *shape {
+	if m == nil {
+		return nil
+	}
+	sh, ok := methods[m.Name]
+	if !ok {
+		return nil
+	}
+	return &sh
+}
+
+// rewrite copies the struct in src, as s describes it, to dst. Bytes after
+// the struct's STOP are copied too.
+func rewrite(dst []byte, s *schema, src []byte, fn func(string) (string, error)) ([]byte, error) {
+	r := rewriter{src: src, out: dst, fn: fn}
+	r.d.Reset(src)
+	r.structBody(s)
+	if r.err == nil {
+		r.err = r.d.Err()
+	}
+	if r.err != nil {
+		return dst, r.err
+	}
+	return append(r.out, src[r.mark:]...), nil
+}
+
+// rewriter walks src with d, rewriting the values its schema marks. The
+// bytes it passes are copied lazily: out holds src up to mark, with the
+// rewritten strings in place; a name that does not change costs no copy.
+type rewriter struct {
+	src   []byte
+	d     wire.Decoder
+	out   []byte
+	mark  int // src[:mark] is in out
+	fn    func(string) (string, error)
+	err   error // the first error of fn or of a limit; the decoder keeps its own
+	depth int
+}
+
+func (r *rewriter) failed() bool { return r.err != nil || r.d.Err() != nil }
+
+func (r *rewriter) structBody(s *schema) {
+	if r.depth++; r.depth > maxDepth {
+		r.err = ErrTooDeep
+		return
+	}
+	defer func() { r.depth-- }()
+	if s.variant != nil {
+		s = s.variant(r.src[r.d.Pos():])
+	}
+	for !r.failed() {
+		typ, id := r.d.FieldBegin()
+		if typ == wire.TStop || r.d.Err() != nil {
+			return
+		}
+		if f := s.field(id); f != nil {
+			r.value(f, typ)
+		} else {
+			r.d.Skip(typ)
+		}
+	}
+}
+
+// value rewrites one field value of wire type typ as f describes it; a
+// value of another shape than f expects is passed unchanged (it is not
+// what the metastore would read there).
+func (r *rewriter) value(f *field, typ byte) {
+	switch {
+	case f.mapKeys:
+		if typ != wire.TMap {
+			r.d.Skip(typ)
+			return
+		}
+		kt, vt, n := r.d.MapBegin()
+		for i := 0; i < n && !r.failed(); i++ {
+			if kt == wire.TString {
+				r.str(f.k)
+			} else {
+				r.d.Skip(kt)
+			}
+			r.d.Skip(vt)
+		}
+	case f.list:
+		if typ != wire.TList && typ != wire.TSet {
+			r.d.Skip(typ)
+			return
+		}
+		et, n := r.d.ListBegin()
+		for i := 0; i < n && !r.failed(); i++ {
+			r.elem(f, et)
+		}
+	default:
+		r.elem(f, typ)
+	}
+}
+
+// elem rewrites one value that is not a container of f's kind.
+func (r *rewriter) elem(f *field, typ byte) {
+	switch {
+	case f.k == kStruct && typ == wire.TStruct:
+		r.structBody(f.sub)
+	case f.k != kStruct && typ == wire.TString:
+		r.str(f.k)
+	default:
+		r.d.Skip(typ)
+	}
+}
+
+// str reads a string at the decoder's position and, when kind k's
+// mapping changes it, writes the new value with its length in its place.
+func (r *rewriter) str(k kind) {
+	from := r.d.Pos()
+	v := r.d.Bytes()
+	if r.failed() {
+		return
+	}
+	var (
+		s   string
+		err error
+	)
+	switch k {
+	case kDB:
+		s, err = mapCatDB(v, r.fn)
+	case kQualified:
+		s, err = mapQualified(string(v), r.fn)
+	case kTxnWriteIDs:
+		s, err = mapTxnWriteIDs(string(v), r.fn)
+	case kView:
+		s, err = View(string(v), r.fn)
+	default:
+		panic("dbname: string of kind " + fmt.Sprint(k))
+	}
+	if err != nil {
+		r.err = err
+		return
+	}
+	if s == string(v) {
+		return
+	}
+	if len(s) > 1<<31-1 {
+		r.err = ErrTooLong
+		return
+	}
+	r.out = append(r.out, r.src[r.mark:from]...)
+	e := wire.Encoder{B: r.out}
+	e.String(s)
+	r.out = e.B
+	r.mark = r.d.Pos()
+}
+
+// mapCatDB maps a database name that may carry a catalog ("@cat#db").
+func mapCatDB(v []byte, fn func(string) (string, error)) (string, error) {
+	if len(v) > 0 && v[0] == '@' {
+		if i := strings.IndexByte(string(v), '#'); i > 0 {
+			cat, db := string(v[:i+1]), string(v[i+1:])
+			if db == "" || db == "!" {
+				return string(v), nil // every database, or the empty name: nothing to map
+			}
+			n, err := fn(db)
+			if err != nil {
+				return "", err
+			}
+			if n == "" {
+				n = "!"
+			}
+			return cat + n, nil
+		}
+	}
+	return fn(string(v))
+}
+
+// mapQualified maps the database of a "db.table" name, or of a
+// single-table write-id list "db.table:hwm:min:open:aborted". A string
+// with no '.' before its first ':' is not such a name and is kept.
+func mapQualified(s string, fn func(string) (string, error)) (string, error) {
+	dot := strings.IndexByte(s, '.')
+	if dot < 0 {
+		return s, nil
+	}
+	if c := strings.IndexByte(s, ':'); c >= 0 && c < dot {
+		return s, nil
+	}
+	n, err := fn(s[:dot])
+	if err != nil {
+		return "", err
+	}
+	return n + s[dot:], nil
+}
+
+// mapTxnWriteIDs maps a ValidTxnWriteIdList, "txnid$db.t:...$db2.t2:...":
+// each table's write-id list after the first '$'.
+func mapTxnWriteIDs(s string, fn func(string) (string, error)) (string, error) {
+	parts := strings.Split(s, "$")
+	for i := 1; i < len(parts); i++ {
+		n, err := mapQualified(parts[i], fn)
+		if err != nil {
+			return "", err
+		}
+		parts[i] = n
+	}
+	return strings.Join(parts, "$"), nil
+}

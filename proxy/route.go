@@ -1,0 +1,201 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/upstream"
+)
+
+// Federation: one endpoint in front of several upstream groups (package
+// federation decides where each call goes). Each group is a route of its
+// own: its Forwarder (own pools) and its own cache machinery (own
+// Upstream name in keys, own coherence), so nothing is shared across
+// groups but the store's byte budget. Without a Router the server has
+// one route and the call path is the single-group one.
+
+// Group is a federated upstream group besides the primary (the Forwarder
+// given to New and Config.Cache).
+type Group struct {
+	// Name is the group's name in logs.
+	Name string
+	// Up takes the group's calls. Required.
+	Up Forwarder
+	// Cache, if set, caches the group's reads, as Config.Cache does the
+	// primary's; its Upstream must differ from every other group's.
+	Cache *Caching
+}
+
+// Router sends each call of a federated server to one group. It runs on
+// every call but set_ugi, setMetaConf and oneway calls, which go to the
+// primary (the session state reaches the other groups by replay on
+// their connections).
+type Router interface {
+	// Route says where a call goes.
+	Route(meth *hms.Method, m wire.Message) Route
+	// FanOut answers a call that Route sent to every group (listings):
+	// the reply's type and body. An error is a transport failure: the
+	// client's connection is closed.
+	FanOut(ctx context.Context, sess *upstream.Session, meth *hms.Method, m wire.Message) (typ byte, body []byte, err error)
+}
+
+// Route is where one call goes.
+type Route struct {
+	// Group is 0 for the primary, i for Config.Federated[i-1].
+	Group int
+	// FanOut: every group answers, through Router.FanOut.
+	FanOut bool
+	// Refuse, when set, answers the call with a MetaException carrying
+	// it (a TApplicationException where the method declares none); the
+	// call reaches no metastore.
+	Refuse string
+	// Msg, when its Buf is set, is sent to the group instead of the
+	// client's message (the same name and seqid, names rewritten), and
+	// Reply rewrites the body of the group's REPLY before the client sees
+	// it. Such a call bypasses the group's cache: its entries would hold
+	// the group's names, not the client's.
+	Msg   wire.Message
+	Reply func(dst []byte, typ byte, body []byte) ([]byte, error)
+}
+
+// route is one group as the call path sees it.
+type route struct {
+	up    Forwarder
+	cache *cacher // nil: the group is not cached
+}
+
+// route applies the router's decision to a call; handled: the call was
+// answered here, else it continues on c.rt.
+func (c *clientConn) route(r Router, meth *hms.Method, m wire.Message) (bool, error) {
+	d := r.Route(meth, m)
+	switch {
+	case d.Refuse != "":
+		c.outcome = OutcomeError
+		return true, c.refuse(meth, m, d.Refuse)
+	case d.FanOut:
+		typ, body, err := r.FanOut(c.s.ctx, c.sess, meth, m)
+		if err != nil {
+			return true, err
+		}
+		return true, c.replyWith(m, typ, body)
+	case d.Group <= 0 || d.Group >= len(c.s.routes):
+		return false, nil
+	}
+	c.rt = &c.s.routes[d.Group]
+	if d.Msg.Buf == nil {
+		return false, nil
+	}
+	if meth != nil && meth.Class == hms.Write {
+		c.outcome = OutcomeWrite
+	}
+	sink := renameSink{c: c, m: m, fn: d.Reply}
+	return true, c.forward(upstream.Call{Session: c.sess, Class: classOf(meth), Msg: d.Msg}, &sink)
+}
+
+// renameSink answers the client with a reply whose body the router
+// rewrites (names seen under the client's names).
+type renameSink struct {
+	c  *clientConn
+	m  wire.Message // the client's request: its name and seqid
+	fn func(dst []byte, typ byte, body []byte) ([]byte, error)
+}
+
+func (s *renameSink) Reply(r wire.Message) error {
+	body := r.Body()
+	if s.fn != nil && r.Type == wire.Reply {
+		b, err := s.fn(s.c.scratch[:0], r.Type, body)
+		if err != nil {
+			// The reply cannot be shown under the client's names: a
+			// transport failure, never a half-rewritten answer.
+			return fmt.Errorf("proxy: rewrite the reply of %s: %w", s.m.Name(), err)
+		}
+		s.c.scratch = b
+		body = b
+	}
+	return s.c.replyWith(s.m, r.Type, body)
+}
+
+func (s *renameSink) BorrowsReply() {}
+
+// buildRoutes makes the server's routes: the primary, then each
+// federated group in order.
+func (s *Server) buildRoutes(cfg Config, up Forwarder) error {
+	s.routes = make([]route, 1, 1+len(cfg.Federated))
+	s.routes[0] = route{up: up, cache: s.cache}
+	if len(cfg.Federated) > 0 && cfg.Router == nil {
+		return fmt.Errorf("proxy: %d federated groups without a router", len(cfg.Federated))
+	}
+	names := map[string]bool{}
+	if s.cache != nil {
+		names[s.cache.Upstream] = true
+	}
+	for i, g := range cfg.Federated {
+		if g.Up == nil {
+			return fmt.Errorf("proxy: federated group %d (%s) has no upstream", i, g.Name)
+		}
+		rt := route{up: g.Up}
+		if g.Cache != nil {
+			if g.Cache.Store == nil {
+				return fmt.Errorf("proxy: federated group %s: caching without a store", g.Name)
+			}
+			k := newCacher(*g.Cache, s.log.With("group", g.Name))
+			if names[k.Upstream] {
+				// Shared keys would let one group's entries answer another's calls.
+				return fmt.Errorf("proxy: federated group %s: cache upstream name %q is used by another group", g.Name, k.Upstream)
+			}
+			names[k.Upstream] = true
+			rt.cache = k
+		}
+		s.routes = append(s.routes, rt)
+	}
+	s.router = cfg.Router
+	for _, rt := range s.routes[1:] {
+		if rt.cache != nil {
+			rt.cache.start(rt.up, s.ctx)
+		}
+	}
+	return nil
+}
+
+// GroupCache is one federated group's cache as the layers that keep it
+// coherent see it (the invalidation bus, the event-log poller, admin
+// flushes): the single-group Server methods of the same names, for that
+// group alone.
+type GroupCache struct{ k *cacher }
+
+// FederatedCache is the cache of Config.Federated[i-1] (i ≥ 1), nil when
+// that group is not cached or i is out of range. Index 0 is the
+// primary, whose cache the Server's own methods serve.
+func (s *Server) FederatedCache(i int) *GroupCache {
+	if i < 1 || i >= len(s.routes) || s.routes[i].cache == nil {
+		return nil
+	}
+	return &GroupCache{k: s.routes[i].cache}
+}
+
+// Flush invalidates entities of the group as a write would.
+func (g *GroupCache) Flush(ctx context.Context, ents []cache.Entity) error {
+	g.k.invalidate(ctx, ents)
+	return nil
+}
+
+// ApplyRemote applies another node's invalidations of the group.
+func (g *GroupCache) ApplyRemote(ents []cache.Entity) { g.k.Store.Apply(g.k.Upstream, ents) }
+
+// DropAll drops everything cached for the group: its generations move,
+// so none of its entries is served again and no load in flight is
+// admitted. The store is shared with the other groups, whose entries
+// stay (Server.DropAll also clears the store, all groups' entries).
+func (g *GroupCache) DropAll(reason string) {
+	g.k.Store.Apply(g.k.Upstream, []cache.Entity{{Level: cache.LevelAll}})
+	g.k.log.Warn("cache dropped: invalidations may have been missed", "reason", reason, "upstream", g.k.Upstream)
+}
+
+// UpstreamName is the group's name in keys and invalidations.
+func (g *GroupCache) UpstreamName() string { return g.k.Upstream }
+
+// CacheStore is the store the group's entries live in.
+func (g *GroupCache) CacheStore() *cache.Store { return g.k.Store }

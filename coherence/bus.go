@@ -31,7 +31,10 @@ type Cache interface {
 // Config configures a Bus. The zero value of each field selects the
 // default in its comment; Client and Group are required.
 type Config struct {
-	Client *redis.Client
+	// Client is a single server's, a Sentinel-managed primary's
+	// (redis.NewFailoverClient) or a Redis Cluster's client. On a Cluster
+	// the group's keys are hash-tagged (Key).
+	Client redis.UniversalClient
 	// Group names the upstream group (upstream.name): one stream, one
 	// acknowledgement stream and one peer registry per group.
 	Group string
@@ -108,6 +111,7 @@ type Bus struct {
 	caughtUp  atomic.Int64 // unix ns of the last read that reached the stream's end
 	published atomic.Int64 // unix ns of the start of the last prompt successful append
 	peersMin  atomic.Int64 // unix ns: the earliest "last heard" of a known peer
+	refused   atomic.Int64 // unix ns of the last entry this node could not read
 
 	mu       sync.Mutex // guards the fields below
 	peers    map[string]*peer
@@ -120,6 +124,7 @@ type Bus struct {
 	ackWake chan struct{} // one pending wake-up of the ack sender
 
 	ownPrefix string // how this node's entries begin on the stream
+	format    int    // the message format version it writes: wireVersion but in tests
 }
 
 type peer struct {
@@ -132,6 +137,11 @@ type peer struct {
 func New(cfg Config) (*Bus, error) {
 	if cfg.Client == nil || cfg.Group == "" {
 		return nil, fmt.Errorf("%w: client and group are required", ErrConfig)
+	}
+	tagged := Tagged(cfg.Client)
+	if tagged && (strings.ContainsAny(cfg.Group, "{}")) {
+		// A brace would cut the hash tag short, or empty it.
+		return nil, fmt.Errorf("%w: group %q: a group on a Redis Cluster must not contain braces", ErrConfig, cfg.Group)
 	}
 	if cfg.NodeID == "" {
 		var b [8]byte
@@ -164,9 +174,9 @@ func New(cfg Config) (*Bus, error) {
 	}
 	b := &Bus{
 		cfg: cfg, log: cfg.Logger, timeout: cfg.HeartbeatTimeout,
-		key:      cfg.Prefix + ":inval:" + cfg.Group,
-		ackKey:   cfg.Prefix + ":acks:" + cfg.Group,
-		peerKey:  cfg.Prefix + ":peers:" + cfg.Group,
+		key:      Key(cfg.Prefix, cfg.Group, "inval", tagged),
+		ackKey:   Key(cfg.Prefix, cfg.Group, "acks", tagged),
+		peerKey:  Key(cfg.Prefix, cfg.Group, "peers", tagged),
 		reqs:     make(chan *pubReq, 4096),
 		stopped:  make(chan struct{}),
 		peers:    map[string]*peer{},
@@ -178,6 +188,7 @@ func New(cfg Config) (*Bus, error) {
 	}
 	b.peersMin.Store(math.MaxInt64)
 	b.ownPrefix = ownPrefix(cfg.NodeID)
+	b.format = wireVersion
 	return b, nil
 }
 
@@ -196,6 +207,9 @@ func (b *Bus) Stats() *Stats { return &b.stats }
 func (b *Bus) Synced() bool {
 	if !b.synced.Load() {
 		return false
+	}
+	if time.Now().UnixNano()-b.refused.Load() < int64(b.timeout) {
+		return false // an entry in an unreadable format came lately
 	}
 	at := min(b.caughtUp.Load(), b.published.Load(), b.peersMin.Load())
 	return time.Now().UnixNano()-at < int64(b.timeout)
@@ -531,7 +545,18 @@ type position struct {
 // ever had, the Redis run id and the peer registry, in one transaction.
 func (b *Bus) position(ctx context.Context) (position, error) {
 	var p position
-	info, err := b.cfg.Client.Info(ctx, "server").Result()
+	// The run id is the stream's identity: a Sentinel failover or a
+	// restart changes it. On a Cluster it is that of the shard holding
+	// the group's slot, not of whichever node a keyless command reaches.
+	var infoClient redis.UniversalClient = b.cfg.Client
+	if cc, ok := b.cfg.Client.(*redis.ClusterClient); ok {
+		m, err := cc.MasterForKey(ctx, b.key)
+		if err != nil {
+			return p, fmt.Errorf("coherence: find the group's cluster shard: %w", err)
+		}
+		infoClient = m
+	}
+	info, err := infoClient.Info(ctx, "server").Result()
 	if err != nil {
 		return p, fmt.Errorf("coherence: redis info: %w", err)
 	}
@@ -619,8 +644,7 @@ func (b *Bus) receive(c Cache, m redis.XMessage, lastSeq map[string]uint64, hell
 	}
 	msg, err := decode(raw)
 	if err != nil {
-		b.log.Warn("undecodable invalidation; flushing", "id", m.ID, "err", err)
-		b.flush(c, "undecodable")
+		b.refuse(c, m.ID, err)
 		return false, false
 	}
 	b.stats.Received.Add(1)
@@ -782,6 +806,23 @@ func (b *Bus) updateMin() {
 		m = min(m, p.heard.UnixNano())
 	}
 	b.peersMin.Store(m)
+}
+
+// refuse handles an entry this node cannot read: some node may be
+// writing in a format it does not know, so the cache is dropped and not
+// served until no such entry came for HeartbeatTimeout (such a node
+// heartbeats, so that is once it left).
+func (b *Bus) refuse(c Cache, id string, err error) {
+	now := time.Now().UnixNano()
+	if now-b.refused.Swap(now) >= int64(b.timeout) {
+		b.log.Error("a bus entry this node cannot read: some node speaks another message format; serving from the metastore while such entries come",
+			"id", id, "err", err, "group", b.cfg.Group)
+	}
+	reason := "undecodable"
+	if errors.Is(err, ErrFormat) {
+		reason = "unreadable"
+	}
+	b.flush(c, reason)
 }
 
 func (b *Bus) markLost(c Cache, reason string, err error) {

@@ -67,6 +67,11 @@ type Config struct {
 	Prefix string
 	// Logger receives structured logs. Default: discard.
 	Logger *slog.Logger
+	// Format is the message format version this node writes. Default
+	// FormatVersion; FormatVersion-1 writes what the previous release
+	// wrote, byte for byte, so that a test can run an old node beside
+	// new ones.
+	Format int
 }
 
 // ErrConfig reports an unusable Config.
@@ -124,7 +129,7 @@ type Bus struct {
 	ackWake chan struct{} // one pending wake-up of the ack sender
 
 	ownPrefix string // how this node's entries begin on the stream
-	format    int    // the message format version it writes: wireVersion but in tests
+	format    int    // the message format version it writes (Config.Format)
 }
 
 type peer struct {
@@ -172,6 +177,12 @@ func New(cfg Config) (*Bus, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Format == 0 {
+		cfg.Format = FormatVersion
+	}
+	if cfg.Format < FormatVersion-1 || cfg.Format > FormatVersion {
+		return nil, fmt.Errorf("%w: message format %d: this release writes %d or %d", ErrConfig, cfg.Format, FormatVersion-1, FormatVersion)
+	}
 	b := &Bus{
 		cfg: cfg, log: cfg.Logger, timeout: cfg.HeartbeatTimeout,
 		key:      Key(cfg.Prefix, cfg.Group, "inval", tagged),
@@ -188,7 +199,7 @@ func New(cfg Config) (*Bus, error) {
 	}
 	b.peersMin.Store(math.MaxInt64)
 	b.ownPrefix = ownPrefix(cfg.NodeID)
-	b.format = wireVersion
+	b.format = cfg.Format
 	return b, nil
 }
 

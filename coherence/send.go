@@ -255,14 +255,13 @@ func (b *Bus) acker(ctx context.Context) {
 	}
 }
 
-// The bus message format (see the package doc). A node writes
-// wireVersion and reads wireVersion-1 to wireVersion+1: the next version
-// may only add what this one can ignore.
-const (
-	wireVersion = 2
-	// wireV1 is the format before versioning: no "v" field.
-	wireV1 = 1
-)
+// FormatVersion is the bus message format this release writes (see the
+// package doc). A node reads FormatVersion-1 to FormatVersion+1: the
+// next version may only add what this one can ignore.
+const FormatVersion = 2
+
+// wireV1 is the format before versioning: no "v" field.
+const wireV1 = 1
 
 // ErrFormat reports a bus entry in a format version this node cannot
 // read.
@@ -270,7 +269,7 @@ var ErrFormat = errors.New("coherence: unreadable bus message format")
 
 // message is one entry of the invalidation stream.
 type message struct {
-	Version int // the format version it is written in; 0 is wireVersion
+	Version int // the format version it is (to be) written in; 0 is FormatVersion
 	Node    string
 	Seq     uint64
 	Time    int64 // the sender's clock when it began the append, unix ns
@@ -297,7 +296,7 @@ func (m message) encode() (string, error) {
 	w := wireMessage{Node: m.Node, Seq: m.Seq, Time: m.Time, Layout: m.Layout, Hello: m.Hello, Bye: m.Bye, Version: m.Version}
 	switch w.Version {
 	case 0:
-		w.Version = wireVersion
+		w.Version = FormatVersion
 	case wireV1:
 		w.Version = 0
 	}
@@ -323,8 +322,8 @@ func decode(raw string) (message, error) {
 		return message{}, fmt.Errorf("coherence: decode entry: %w", err)
 	}
 	v := max(w.Version, wireV1)
-	if v < wireVersion-1 || v > wireVersion+1 {
-		return message{}, fmt.Errorf("%w: version %d, this node reads %d to %d", ErrFormat, v, wireVersion-1, wireVersion+1)
+	if v < FormatVersion-1 || v > FormatVersion+1 {
+		return message{}, fmt.Errorf("%w: version %d, this node reads %d to %d", ErrFormat, v, FormatVersion-1, FormatVersion+1)
 	}
 	if w.Node == "" {
 		return message{}, fmt.Errorf("coherence: decode entry: no node")
@@ -334,7 +333,7 @@ func decode(raw string) (message, error) {
 		m.Ents = make([]cache.Entity, len(w.Ents))
 		for i, f := range w.Ents {
 			// The next version may append fields to an entity.
-			if len(f) < 4 || len(f) > 4 && v <= wireVersion {
+			if len(f) < 4 || len(f) > 4 && v <= FormatVersion {
 				return message{}, fmt.Errorf("coherence: decode entry: entity has %d fields, want 4", len(f))
 			}
 			m.Ents[i] = cache.Entity{Level: parseLevel(f[0]), Cat: f[1], DB: f[2], Table: f[3]}

@@ -506,7 +506,7 @@ func (b *Bus) checkStream(ctx context.Context, c Cache, st *streamCount, cursor 
 		return false
 	}
 	st.checked, st.unchecked = time.Now(), false
-	info, err := b.cfg.Client.XInfoStream(ctx, b.key).Result()
+	info, err := xinfoStream(ctx, b.cfg.Client, b.key).Result()
 	if err != nil {
 		return false // the next read fails too, and reconnects
 	}
@@ -527,6 +527,18 @@ func (b *Bus) checkStream(ctx context.Context, c Cache, st *streamCount, cursor 
 		}
 	}
 	return false
+}
+
+// xinfoStream is XINFO STREAM routed by its key: go-redis takes the word
+// "stream" for the key, which on a Cluster fails a transaction
+// (CROSSSLOT) or sends the command to a shard that redirects it.
+func xinfoStream(ctx context.Context, c interface {
+	Process(context.Context, redis.Cmder) error
+}, key string) *redis.XInfoStreamCmd {
+	cmd := redis.NewXInfoStreamCmd(ctx, key)
+	cmd.SetFirstKeyPos(2)
+	_ = c.Process(ctx, cmd) // the error is the command's
+	return cmd
 }
 
 // block is how long one read waits: at most a heartbeat (the node's own
@@ -580,7 +592,7 @@ func (b *Bus) position(ctx context.Context) (position, error) {
 	exists := pipe.Exists(ctx, b.key)
 	// XINFO STREAM fails on a missing key; EXISTS in the same
 	// transaction tells that case apart from a real failure.
-	st := pipe.XInfoStream(ctx, b.key)
+	st := xinfoStream(ctx, pipe, b.key)
 	lastAck := pipe.XRevRangeN(ctx, b.ackKey, "+", "-", 1)
 	reg := pipe.HGetAll(ctx, b.peerKey)
 	pipe.Exec(ctx) // errors are read per command below

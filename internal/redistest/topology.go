@@ -38,8 +38,15 @@ func StartSentinel(t testing.TB, downAfter time.Duration, replicaOf func(primary
 	}
 	host, port, _ := strings.Cut(from, ":")
 	s.Replica = StartArgs(t, "--replicaof", host, port)
+	// The failover timeout is also how long a sentinel lets a replica
+	// replicate from elsewhere than the primary before it "fixes" it: a
+	// replica behind a relay must keep the relay.
+	failoverTimeout := 2 * time.Second
+	if replicaOf != nil {
+		failoverTimeout = time.Minute
+	}
 	for i := 0; i < 3; i++ {
-		s.Sentinels = append(s.Sentinels, s.startSentinel(downAfter))
+		s.Sentinels = append(s.Sentinels, s.startSentinel(downAfter, failoverTimeout))
 	}
 	// Ready once every sentinel knows the replica (in sync) and the
 	// other two sentinels: a failover needs both.
@@ -54,7 +61,7 @@ func StartSentinel(t testing.TB, downAfter time.Duration, replicaOf func(primary
 	return s
 }
 
-func (s *Sentinel) startSentinel(downAfter time.Duration) string {
+func (s *Sentinel) startSentinel(downAfter, failoverTimeout time.Duration) string {
 	s.t.Helper()
 	port := freePort(s.t)
 	dir := s.t.TempDir()
@@ -62,8 +69,8 @@ func (s *Sentinel) startSentinel(downAfter time.Duration) string {
 	conf := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile \"\"\n"+
 		"sentinel monitor %s %s %s 2\n"+
 		"sentinel down-after-milliseconds %s %d\n"+
-		"sentinel failover-timeout %s 2000\n",
-		port, dir, s.Master, host, pport, s.Master, downAfter.Milliseconds(), s.Master)
+		"sentinel failover-timeout %s %d\n",
+		port, dir, s.Master, host, pport, s.Master, downAfter.Milliseconds(), s.Master, failoverTimeout.Milliseconds())
 	path := filepath.Join(dir, "sentinel.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		s.t.Fatal(err)

@@ -286,6 +286,10 @@ func (b *Bus) awaitAcks(ctx context.Context, id streamID, deadline time.Time, re
 	}()
 	for {
 		now := time.Now()
+		// A peer only looks silent to a reader that fell behind: it is
+		// silent once this node read the stream to its end, in a read
+		// begun after the peer was due, without hearing it.
+		caught := time.Unix(0, b.caughtUp.Load())
 		wake := deadline
 		done := true
 		// pending notes a node that has not acknowledged id, and is not
@@ -295,11 +299,17 @@ func (b *Bus) awaitAcks(ctx context.Context, id streamID, deadline time.Time, re
 				return
 			}
 			silentAt := heard.Add(b.timeout)
-			if !now.Before(silentAt) {
+			if !now.Before(silentAt) && !caught.Before(silentAt) {
 				return // silent: it stopped serving its cache
 			}
 			done = false
-			wake = minTime(wake, silentAt)
+			if now.Before(silentAt) {
+				wake = minTime(wake, silentAt)
+			} else {
+				// Overdue, but this node's reader has not confirmed it:
+				// look again soon (a read does not wake writers).
+				wake = minTime(wake, now.Add(silentPoll))
+			}
 		}
 		b.mu.Lock()
 		for node, p := range b.peers {
@@ -339,6 +349,10 @@ func (b *Bus) awaitAcks(ctx context.Context, id streamID, deadline time.Time, re
 		}
 	}
 }
+
+// silentPoll is how often a writer looks again at a peer that is overdue
+// while this node's reader has not read past the time it was due.
+const silentPoll = 5 * time.Millisecond
 
 // parseRegistry reads a peer registry value: the node's clock at its
 // latest heartbeat, in unix ns, and its layout.

@@ -399,7 +399,8 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 		cursor, ackCursor string
 		st                streamCount
 		runID             string
-		first             = true // nothing can be cached before the first sync
+		idAt              time.Time // when runID was last confirmed
+		first             = true    // nothing can be cached before the first sync
 		lastSeq           = map[string]uint64{}
 		hello             string // the nonce of this connection's hello
 		helloAt           time.Time
@@ -410,6 +411,7 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 			// (Re)connect: start after the newest entry. Whatever was
 			// cached may be stale, so flush first, then serve again once
 			// this node's hello comes back.
+			posAt := time.Now()
 			pos, err := b.position(ctx)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -425,7 +427,7 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 			if runID != "" && pos.runID != runID {
 				b.stats.loss("redis-restart")
 			}
-			runID = pos.runID
+			runID, idAt = pos.runID, posAt
 			clear(lastSeq)
 			cursor, ackCursor = pos.last, pos.lastAck
 			st = streamCount{read: pos.added, checked: time.Now()}
@@ -446,12 +448,12 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 			Streams: []string{b.key, b.ackKey, cursor, ackCursor}, Count: readCount, Block: b.block(),
 		}).Result()
 		if errors.Is(err, redis.Nil) {
-			if b.checkStream(ctx, c, &st, cursor) {
+			if b.checkStream(ctx, c, &st, cursor) || b.sameServer(ctx, c, &runID, &idAt) {
 				cursor = ""
 				continue
 			}
-			b.reachedEnd(asked)
-			b.checkPeers(c, asked)
+			b.reachedEnd(minTime(asked, idAt))
+			b.checkPeers(c, minTime(asked, idAt))
 			continue
 		}
 		if err != nil {
@@ -489,13 +491,13 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 		}
 		st.read += int64(n)
 		st.unchecked = st.unchecked || n > 0
-		if b.checkStream(ctx, c, &st, cursor) {
+		if b.checkStream(ctx, c, &st, cursor) || b.sameServer(ctx, c, &runID, &idAt) {
 			cursor = ""
 			continue
 		}
 		if !full {
-			b.reachedEnd(asked)
-			b.checkPeers(c, asked)
+			b.reachedEnd(minTime(asked, idAt))
+			b.checkPeers(c, minTime(asked, idAt))
 		}
 	}
 }
@@ -571,6 +573,57 @@ func (b *Bus) reachedEnd(asked time.Time) {
 	}
 }
 
+// serverID is the run id of the Redis server holding the stream: the
+// stream's identity, which a restart or a failover changes. On a Cluster
+// it is that of the shard holding the group's slot, not of whichever node
+// a keyless command reaches.
+func (b *Bus) serverID(ctx context.Context) (string, error) {
+	var infoClient redis.UniversalClient = b.cfg.Client
+	if cc, ok := b.cfg.Client.(*redis.ClusterClient); ok {
+		m, err := cc.MasterForKey(ctx, b.key)
+		if err != nil {
+			return "", fmt.Errorf("coherence: find the group's cluster shard: %w", err)
+		}
+		infoClient = m
+	}
+	info, err := infoClient.Info(ctx, "server").Result()
+	if err != nil {
+		return "", fmt.Errorf("coherence: redis info: %w", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("coherence: redis info: no run_id")
+}
+
+// sameServer checks, at most once per read interval, that the stream is
+// still on the server the reader connected to. A client that follows a
+// Sentinel failover moves to the new primary without an error, and a
+// replica that lagged lacks the tail of the stream: entries of a writer
+// this node has not heard since it connected leave no gap it could see.
+// It reports a change (after flushing), after which the node reconnects;
+// idAt is when the server was last confirmed, which bounds how far the
+// node counts itself caught up.
+func (b *Bus) sameServer(ctx context.Context, c Cache, runID *string, idAt *time.Time) bool {
+	if time.Since(*idAt) < b.block() {
+		return false
+	}
+	at := time.Now()
+	id, err := b.serverID(ctx)
+	switch {
+	case err != nil:
+		return false // the next read fails too, and reconnects
+	case id != *runID:
+		b.markLost(c, "redis-restart", fmt.Errorf("coherence: the stream's Redis server changed (run id %s, was %s): a failover or a restart", id, *runID))
+		*runID = "" // counted: the reconnect need not count it again
+		return true
+	}
+	*idAt = at
+	return false
+}
+
 type position struct {
 	last, lastAck string
 	added         int64
@@ -582,25 +635,9 @@ type position struct {
 // ever had, the Redis run id and the peer registry, in one transaction.
 func (b *Bus) position(ctx context.Context) (position, error) {
 	var p position
-	// The run id is the stream's identity: a Sentinel failover or a
-	// restart changes it. On a Cluster it is that of the shard holding
-	// the group's slot, not of whichever node a keyless command reaches.
-	var infoClient redis.UniversalClient = b.cfg.Client
-	if cc, ok := b.cfg.Client.(*redis.ClusterClient); ok {
-		m, err := cc.MasterForKey(ctx, b.key)
-		if err != nil {
-			return p, fmt.Errorf("coherence: find the group's cluster shard: %w", err)
-		}
-		infoClient = m
-	}
-	info, err := infoClient.Info(ctx, "server").Result()
-	if err != nil {
-		return p, fmt.Errorf("coherence: redis info: %w", err)
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
-			p.runID = v
-		}
+	var err error
+	if p.runID, err = b.serverID(ctx); err != nil {
+		return p, err
 	}
 	pipe := b.cfg.Client.TxPipeline()
 	exists := pipe.Exists(ctx, b.key)

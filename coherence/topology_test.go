@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/redistest"
 )
 
@@ -76,11 +77,13 @@ func TestBusSentinelLostTail(t *testing.T) {
 	})
 	cfg := fast(s.Client(), "tail")
 	cfg.HeartbeatTimeout = 20 * time.Second
+	cfg.Logger = proxytest.Logger(t).With("node", "A")
 	a := run(t, cfg, nil)
 	bc := s.Client()
 	stall := &stallReads{gate: make(chan struct{}), appended: make(chan struct{}, 1)}
 	bc.AddHook(stall)
 	cfg.Client = bc
+	cfg.Logger = proxytest.Logger(t).With("node", "B")
 	b := run(t, cfg, nil)
 	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(b.bus.Peers()) == 1 })
 	var release sync.Once
@@ -125,7 +128,16 @@ func TestBusSentinelLostTail(t *testing.T) {
 	_, before := b.snapshot()
 	release.Do(func() { close(stall.gate) })
 	stall.armed.Store(false)
-	waitFor(t, "B to flush", func() bool { _, l := b.snapshot(); return len(l) > len(before) })
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		if _, l := b.snapshot(); len(l) > len(before) {
+			break
+		}
+		if time.Now().After(end) {
+			st := a.bus.Stats()
+			t.Fatalf("B did not flush within 30s; A: published %d, publish errors %d, synced %v; B received %d",
+				st.Published.Load(), st.PublishErrors.Load(), a.bus.Synced(), b.bus.Stats().Received.Load())
+		}
+	}
 	flushed := time.Since(killed)
 	if got, _ := b.snapshot(); slices.Contains(got, lost) {
 		t.Fatal("B applied the lost entry: the test needs it lost")

@@ -61,11 +61,13 @@
 // A failover of the primary is a lost-invalidation event like a restart.
 // A reader whose connection breaks reconnects, and a reconnect flushes.
 // A reader whose client moves to the new primary without an error (the
-// failover client does) reads on from its cursor: if the replica lagged,
-// the entries it lacks leave a gap in their writer's numbering, which
-// flushes, and a writer that died with them falls silent. The stream's
-// count of entries (XINFO) below what the reader read, and a new run id
-// on reconnect, flush too.
+// failover client does) reads on from its cursor, and if the replica
+// lagged, the tail it lacks is lost. The reader confirms the server's run
+// id once per read interval, and counts itself caught up only to the
+// last confirmation: a new run id flushes and reconnects. The entries
+// lost also leave a gap in their writer's numbering (which flushes) when
+// the reader had heard that writer since connecting, and a stream count
+// of entries (XINFO) below what the reader read flushes too.
 //
 // # Message format
 //

@@ -31,7 +31,10 @@ type Cache interface {
 // Config configures a Bus. The zero value of each field selects the
 // default in its comment; Client and Group are required.
 type Config struct {
-	Client *redis.Client
+	// Client is a single server's, a Sentinel-managed primary's
+	// (redis.NewFailoverClient) or a Redis Cluster's client. On a Cluster
+	// the group's keys are hash-tagged (Key).
+	Client redis.UniversalClient
 	// Group names the upstream group (upstream.name): one stream, one
 	// acknowledgement stream and one peer registry per group.
 	Group string
@@ -64,6 +67,11 @@ type Config struct {
 	Prefix string
 	// Logger receives structured logs. Default: discard.
 	Logger *slog.Logger
+	// Format is the message format version this node writes. Default
+	// FormatVersion; FormatVersion-1 writes what the previous release
+	// wrote, byte for byte, so that a test can run an old node beside
+	// new ones.
+	Format int
 }
 
 // ErrConfig reports an unusable Config.
@@ -108,6 +116,7 @@ type Bus struct {
 	caughtUp  atomic.Int64 // unix ns of the last read that reached the stream's end
 	published atomic.Int64 // unix ns of the start of the last prompt successful append
 	peersMin  atomic.Int64 // unix ns: the earliest "last heard" of a known peer
+	refused   atomic.Int64 // unix ns of the last entry this node could not read
 
 	mu       sync.Mutex // guards the fields below
 	peers    map[string]*peer
@@ -120,6 +129,7 @@ type Bus struct {
 	ackWake chan struct{} // one pending wake-up of the ack sender
 
 	ownPrefix string // how this node's entries begin on the stream
+	format    int    // the message format version it writes (Config.Format)
 }
 
 type peer struct {
@@ -132,6 +142,11 @@ type peer struct {
 func New(cfg Config) (*Bus, error) {
 	if cfg.Client == nil || cfg.Group == "" {
 		return nil, fmt.Errorf("%w: client and group are required", ErrConfig)
+	}
+	tagged := Tagged(cfg.Client)
+	if tagged && (strings.ContainsAny(cfg.Group, "{}")) {
+		// A brace would cut the hash tag short, or empty it.
+		return nil, fmt.Errorf("%w: group %q: a group on a Redis Cluster must not contain braces", ErrConfig, cfg.Group)
 	}
 	if cfg.NodeID == "" {
 		var b [8]byte
@@ -162,11 +177,17 @@ func New(cfg Config) (*Bus, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Format == 0 {
+		cfg.Format = FormatVersion
+	}
+	if cfg.Format < FormatVersion-1 || cfg.Format > FormatVersion {
+		return nil, fmt.Errorf("%w: message format %d: this release writes %d or %d", ErrConfig, cfg.Format, FormatVersion-1, FormatVersion)
+	}
 	b := &Bus{
 		cfg: cfg, log: cfg.Logger, timeout: cfg.HeartbeatTimeout,
-		key:      cfg.Prefix + ":inval:" + cfg.Group,
-		ackKey:   cfg.Prefix + ":acks:" + cfg.Group,
-		peerKey:  cfg.Prefix + ":peers:" + cfg.Group,
+		key:      Key(cfg.Prefix, cfg.Group, "inval", tagged),
+		ackKey:   Key(cfg.Prefix, cfg.Group, "acks", tagged),
+		peerKey:  Key(cfg.Prefix, cfg.Group, "peers", tagged),
 		reqs:     make(chan *pubReq, 4096),
 		stopped:  make(chan struct{}),
 		peers:    map[string]*peer{},
@@ -178,6 +199,7 @@ func New(cfg Config) (*Bus, error) {
 	}
 	b.peersMin.Store(math.MaxInt64)
 	b.ownPrefix = ownPrefix(cfg.NodeID)
+	b.format = cfg.Format
 	return b, nil
 }
 
@@ -196,6 +218,9 @@ func (b *Bus) Stats() *Stats { return &b.stats }
 func (b *Bus) Synced() bool {
 	if !b.synced.Load() {
 		return false
+	}
+	if time.Now().UnixNano()-b.refused.Load() < int64(b.timeout) {
+		return false // an entry in an unreadable format came lately
 	}
 	at := min(b.caughtUp.Load(), b.published.Load(), b.peersMin.Load())
 	return time.Now().UnixNano()-at < int64(b.timeout)
@@ -261,6 +286,10 @@ func (b *Bus) awaitAcks(ctx context.Context, id streamID, deadline time.Time, re
 	}()
 	for {
 		now := time.Now()
+		// A peer only looks silent to a reader that fell behind: it is
+		// silent once this node read the stream to its end, in a read
+		// begun after the peer was due, without hearing it.
+		caught := time.Unix(0, b.caughtUp.Load())
 		wake := deadline
 		done := true
 		// pending notes a node that has not acknowledged id, and is not
@@ -270,11 +299,17 @@ func (b *Bus) awaitAcks(ctx context.Context, id streamID, deadline time.Time, re
 				return
 			}
 			silentAt := heard.Add(b.timeout)
-			if !now.Before(silentAt) {
+			if !now.Before(silentAt) && !caught.Before(silentAt) {
 				return // silent: it stopped serving its cache
 			}
 			done = false
-			wake = minTime(wake, silentAt)
+			if now.Before(silentAt) {
+				wake = minTime(wake, silentAt)
+			} else {
+				// Overdue, but this node's reader has not confirmed it:
+				// look again soon (a read does not wake writers).
+				wake = minTime(wake, now.Add(silentPoll))
+			}
 		}
 		b.mu.Lock()
 		for node, p := range b.peers {
@@ -314,6 +349,10 @@ func (b *Bus) awaitAcks(ctx context.Context, id streamID, deadline time.Time, re
 		}
 	}
 }
+
+// silentPoll is how often a writer looks again at a peer that is overdue
+// while this node's reader has not read past the time it was due.
+const silentPoll = 5 * time.Millisecond
 
 // parseRegistry reads a peer registry value: the node's clock at its
 // latest heartbeat, in unix ns, and its layout.
@@ -360,7 +399,8 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 		cursor, ackCursor string
 		st                streamCount
 		runID             string
-		first             = true // nothing can be cached before the first sync
+		idAt              time.Time // when runID was last confirmed
+		first             = true    // nothing can be cached before the first sync
 		lastSeq           = map[string]uint64{}
 		hello             string // the nonce of this connection's hello
 		helloAt           time.Time
@@ -371,6 +411,7 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 			// (Re)connect: start after the newest entry. Whatever was
 			// cached may be stale, so flush first, then serve again once
 			// this node's hello comes back.
+			posAt := time.Now()
 			pos, err := b.position(ctx)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -386,7 +427,7 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 			if runID != "" && pos.runID != runID {
 				b.stats.loss("redis-restart")
 			}
-			runID = pos.runID
+			runID, idAt = pos.runID, posAt
 			clear(lastSeq)
 			cursor, ackCursor = pos.last, pos.lastAck
 			st = streamCount{read: pos.added, checked: time.Now()}
@@ -407,12 +448,12 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 			Streams: []string{b.key, b.ackKey, cursor, ackCursor}, Count: readCount, Block: b.block(),
 		}).Result()
 		if errors.Is(err, redis.Nil) {
-			if b.checkStream(ctx, c, &st, cursor) {
+			if b.checkStream(ctx, c, &st, cursor) || b.sameServer(ctx, c, &runID, &idAt) {
 				cursor = ""
 				continue
 			}
-			b.reachedEnd(asked)
-			b.checkPeers(c, asked)
+			b.reachedEnd(minTime(asked, idAt))
+			b.checkPeers(c, minTime(asked, idAt))
 			continue
 		}
 		if err != nil {
@@ -450,13 +491,13 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 		}
 		st.read += int64(n)
 		st.unchecked = st.unchecked || n > 0
-		if b.checkStream(ctx, c, &st, cursor) {
+		if b.checkStream(ctx, c, &st, cursor) || b.sameServer(ctx, c, &runID, &idAt) {
 			cursor = ""
 			continue
 		}
 		if !full {
-			b.reachedEnd(asked)
-			b.checkPeers(c, asked)
+			b.reachedEnd(minTime(asked, idAt))
+			b.checkPeers(c, minTime(asked, idAt))
 		}
 	}
 }
@@ -481,7 +522,7 @@ func (b *Bus) checkStream(ctx context.Context, c Cache, st *streamCount, cursor 
 		return false
 	}
 	st.checked, st.unchecked = time.Now(), false
-	info, err := b.cfg.Client.XInfoStream(ctx, b.key).Result()
+	info, err := xinfoStream(ctx, b.cfg.Client, b.key).Result()
 	if err != nil {
 		return false // the next read fails too, and reconnects
 	}
@@ -504,6 +545,18 @@ func (b *Bus) checkStream(ctx context.Context, c Cache, st *streamCount, cursor 
 	return false
 }
 
+// xinfoStream is XINFO STREAM routed by its key: go-redis takes the word
+// "stream" for the key, which on a Cluster fails a transaction
+// (CROSSSLOT) or sends the command to a shard that redirects it.
+func xinfoStream(ctx context.Context, c interface {
+	Process(context.Context, redis.Cmder) error
+}, key string) *redis.XInfoStreamCmd {
+	cmd := redis.NewXInfoStreamCmd(ctx, key)
+	cmd.SetFirstKeyPos(2)
+	_ = c.Process(ctx, cmd) // the error is the command's
+	return cmd
+}
+
 // block is how long one read waits: at most a heartbeat (the node's own
 // heartbeats wake it sooner anyway) and at most a second, so that Run
 // returns soon after its context ends.
@@ -520,6 +573,57 @@ func (b *Bus) reachedEnd(asked time.Time) {
 	}
 }
 
+// serverID is the run id of the Redis server holding the stream: the
+// stream's identity, which a restart or a failover changes. On a Cluster
+// it is that of the shard holding the group's slot, not of whichever node
+// a keyless command reaches.
+func (b *Bus) serverID(ctx context.Context) (string, error) {
+	var infoClient redis.UniversalClient = b.cfg.Client
+	if cc, ok := b.cfg.Client.(*redis.ClusterClient); ok {
+		m, err := cc.MasterForKey(ctx, b.key)
+		if err != nil {
+			return "", fmt.Errorf("coherence: find the group's cluster shard: %w", err)
+		}
+		infoClient = m
+	}
+	info, err := infoClient.Info(ctx, "server").Result()
+	if err != nil {
+		return "", fmt.Errorf("coherence: redis info: %w", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("coherence: redis info: no run_id")
+}
+
+// sameServer checks, at most once per read interval, that the stream is
+// still on the server the reader connected to. A client that follows a
+// Sentinel failover moves to the new primary without an error, and a
+// replica that lagged lacks the tail of the stream: entries of a writer
+// this node has not heard since it connected leave no gap it could see.
+// It reports a change (after flushing), after which the node reconnects;
+// idAt is when the server was last confirmed, which bounds how far the
+// node counts itself caught up.
+func (b *Bus) sameServer(ctx context.Context, c Cache, runID *string, idAt *time.Time) bool {
+	if time.Since(*idAt) < b.block() {
+		return false
+	}
+	at := time.Now()
+	id, err := b.serverID(ctx)
+	switch {
+	case err != nil:
+		return false // the next read fails too, and reconnects
+	case id != *runID:
+		b.markLost(c, "redis-restart", fmt.Errorf("coherence: the stream's Redis server changed (run id %s, was %s): a failover or a restart", id, *runID))
+		*runID = "" // counted: the reconnect need not count it again
+		return true
+	}
+	*idAt = at
+	return false
+}
+
 type position struct {
 	last, lastAck string
 	added         int64
@@ -531,20 +635,15 @@ type position struct {
 // ever had, the Redis run id and the peer registry, in one transaction.
 func (b *Bus) position(ctx context.Context) (position, error) {
 	var p position
-	info, err := b.cfg.Client.Info(ctx, "server").Result()
-	if err != nil {
-		return p, fmt.Errorf("coherence: redis info: %w", err)
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
-			p.runID = v
-		}
+	var err error
+	if p.runID, err = b.serverID(ctx); err != nil {
+		return p, err
 	}
 	pipe := b.cfg.Client.TxPipeline()
 	exists := pipe.Exists(ctx, b.key)
 	// XINFO STREAM fails on a missing key; EXISTS in the same
 	// transaction tells that case apart from a real failure.
-	st := pipe.XInfoStream(ctx, b.key)
+	st := xinfoStream(ctx, pipe, b.key)
 	lastAck := pipe.XRevRangeN(ctx, b.ackKey, "+", "-", 1)
 	reg := pipe.HGetAll(ctx, b.peerKey)
 	pipe.Exec(ctx) // errors are read per command below
@@ -619,8 +718,7 @@ func (b *Bus) receive(c Cache, m redis.XMessage, lastSeq map[string]uint64, hell
 	}
 	msg, err := decode(raw)
 	if err != nil {
-		b.log.Warn("undecodable invalidation; flushing", "id", m.ID, "err", err)
-		b.flush(c, "undecodable")
+		b.refuse(c, m.ID, err)
 		return false, false
 	}
 	b.stats.Received.Add(1)
@@ -782,6 +880,23 @@ func (b *Bus) updateMin() {
 		m = min(m, p.heard.UnixNano())
 	}
 	b.peersMin.Store(m)
+}
+
+// refuse handles an entry this node cannot read: some node may be
+// writing in a format it does not know, so the cache is dropped and not
+// served until no such entry came for HeartbeatTimeout (such a node
+// heartbeats, so that is once it left).
+func (b *Bus) refuse(c Cache, id string, err error) {
+	now := time.Now().UnixNano()
+	if now-b.refused.Swap(now) >= int64(b.timeout) {
+		b.log.Error("a bus entry this node cannot read: some node speaks another message format; serving from the metastore while such entries come",
+			"id", id, "err", err, "group", b.cfg.Group)
+	}
+	reason := "undecodable"
+	if errors.Is(err, ErrFormat) {
+		reason = "unreadable"
+	}
+	b.flush(c, reason)
 }
 
 func (b *Bus) markLost(c Cache, reason string, err error) {

@@ -50,7 +50,7 @@ func (n *node) snapshot() ([]cache.Entity, []string) {
 }
 
 // fast is a config with short timings for tests.
-func fast(c *redis.Client, group string) Config {
+func fast(c redis.UniversalClient, group string) Config {
 	return Config{Client: c, Group: group, Heartbeat: 50 * time.Millisecond, HeartbeatTimeout: 200 * time.Millisecond, PeerGone: time.Hour}
 }
 

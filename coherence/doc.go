@@ -4,7 +4,8 @@
 // # The bus
 //
 // Every node appends what a write changed to one Redis stream per upstream
-// group (prefix:inval:<group>) and reads everyone else's entries from it.
+// group (the "inval" key, see Redis keys) and reads everyone else's
+// entries from it.
 // A stream, unlike pub/sub, keeps entries across a reader's reconnect. Each
 // node numbers its entries and sends a heartbeat every Config.Heartbeat, so
 // a reader that missed entries (trimmed, or Redis restarted empty) sees a
@@ -27,7 +28,7 @@
 // # Read-your-writes across the fleet
 //
 // After applying other nodes' entries a node records how far it got on a
-// second stream (prefix:acks:<group>). Publish returns once every live
+// second stream (the "acks" key). Publish returns once every live
 // peer has acknowledged the writer's entry, or after HeartbeatTimeout. The
 // bound is safe: a peer that has not applied an entry within
 // HeartbeatTimeout of it reaching Redis has not caught up with the stream
@@ -39,4 +40,67 @@
 // HeartbeatTimeout (NTP), and a peer declared gone no longer writes: a
 // node cut from Redis for longer than PeerGone has its writes reach the
 // others only through the metastore's notification log.
+//
+// # Redis topologies and keys
+//
+// Config.Client is a single server's client, a Sentinel failover client
+// (which follows the primary) or a Cluster client. A group's keys are
+//
+//	prefix:{group}:inval   the invalidation stream
+//	prefix:{group}:acks    the acknowledgement stream
+//	prefix:{group}:peers   the peer registry, a hash
+//
+// on a Cluster, where the braces put them in one hash slot: XREAD over
+// both streams, the transactions of a hello and of the position read,
+// and the leader's scripts (prefix:{group}:leader, its :token and
+// prefix:{group}:eventlog) need that. On one server and on Sentinel they
+// keep the names of the releases before Cluster support,
+// prefix:inval:group and so on (Key), so that a fleet upgraded one node
+// at a time keeps one bus; no earlier release ran on a Cluster.
+//
+// A failover of the primary is a lost-invalidation event like a restart.
+// A reader whose connection breaks reconnects, and a reconnect flushes.
+// A reader whose client moves to the new primary without an error (the
+// failover client does) reads on from its cursor, and if the replica
+// lagged, the tail it lacks is lost. The reader confirms the server's run
+// id once per read interval, and counts itself caught up only to the
+// last confirmation: a new run id flushes and reconnects. The entries
+// lost also leave a gap in their writer's numbering (which flushes) when
+// the reader had heard that writer since connecting, and a stream count
+// of entries (XINFO) below what the reader read flushes too.
+//
+// # Message format
+//
+// An invalidation-stream entry has one field, "m", a JSON object:
+//
+//	n  string     sending node (NodeID); required
+//	s  uint       the sender's number for the entry, 1, 2, ... per process
+//	t  int        the sender's clock when it began the append, unix ns
+//	l  string     the sender's group layout (Layout), may be absent
+//	h  string     the nonce of the sender's hello, on a hello only
+//	b  bool       the sender leaves cleanly (goodbye), may be absent
+//	e  [][]string the invalidated entities, each [level, catalog,
+//	              database, table]; level is cache.Level's name, and an
+//	              unknown one reads as "all"
+//	v  int        the format version; absent in version 1
+//
+// for example
+//
+//	{"n":"a1","s":7,"t":1764561600000000000,"l":"0123abcd","e":[["table","hive","db","t"]],"v":2}
+//
+// Version 1 is the format before versioning (no "v"); version 2 adds
+// only "v", so a version 1 node, which ignores unknown fields, reads it.
+// A node reads the previous, its own and the next version: the next may
+// only add fields (to the object, or after the four of an entity) that
+// this one may ignore. An entry of any other version, or one that does
+// not decode, is refused: the node logs an error, counts a loss
+// ("unreadable" or "undecodable"), drops its cache and does not serve it
+// (Synced is false) until no such entry came for HeartbeatTimeout.
+// Config.Format makes a node write the previous version, byte for byte
+// what that release wrote.
+//
+// An acknowledgement-stream entry has fields "n" (the node) and "a" (the
+// invalidation-stream id up to which it applied, "ms-seq"). A peer
+// registry value is "<unix ns of the latest heartbeat> <layout>". Both
+// are unchanged since version 1.
 package coherence

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // NormalizeURIs returns the metastore URIs in one spelling, sorted: the
@@ -54,4 +56,28 @@ func GroupName(uris []string) string {
 func Layout(uris []string) string {
 	h := sha256.Sum256([]byte(strings.Join(NormalizeURIs(uris), "\n")))
 	return hex.EncodeToString(h[:8])
+}
+
+// Key names one of a group's Redis keys (kind: "inval", "acks", "peers",
+// "leader", "eventlog", "changes", ...). Tagged names,
+// prefix:{group}:kind, put every key of a group in one Redis Cluster hash
+// slot, which the multi-key commands need (XREAD over the invalidation
+// and acknowledgement streams, the transactions, the leader's scripts
+// over the lease, its token and the event-log cursor). Untagged names,
+// prefix:kind:group, are those of the releases before Cluster support:
+// a node on one server or on Sentinel keeps them, so that old and new
+// nodes upgraded one at a time stay on one bus (a Cluster, which no
+// older release could use, has no old nodes to meet).
+func Key(prefix, group, kind string, tagged bool) string {
+	if tagged {
+		return prefix + ":{" + group + "}:" + kind
+	}
+	return prefix + ":" + kind + ":" + group
+}
+
+// Tagged reports whether keys for c must be hash-tagged: c is a Redis
+// Cluster client.
+func Tagged(c redis.UniversalClient) bool {
+	_, ok := c.(*redis.ClusterClient)
+	return ok
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -70,7 +71,7 @@ const maxBatch = 1024
 func (b *Bus) append(ctx context.Context, batch []*pubReq) pubResult {
 	b.seq++
 	start := time.Now()
-	msg := message{Node: b.cfg.NodeID, Seq: b.seq, Time: start.UnixNano(), Layout: b.cfg.Layout}
+	msg := message{Version: b.format, Node: b.cfg.NodeID, Seq: b.seq, Time: start.UnixNano(), Layout: b.cfg.Layout}
 	beat := false
 	for _, r := range batch {
 		msg.Ents = append(msg.Ents, r.ents...)
@@ -160,7 +161,7 @@ func (b *Bus) finish(batch []*pubReq) {
 // acknowledgements nor stop their caches when it falls silent.
 func (b *Bus) sendBye(ctx context.Context) {
 	b.seq++
-	msg := message{Node: b.cfg.NodeID, Seq: b.seq, Time: time.Now().UnixNano(), Layout: b.cfg.Layout, Bye: true}
+	msg := message{Version: b.format, Node: b.cfg.NodeID, Seq: b.seq, Time: time.Now().UnixNano(), Layout: b.cfg.Layout, Bye: true}
 	body, _ := msg.encode()
 	pipe := b.cfg.Client.Pipeline()
 	pipe.XAdd(ctx, &redis.XAddArgs{Stream: b.key, MaxLen: b.cfg.MaxLen, Approx: true, Values: []any{"m", body}})
@@ -254,15 +255,28 @@ func (b *Bus) acker(ctx context.Context) {
 	}
 }
 
+// FormatVersion is the bus message format this release writes (see the
+// package doc). A node reads FormatVersion-1 to FormatVersion+1: the
+// next version may only add what this one can ignore.
+const FormatVersion = 2
+
+// wireV1 is the format before versioning: no "v" field.
+const wireV1 = 1
+
+// ErrFormat reports a bus entry in a format version this node cannot
+// read.
+var ErrFormat = errors.New("coherence: unreadable bus message format")
+
 // message is one entry of the invalidation stream.
 type message struct {
-	Node   string
-	Seq    uint64
-	Time   int64 // the sender's clock when it began the append, unix ns
-	Layout string
-	Hello  string // this connection's hello nonce
-	Bye    bool   // the sender stops cleanly
-	Ents   []cache.Entity
+	Version int // the format version it is (to be) written in; 0 is FormatVersion
+	Node    string
+	Seq     uint64
+	Time    int64 // the sender's clock when it began the append, unix ns
+	Layout  string
+	Hello   string // this connection's hello nonce
+	Bye     bool   // the sender stops cleanly
+	Ents    []cache.Entity
 }
 
 type wireMessage struct {
@@ -273,10 +287,19 @@ type wireMessage struct {
 	Hello  string     `json:"h,omitempty"`
 	Bye    bool       `json:"b,omitempty"`
 	Ents   [][]string `json:"e,omitempty"` // level, catalog, database, table
+	// Version is the format version, absent in version 1. Last, so that
+	// version 1's entries and a node's own prefix are unchanged.
+	Version int `json:"v,omitempty"`
 }
 
 func (m message) encode() (string, error) {
-	w := wireMessage{Node: m.Node, Seq: m.Seq, Time: m.Time, Layout: m.Layout, Hello: m.Hello, Bye: m.Bye}
+	w := wireMessage{Node: m.Node, Seq: m.Seq, Time: m.Time, Layout: m.Layout, Hello: m.Hello, Bye: m.Bye, Version: m.Version}
+	switch w.Version {
+	case 0:
+		w.Version = FormatVersion
+	case wireV1:
+		w.Version = 0
+	}
 	if len(m.Ents) > 0 {
 		w.Ents = make([][]string, len(m.Ents))
 		for i, e := range m.Ents {
@@ -298,14 +321,19 @@ func decode(raw string) (message, error) {
 	if err := json.Unmarshal([]byte(raw), &w); err != nil {
 		return message{}, fmt.Errorf("coherence: decode entry: %w", err)
 	}
+	v := max(w.Version, wireV1)
+	if v < FormatVersion-1 || v > FormatVersion+1 {
+		return message{}, fmt.Errorf("%w: version %d, this node reads %d to %d", ErrFormat, v, FormatVersion-1, FormatVersion+1)
+	}
 	if w.Node == "" {
 		return message{}, fmt.Errorf("coherence: decode entry: no node")
 	}
-	m := message{Node: w.Node, Seq: w.Seq, Time: w.Time, Layout: w.Layout, Hello: w.Hello, Bye: w.Bye}
+	m := message{Version: v, Node: w.Node, Seq: w.Seq, Time: w.Time, Layout: w.Layout, Hello: w.Hello, Bye: w.Bye}
 	if len(w.Ents) > 0 {
 		m.Ents = make([]cache.Entity, len(w.Ents))
 		for i, f := range w.Ents {
-			if len(f) != 4 {
+			// The next version may append fields to an entity.
+			if len(f) < 4 || len(f) > 4 && v <= FormatVersion {
 				return message{}, fmt.Errorf("coherence: decode entry: entity has %d fields, want 4", len(f))
 			}
 			m.Ents[i] = cache.Entity{Level: parseLevel(f[0]), Cat: f[1], DB: f[2], Table: f[3]}
@@ -367,7 +395,8 @@ type Stats struct {
 	// LayoutAlarms counts peers seen announcing another group layout.
 	LayoutAlarms atomic.Uint64
 	// Losses by reason: reconnect, gap, redis-restart, redis-reset,
-	// trimmed, undecodable, peer-silent, peer-returned, peer-gone.
+	// trimmed, undecodable, unreadable (a format version this node
+	// cannot read), peer-silent, peer-returned, peer-gone.
 	Losses sync.Map // string -> *atomic.Uint64
 
 	lags  ring // propagation lags, publish to apply
@@ -376,7 +405,7 @@ type Stats struct {
 
 // LossReasons are the reasons Stats.Losses counts.
 var LossReasons = []string{"reconnect", "gap", "redis-restart", "redis-reset", "trimmed", "undecodable",
-	"peer-silent", "peer-returned", "peer-gone"}
+	"unreadable", "peer-silent", "peer-returned", "peer-gone"}
 
 // Lags returns the recent propagation lags (publish on another node to
 // apply here).

@@ -37,6 +37,11 @@ type clusterOpts struct {
 	heartbeat, timeout time.Duration // default 100ms, 3 × heartbeat
 	// clients, if set, gives node i its own way to Redis (a relay).
 	clients []*redis.Client
+	// client, if set, gives every node its Redis client (Sentinel,
+	// Cluster); the server given to startCluster may then be nil.
+	client func() redis.UniversalClient
+	// formats, if set, is the bus message format node i writes.
+	formats []int
 }
 
 // startCluster runs n proxy nodes in front of one metastore, sharing
@@ -51,12 +56,21 @@ func startCluster(t *testing.T, r *redistest.Server, n int, metastore string, o 
 	nodes := make([]*clusterNode, n)
 	for i := range nodes {
 		g := proxytest.Group(t, upstream.Config{}, metastore)
-		client := r.Client()
-		if i < len(o.clients) && o.clients[i] != nil {
+		var client redis.UniversalClient
+		switch {
+		case i < len(o.clients) && o.clients[i] != nil:
 			client = o.clients[i]
+		case o.client != nil:
+			client = o.client()
+		default:
+			client = r.Client()
+		}
+		format := 0
+		if i < len(o.formats) {
+			format = o.formats[i]
 		}
 		bus, err := coherence.New(coherence.Config{Client: client, Group: "cluster", Heartbeat: o.heartbeat,
-			HeartbeatTimeout: o.timeout, Logger: testLogger(t).With("node", i)})
+			HeartbeatTimeout: o.timeout, Format: format, Logger: testLogger(t).With("node", i)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -111,7 +111,25 @@ type fileConfig struct {
 		// PeerGone is when a silent peer is forgotten and the cache served
 		// again.
 		PeerGone time.Duration `yaml:"peer_gone"` // -redis-peer-gone
-		// The password comes from HMSPROXY_REDIS_PASSWORD or the URL.
+		// Password is the Redis password of a Sentinel's primary or a
+		// Cluster's nodes (a single server's may also be in the URL). A
+		// secret: from this file or HMSPROXY_REDIS_PASSWORD (which wins),
+		// never a flag.
+		Password string `yaml:"password"`
+		// Sentinel: the primary named Master, found through the sentinels
+		// at Addrs, followed over failovers. Instead of url.
+		Sentinel struct {
+			Master string   `yaml:"master"` // -redis-sentinel-master
+			Addrs  []string `yaml:"addrs"`  // -redis-sentinel (comma-separated host:port)
+			// Password of the sentinels themselves; file or
+			// HMSPROXY_REDIS_SENTINEL_PASSWORD (which wins).
+			Password string `yaml:"password"`
+		} `yaml:"sentinel"`
+		// Cluster: a Redis Cluster reached through any of Addrs. Instead
+		// of url; each group's keys are hash-tagged to one slot.
+		Cluster struct {
+			Addrs []string `yaml:"addrs"` // -redis-cluster (comma-separated host:port)
+		} `yaml:"cluster"`
 	} `yaml:"redis"`
 
 	Admin struct {
@@ -311,6 +329,9 @@ Flags:
 	rlOther := fs.Float64("ratelimit-other", 0, "other calls per second per user; 0 no limit [ratelimit.other.rate]")
 	rlRedis := fs.Bool("ratelimit-redis", false, "share each user's rate limit across nodes through --redis [ratelimit.redis]")
 	redisURL := fs.String("redis", "", "Redis for invalidations between proxy nodes, host:port or redis://; empty: this node alone [redis.url]")
+	sentinelMaster := fs.String("redis-sentinel-master", "", "the primary's name in Redis Sentinel, instead of --redis [redis.sentinel.master]")
+	sentinels := fs.String("redis-sentinel", "", "Redis Sentinel addresses, comma-separated host:port [redis.sentinel.addrs]")
+	redisCluster := fs.String("redis-cluster", "", "Redis Cluster node addresses, comma-separated host:port, instead of --redis [redis.cluster.addrs]")
 	nodeID := fs.String("node-id", "", "this node's name on the invalidation bus; default random [redis.node_id]")
 	heartbeat := fs.Duration("redis-heartbeat", c.Redis.Heartbeat, "how often a node announces itself on the invalidation bus [redis.heartbeat]")
 	hbTimeout := fs.Duration("redis-heartbeat-timeout", 0, "a peer silent this long stops this node's cache, and writes wait at most this long for the peers; 0 is 3 × heartbeat [redis.heartbeat_timeout]")
@@ -420,6 +441,12 @@ Flags:
 			c.RateLimit.Redis = *rlRedis
 		case "redis":
 			c.Redis.URL = *redisURL
+		case "redis-sentinel-master":
+			c.Redis.Sentinel.Master = *sentinelMaster
+		case "redis-sentinel":
+			c.Redis.Sentinel.Addrs = splitList(*sentinels)
+		case "redis-cluster":
+			c.Redis.Cluster.Addrs = splitList(*redisCluster)
 		case "node-id":
 			c.Redis.NodeID = *nodeID
 		case "redis-heartbeat":
@@ -465,6 +492,15 @@ Flags:
 	if tok := os.Getenv("HMSPROXY_ADMIN_TOKEN"); tok != "" {
 		c.Admin.Token = tok
 	}
+	if pw := os.Getenv("HMSPROXY_REDIS_PASSWORD"); pw != "" {
+		c.Redis.Password = pw
+	}
+	if pw := os.Getenv("HMSPROXY_REDIS_SENTINEL_PASSWORD"); pw != "" {
+		c.Redis.Sentinel.Password = pw
+	}
+	if err := c.checkRedis(); err != nil {
+		return c, err
+	}
 	if c.Limits.InflightBytes > 0 && c.Limits.InflightBytes < int64(c.Limits.MaxMessageBytes) {
 		// One legal request must fit, or it would wait forever.
 		return c, fmt.Errorf("limits.inflight_bytes (%d) is smaller than limits.max_message_bytes (%d)",
@@ -501,6 +537,24 @@ func (c fileConfig) groupName() string {
 		return c.Upstream.Name
 	}
 	return coherence.GroupName(c.Upstream.URIs)
+}
+
+// checkRedis allows one Redis topology at a time.
+func (c fileConfig) checkRedis() error {
+	r := c.Redis
+	n := 0
+	for _, set := range []bool{r.URL != "", r.Sentinel.Master != "" || len(r.Sentinel.Addrs) > 0, len(r.Cluster.Addrs) > 0} {
+		if set {
+			n++
+		}
+	}
+	switch {
+	case n > 1:
+		return errors.New("redis: give one of redis.url, redis.sentinel and redis.cluster")
+	case (r.Sentinel.Master == "") != (len(r.Sentinel.Addrs) == 0):
+		return errors.New("redis.sentinel needs both master and addrs")
+	}
+	return nil
 }
 
 func splitList(s string) []string {

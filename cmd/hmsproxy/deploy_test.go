@@ -540,7 +540,7 @@ func checkManifests(t *testing.T, path string) {
 	// The secrets reach the variables the binary reads, from the chart's
 	// Secret when it renders one.
 	secretName := objs["Secret"].Metadata.Name
-	for _, name := range []string{"HMSPROXY_ADMIN_TOKEN", "HMSPROXY_REDIS_PASSWORD"} {
+	for _, name := range []string{"HMSPROXY_ADMIN_TOKEN", "HMSPROXY_REDIS_PASSWORD", "HMSPROXY_REDIS_SENTINEL_PASSWORD"} {
 		found := false
 		for _, e := range ctr.Env {
 			if e.Name == name && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -269,7 +270,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 			}
 		}()
 		defer func() { stopBus(); <-busDone }()
-		log.Info("invalidation bus on", "redis", redact(cfg.Redis.URL), "node", bus.NodeID(), "group", bus.Group())
+		log.Info("invalidation bus on", "redis", redisName(cfg), "node", bus.NodeID(), "group", bus.Group())
 	}
 	if router != nil {
 		stopGroups, err := groupCoherence(cfg, srv, fedGroups, rdb, upTransport, upAuth, log)
@@ -522,7 +523,7 @@ func newCaching(cfg fileConfig) (*proxy.Caching, error) {
 // to the proxy as its Coherence, writes publish what they changed before
 // replying, and the cache is not served while the node may have missed
 // another node's invalidation.
-func newBus(cfg fileConfig, rdb *redis.Client, caching *proxy.Caching, log *slog.Logger) (*coherence.Bus, error) {
+func newBus(cfg fileConfig, rdb redis.UniversalClient, caching *proxy.Caching, log *slog.Logger) (*coherence.Bus, error) {
 	if rdb == nil || caching == nil {
 		return nil, nil
 	}
@@ -535,18 +536,43 @@ func newBus(cfg fileConfig, rdb *redis.Client, caching *proxy.Caching, log *slog
 	return bus, nil
 }
 
-// newRedis connects to Redis when one is configured.
-func newRedis(cfg fileConfig) (*redis.Client, error) {
-	if cfg.Redis.URL == "" {
-		return nil, nil
+// newRedis connects to Redis when one is configured: one server, a
+// Sentinel-managed primary or a Cluster.
+func newRedis(cfg fileConfig) (redis.UniversalClient, error) {
+	r := cfg.Redis
+	// A lost connection must surface, not be papered over: the bus
+	// flushes on it.
+	const maxRetries = -1
+	switch {
+	case len(r.Cluster.Addrs) > 0:
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: r.Cluster.Addrs, Password: r.Password,
+			MaxRetries: maxRetries}), nil
+	case r.Sentinel.Master != "":
+		return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: r.Sentinel.Master,
+			SentinelAddrs: r.Sentinel.Addrs, SentinelPassword: r.Sentinel.Password, Password: r.Password,
+			MaxRetries: maxRetries}), nil
+	case r.URL != "":
+		opts, err := coherence.ParseRedisURL(r.URL)
+		if err != nil {
+			return nil, err
+		}
+		if r.Password != "" {
+			opts.Password = r.Password
+		}
+		opts.MaxRetries = maxRetries
+		return redis.NewClient(opts), nil
 	}
-	opts, err := coherence.ParseRedisURL(cfg.Redis.URL)
-	if err != nil {
-		return nil, err
+	return nil, nil
+}
+
+// redisName says which Redis a node uses, for its logs.
+func redisName(cfg fileConfig) string {
+	r := cfg.Redis
+	switch {
+	case len(r.Cluster.Addrs) > 0:
+		return "cluster " + strings.Join(r.Cluster.Addrs, ",")
+	case r.Sentinel.Master != "":
+		return "sentinel " + r.Sentinel.Master + "@" + strings.Join(r.Sentinel.Addrs, ",")
 	}
-	if pw := os.Getenv("HMSPROXY_REDIS_PASSWORD"); pw != "" {
-		opts.Password = pw
-	}
-	opts.MaxRetries = -1 // a lost connection must surface, not be papered over
-	return redis.NewClient(opts), nil
+	return redact(r.URL)
 }

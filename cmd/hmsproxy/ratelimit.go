@@ -37,7 +37,7 @@ type userLimitConfig struct {
 func (l limitConfig) limit() ratelimit.Limit { return ratelimit.Limit{Rate: l.Rate, Burst: l.Burst} }
 
 // newLimiter returns nil when no limit is set.
-func newLimiter(cfg rateLimitConfig, rdb *redis.Client, log *slog.Logger) (*ratelimit.Limiter, error) {
+func newLimiter(cfg rateLimitConfig, rdb redis.UniversalClient, log *slog.Logger) (*ratelimit.Limiter, error) {
 	var def ratelimit.Limits
 	def[ratelimit.ClassRead], def[ratelimit.ClassWrite], def[ratelimit.ClassOther] =
 		cfg.Read.limit(), cfg.Write.limit(), cfg.Other.limit()

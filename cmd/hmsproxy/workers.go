@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/internal/admin"
 	"github.com/hmsproxy/hmsproxy/internal/changes"
 	"github.com/hmsproxy/hmsproxy/internal/eventlog"
@@ -25,11 +26,11 @@ import (
 // newChanges starts the change-event stream when Redis is configured.
 // It is built before the proxy, which is given it as the observer of its
 // writes; the caller closes it once the proxy has stopped.
-func newChanges(rdb *redis.Client, upName string, log *slog.Logger) (*changes.Stream, error) {
+func newChanges(rdb redis.UniversalClient, upName string, log *slog.Logger) (*changes.Stream, error) {
 	if rdb == nil {
 		return nil, nil
 	}
-	return changes.New(changes.Config{Client: rdb, Key: "hmsproxy:changes:" + upName, Logger: log.With("component", "changes")})
+	return changes.New(changes.Config{Client: rdb, Key: coherence.Key("hmsproxy", upName, "changes", coherence.Tagged(rdb)), Logger: log.With("component", "changes")})
 }
 
 // closeChanges drains the stream, bounded. Safe on nil.
@@ -80,14 +81,14 @@ type workers struct {
 // startWorkers builds and starts the event-log poller and the
 // housekeeping tasks. Cluster-singleton tasks run on the node holding the
 // upstream's Redis lease, or on this node when there is no Redis.
-func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *proxy.Caching, rdb *redis.Client,
+func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *proxy.Caching, rdb redis.UniversalClient,
 	coh proxy.Coherence, writes *writeObservers, nodeID, proxyAddr string, upTransport, clientTransport wire.Transport,
 	upAuth func(context.Context, net.Conn, string) (net.Conn, error)) (*workers, error) {
 	w := &workers{}
 	var lead worker.Leadership = leader.Solo{}
 	upName := cfg.groupName()
 	if rdb != nil {
-		el, err := leader.New(leader.Config{Client: rdb, Key: "hmsproxy:leader:" + upName, NodeID: nodeID,
+		el, err := leader.New(leader.Config{Client: rdb, Key: coherence.Key("hmsproxy", upName, "leader", coherence.Tagged(rdb)), NodeID: nodeID,
 			Logger: log.With("component", "leader")})
 		if err != nil {
 			return nil, err
@@ -127,7 +128,7 @@ func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *
 		}
 		var cursor eventlog.Cursor = &eventlog.MemCursor{}
 		if rdb != nil && w.elector != nil {
-			cursor = &eventlog.RedisCursor{Client: rdb, Lease: w.elector, Key: "hmsproxy:eventlog:" + upName}
+			cursor = &eventlog.RedisCursor{Client: rdb, Lease: w.elector, Key: coherence.Key("hmsproxy", upName, "eventlog", coherence.Tagged(rdb))}
 		}
 		all := []cache.Entity{{Level: cache.LevelAll}}
 		w.poller, err = eventlog.New(eventlog.Config{

@@ -123,7 +123,7 @@ func newCollector(cfg *Config, seen func(*snapshot)) *collector {
 		busSynced: prometheus.NewDesc("hmsproxy_bus_synced",
 			"1 while the bus is connected and caught up (the cache is served), else 0.", nil, nil),
 		busLosses: prometheus.NewDesc("hmsproxy_invalidation_losses_total",
-			"Times this node dropped its cache because invalidations may have been missed, by reason (reconnect, gap, redis-restart, redis-reset, trimmed, undecodable, peer-silent, peer-returned, peer-gone).",
+			"Times this node dropped its cache because invalidations may have been missed, by reason (reconnect, gap, redis-restart, redis-reset, trimmed, undecodable, unreadable, peer-silent, peer-returned, peer-gone).",
 			[]string{"reason"}, nil),
 		busLag: prometheus.NewDesc("hmsproxy_bus_lag_seconds",
 			"Propagation lag of bus invalidations (publish on another node to apply here), at the quantile, over the last 4096 applied messages; NaN before the first.",

@@ -54,7 +54,7 @@ func FromEntities(typ, source string, ok bool, eventID int64, at time.Time, ents
 
 // Config configures a Stream. Client and Key are required.
 type Config struct {
-	Client *redis.Client
+	Client redis.UniversalClient
 	// Key is the stream, e.g. "hmsproxy:changes:<upstream>".
 	Key string
 	// MaxLen trims the stream to about this many entries. Default 1,000,000.

@@ -21,7 +21,7 @@ type Lease interface {
 // take over polling, and written only under the current leader's token:
 // a deposed leader that is still running cannot move it.
 type RedisCursor struct {
-	Client *redis.Client
+	Client redis.UniversalClient
 	Lease  Lease
 	Key    string
 }

@@ -40,7 +40,7 @@ import (
 
 // Config configures an Elector. Client and Key are required.
 type Config struct {
-	Client *redis.Client
+	Client redis.UniversalClient
 	// Key is the lease key, e.g. "hmsproxy:leader:<upstream>". The token
 	// counter lives at Key+":token".
 	Key string

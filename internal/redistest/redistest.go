@@ -21,22 +21,25 @@ type Server struct {
 	dir  string
 	cmd  *exec.Cmd
 	t    testing.TB
+	args []string // beyond port, bind and persistence
 }
 
 // Start runs redis-server on a free loopback port; the test fails when
 // the binary is missing (make test installs it).
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return StartArgs(t)
+}
+
+// StartArgs is Start with more redis-server arguments (a replica's
+// --replicaof, a cluster node's --cluster-enabled yes).
+func StartArgs(t testing.TB, args ...string) *Server {
+	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatal("redistest: redis-server not found; run scripts/deps.sh (make test does)")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), port: port, dir: t.TempDir(), t: t}
+	port := freePort(t)
+	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), port: port, dir: t.TempDir(), t: t, args: args}
 	s.start()
 	t.Cleanup(s.Stop)
 	return s
@@ -44,8 +47,9 @@ func Start(t testing.TB) *Server {
 
 func (s *Server) start() {
 	s.t.Helper()
-	s.cmd = exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", "")
+	args := append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", ""}, s.args...)
+	s.cmd = exec.Command("redis-server", args...)
 	s.cmd.Stdout, s.cmd.Stderr = nil, nil
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatal(err)
@@ -83,4 +87,14 @@ func (s *Server) Client() *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, DialTimeout: time.Second, ReadTimeout: 2 * time.Second, MaxRetries: -1})
 	s.t.Cleanup(func() { c.Close() })
 	return c
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }

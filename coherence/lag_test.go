@@ -1,0 +1,44 @@
+package coherence
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/redistest"
+)
+
+// TestLaggingWriterWaits (promise 2): a writer whose own reader fell
+// behind has not heard its peers lately, but they are alive: it must not
+// take them for silent and answer before they applied its invalidation,
+// since they still serve their caches.
+func TestLaggingWriterWaits(t *testing.T) {
+	r := redistest.Start(t)
+	cfg := fast(r.Client(), "lag")
+	wc := r.Client()
+	stall := &stallReads{gate: make(chan struct{}), appended: make(chan struct{}, 1)}
+	wc.AddHook(stall)
+	cfg.Client = wc
+	w := run(t, cfg, nil)
+	var slow sync.Once
+	gate := make(chan struct{})
+	p := run(t, fast(r.Client(), "lag"), &node{applyHook: func() { slow.Do(func() { <-gate }) }})
+	waitFor(t, "peers known", func() bool { return len(w.bus.Peers()) == 1 && len(p.bus.Peers()) == 1 })
+	var release sync.Once
+	t.Cleanup(func() { release.Do(func() { close(stall.gate) }); close(gate) })
+
+	// The writer reads nothing for longer than the heartbeat timeout,
+	// while the peer keeps heartbeating.
+	stall.armed.Store(true)
+	waitFor(t, "the writer's reads stalled", stall.stalled.Load)
+	time.Sleep(2 * w.bus.timeout)
+	if !p.bus.Synced() {
+		t.Fatal("the peer is not in sync; the test needs it serving")
+	}
+	err := w.bus.Publish(context.Background(), []cache.Entity{tbl})
+	if got, _ := p.snapshot(); len(got) == 0 && p.bus.Synced() {
+		t.Fatalf("publish returned (%v) while the peer, in sync, had not applied the invalidation", err)
+	}
+}

@@ -79,7 +79,7 @@ type fedGroup struct {
 
 // newFederatedGroups builds each federated group's upstream and cache
 // settings (its own Upstream name, its own bus). The caller closes them.
-func newFederatedGroups(cfg fileConfig, base upstream.Config, primary *proxy.Caching, rdb *redis.Client, log *slog.Logger) ([]*fedGroup, error) {
+func newFederatedGroups(cfg fileConfig, base upstream.Config, primary *proxy.Caching, rdb redis.UniversalClient, log *slog.Logger) ([]*fedGroup, error) {
 	var out []*fedGroup
 	names := map[string]bool{cfg.groupName(): true}
 	for i, fc := range cfg.Federation.Federated {
@@ -158,7 +158,7 @@ func newRouter(cfg fileConfig, primary *upstream.Group, groups []*fedGroup, log 
 // step: its invalidation bus and its event-log poller (on the holder of
 // the group's own Redis lease, or here without Redis). The returned stop
 // ends them all.
-func groupCoherence(cfg fileConfig, srv *proxy.Server, groups []*fedGroup, rdb *redis.Client, upTransport wire.Transport,
+func groupCoherence(cfg fileConfig, srv *proxy.Server, groups []*fedGroup, rdb redis.UniversalClient, upTransport wire.Transport,
 	upAuth func(context.Context, net.Conn, string) (net.Conn, error), log *slog.Logger) (func(), error) {
 	var stops []func()
 	stop := func() {
@@ -191,7 +191,7 @@ func groupCoherence(cfg fileConfig, srv *proxy.Server, groups []*fedGroup, rdb *
 		var lead worker.Leadership = leader.Solo{}
 		var cursor eventlog.Cursor = &eventlog.MemCursor{}
 		if rdb != nil {
-			el, err := leader.New(leader.Config{Client: rdb, Key: "hmsproxy:leader:" + g.cfg.Name, NodeID: nodeID,
+			el, err := leader.New(leader.Config{Client: rdb, Key: coherence.Key("hmsproxy", g.cfg.Name, "leader", coherence.Tagged(rdb)), NodeID: nodeID,
 				Logger: glog.With("component", "leader")})
 			if err != nil {
 				stop()
@@ -205,7 +205,7 @@ func groupCoherence(cfg fileConfig, srv *proxy.Server, groups []*fedGroup, rdb *
 			}()
 			stops = append(stops, func() { cancel(); <-done })
 			lead = el
-			cursor = &eventlog.RedisCursor{Client: rdb, Lease: el, Key: "hmsproxy:eventlog:" + g.cfg.Name}
+			cursor = &eventlog.RedisCursor{Client: rdb, Lease: el, Key: coherence.Key("hmsproxy", g.cfg.Name, "eventlog", coherence.Tagged(rdb))}
 		}
 		var addrs []string
 		for _, u := range g.cfg.URIs {

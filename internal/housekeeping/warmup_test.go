@@ -29,6 +29,7 @@ type warmBed struct {
 	srv   *proxy.Server
 	paddr string // the proxy's client listener
 	store *cache.Store
+	group *upstream.Group
 }
 
 func newWarmBed(t *testing.T, up upstream.Config) *warmBed {
@@ -39,7 +40,8 @@ func newWarmBed(t *testing.T, up upstream.Config) *warmBed {
 	// Shadow re-reads would add metastore calls these tests count.
 	caching := &proxy.Caching{Store: b.store, Upstream: "test", Shadow: proxy.Shadow{Rate: -1}}
 	var err error
-	if b.srv, err = proxy.New(proxy.Config{Cache: caching, Logger: testLogger(t)}, proxytest.Group(t, up, b.addr)); err != nil {
+	b.group = proxytest.Group(t, up, b.addr)
+	if b.srv, err = proxy.New(proxy.Config{Cache: caching, Logger: testLogger(t)}, b.group); err != nil {
 		t.Fatal(err)
 	}
 	b.paddr = proxytest.Serve(t, b.srv)
@@ -238,10 +240,11 @@ func TestWarmUpLeavesReservedConns(t *testing.T) {
 	if err := w.Start(targets); !errors.Is(err, housekeeping.ErrWarmUpRunning) {
 		t.Fatalf("second Start: got %v; want ErrWarmUpRunning", err)
 	}
-	proxytest.Eventually(t, "two warm-up batches to reach the metastore", func() bool {
-		return b.demo.CallCount("get_partitions_by_names") == 2
+	// Two batches hold the unreserved connections, the third waits for
+	// one; the client's read must not.
+	proxytest.Eventually(t, "two warm-up batches at the metastore and one queued", func() bool {
+		return b.demo.CallCount("get_partitions_by_names") == 2 && b.group.Queued() == 1
 	})
-	// The third caller waits for a connection: the client's read must not.
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	m, err := proxytest.Dial(t, b.paddr, wire.Buffered).Call(ctx, "get_table", hmsreq.Args(hmsreq.Str(1, "demo_db1"), hmsreq.Str(2, "t1")))

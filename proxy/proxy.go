@@ -65,7 +65,8 @@ type Config struct {
 	// Cache, if set, serves cacheable reads and invalidates on writes.
 	Cache *Caching
 	// Limiter, if set, is asked before every call but set_ugi,
-	// setMetaConf and oneway calls. A refused call is answered with a
+	// setMetaConf, oneway calls and those of background connections
+	// (DialBackground). A refused call is answered with a
 	// MetaException carrying the error's message (a TApplicationException
 	// where the method declares none); the connection stays open.
 	Limiter CallLimiter

@@ -160,6 +160,7 @@ type WarmUp struct {
 	first error // the run's first failure
 
 	running                                  atomic.Bool
+	tableReq                                 atomic.Bool // the metastore knows no get_table: use get_table_req
 	tables, tablesDone, found, parts, errors atomic.Int64
 	listedTables                             atomic.Int64
 
@@ -510,7 +511,7 @@ func (w *WarmUp) table(ctx context.Context, acquire func() (Caller, error), rele
 
 // head loads the table object and returns the partition names.
 func (w *WarmUp) head(ctx context.Context, c Caller, db, tbl string) ([]string, error) {
-	if _, _, err := call(ctx, c, "get_table", stringArgs(db, tbl)); err != nil {
+	if err := w.tableObject(ctx, c, db, tbl); err != nil {
 		return nil, err
 	}
 	var e wire.Encoder
@@ -520,6 +521,29 @@ func (w *WarmUp) head(ctx context.Context, c Caller, db, tbl string) ([]string, 
 	e.I16(-1)
 	e.Stop()
 	return stringsResult(ctx, c, "get_partition_names", e.B)
+}
+
+// tableObject loads the table with get_table, or with get_table_req
+// where the metastore no longer knows get_table (Hive 4.0.1 on): the
+// TApplicationException of an unknown method, after which every later
+// table of the WarmUp goes straight to get_table_req.
+func (w *WarmUp) tableObject(ctx context.Context, c Caller, db, tbl string) error {
+	if !w.tableReq.Load() {
+		_, _, err := call(ctx, c, "get_table", stringArgs(db, tbl))
+		var ce *CallError
+		if !errors.As(err, &ce) || ce.Field != 0 {
+			return err
+		}
+		w.tableReq.Store(true)
+	}
+	var e wire.Encoder
+	e.FieldBegin(wire.TStruct, 1)
+	e.StringField(1, db)
+	e.StringField(2, tbl)
+	e.Stop()
+	e.Stop()
+	_, _, err := call(ctx, c, "get_table_req", e.B)
+	return err
 }
 
 // batch loads partitions by name; it returns how many came back.

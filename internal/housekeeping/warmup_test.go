@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -355,5 +356,54 @@ func BenchmarkWarmUp(b *testing.B) {
 			}
 			b.ReportMetric(float64(parts*b.N)/took.Seconds(), "parts/s")
 		})
+	}
+}
+
+// TestWarmUpWithoutGetTable guards issue 12: against a metastore that no
+// longer knows get_table (Hive 4.0.1 on), the warm-up loads tables with
+// get_table_req, asking get_table only once, and still warms partitions.
+func TestWarmUpWithoutGetTable(t *testing.T) {
+	demo, daddr := startDemo(t)
+	var mu sync.Mutex // guards fwd and gets
+	fwd := proxytest.Dial(t, daddr, wire.Buffered)
+	gets := 0
+	addr := proxytest.Fake(t, wire.Buffered, func(c *proxytest.FakeConn, m wire.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if string(m.Name()) == "get_table" {
+			gets++
+			c.Scratch = wire.AppendApplicationException(c.Scratch[:0], "get_table", m.SeqID, 1, "Invalid method name: 'get_table'")
+			return c.W.Write(c.Scratch)
+		}
+		r, err := fwd.Call(context.Background(), string(m.Name()), m.Body())
+		if err != nil {
+			return err
+		}
+		c.Scratch = wire.AppendHeader(c.Scratch[:0], r.Type, m.Name(), m.SeqID)
+		return c.W.Write(c.Scratch, r.Body())
+	})
+	caller, err := housekeeping.NewClient(housekeeping.ClientConfig{Addrs: []string{addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { caller.Close() })
+	targets, err := housekeeping.ParseTargets([]string{"demo_db0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := housekeeping.NewWarmUp(housekeeping.WarmUpConfig{Callers: []housekeeping.Caller{caller}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Run(ctxT(t), targets); err != nil {
+		t.Fatal(err)
+	}
+	if p := w.Progress(); p.TablesDone != 3 || p.Partitions != 60 || p.Errors != 0 {
+		t.Fatalf("progress: got %+v; want 3 tables and 60 partitions, no error", p)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := demo.CallCount("get_table_req"); gets != 1 || n != 3 {
+		t.Fatalf("get_table asked %d times, get_table_req %d; want 1 and 3", gets, n)
 	}
 }

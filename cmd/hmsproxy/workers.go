@@ -200,6 +200,8 @@ func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *
 		if len(hk.WarmUp) > 0 {
 			tasks = append(tasks, w.warmUp.Task())
 		}
+	} else if len(hk.WarmUp) > 0 {
+		log.Warn("housekeeping.warm_up ignored: there is no cache to warm")
 	}
 	if w.health != nil {
 		writes.health.Store(w.health)

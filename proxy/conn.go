@@ -370,7 +370,10 @@ func (c *clientConn) handle(meth *hms.Method, m wire.Message) error {
 		// The client closes its socket next.
 		return nil
 	}
-	if l := c.s.cfg.Limiter; l != nil && !oneway {
+	// The proxy's own background loads (the warm-up) are bounded by
+	// their concurrency and the pool share they may take, not by the
+	// per-user limits of the identity they load as.
+	if l := c.s.cfg.Limiter; l != nil && !oneway && !c.sess.Background() {
 		if err := l.AllowCall(c.s.ctx, c.sess.User(), meth); err != nil {
 			c.outcome = OutcomeError
 			return c.refuse(meth, m, err.Error())

@@ -66,7 +66,8 @@ type Config struct {
 	// Cache, if set, serves cacheable reads and invalidates on writes.
 	Cache *Caching
 	// Limiter, if set, is asked before every call but set_ugi,
-	// setMetaConf and oneway calls. A refused call is answered with a
+	// setMetaConf, oneway calls and those of background connections
+	// (DialBackground). A refused call is answered with a
 	// MetaException carrying the error's message (a TApplicationException
 	// where the method declares none); the connection stays open.
 	Limiter CallLimiter
@@ -336,3 +337,26 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 var aLongTimeAgo = time.Unix(1, 0)
+
+// DialBackground opens an in-process client connection for the proxy's
+// own bulk loads (the warm-up). Its calls take the client path, so what
+// they load is cached under the keys, with the bytes and generation
+// checks of any client's call; but its upstream calls are background
+// ones (upstream.Session.InBackground), which leave the connections
+// reserved for client reads alone. It counts towards MaxClients and is
+// closed by Shutdown like any client connection; being in-process, it
+// is reachable by no one else (no port, no TLS or Kerberos to bypass).
+func (s *Server) DialBackground() (net.Conn, error) {
+	a, b := net.Pipe()
+	c := s.track(b)
+	if c == nil {
+		a.Close()
+		if s.isClosing() {
+			return nil, ErrServerClosed
+		}
+		return nil, errors.New("proxy: background connection refused: client limit reached")
+	}
+	c.sess = c.sess.InBackground()
+	go c.serve()
+	return a, nil
+}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/ratelimit"
@@ -52,5 +53,40 @@ func TestRateLimitedUser(t *testing.T) {
 	}
 	if n := lim.Stats().Limited[ratelimit.ClassRead].Load(); n != 2 {
 		t.Fatalf("limited reads counted %d; want 2", n)
+	}
+}
+
+// TestBackgroundNotRateLimited guards issue 12: the warm-up's in-process
+// connections load as a user whose per-user limit does not apply to
+// them (they are bounded by their concurrency); the same user on a
+// client connection is limited.
+func TestBackgroundNotRateLimited(t *testing.T) {
+	_, addr := startDemo(t, wire.Buffered)
+	var lims ratelimit.Limits
+	lims[ratelimit.ClassRead] = ratelimit.Limit{Rate: 0.001, Burst: 2}
+	lim, err := ratelimit.New(ratelimit.Config{Default: lims})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, paddr := serve(t, Config{Cache: newCaching(t, nil), Limiter: lim}, proxytest.Group(t, upstream.Config{}, addr))
+	nc, err := srv.DialBackground()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg := hmsclient.New(nc, wire.Buffered)
+	t.Cleanup(func() { bg.Close() })
+	call(t, bg, "set_ugi", ugiArgs("hive"))
+	get := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))
+	for i := 0; i < 5; i++ {
+		if f := resultField(t, call(t, bg, "get_table", get)); f != 0 {
+			t.Fatalf("background read %d answered field %d; want success (not limited)", i+1, f)
+		}
+	}
+	client := userConn(t, paddr, "hive")
+	for i := 0; i < 2; i++ {
+		call(t, client, "get_table", get)
+	}
+	if f := resultField(t, call(t, client, "get_table", get)); f != 1 {
+		t.Fatalf("the same user's third client read answered field %d; want 1 (limited)", f)
 	}
 }

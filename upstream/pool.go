@@ -53,10 +53,12 @@ func (p *pool) do(ctx context.Context, c Call, sink ReplySink) error {
 	w := waiter{p: p, ctx: ctx, c: &c, limit: p.g.acquireWait(c.Class)}
 	defer w.stop()
 	free := func() {}
-	if c.Class == Write {
-		// Writes share what the reserved read connections leave. The
-		// slot goes with the connection: it is freed before the reply is
-		// written to the client.
+	if c.Class == Write || c.Session != nil && c.Session.background {
+		// Writes share what the reserved read connections leave; so do
+		// background reads (the warm-up), which must never take the
+		// connections client reads count on. The slot goes with the
+		// connection: it is freed before the reply is written to the
+		// client.
 		if err := p.queue(&w, p.writers); err != nil {
 			return err
 		}

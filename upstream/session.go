@@ -18,6 +18,11 @@ type Session struct {
 	authenticated bool
 	conf          []confKV // setMetaConf overrides in the order first set
 	key           string   // identity of the state, for pooling
+	// background: the calls are the proxy's own bulk loads (the warm-up),
+	// which may not take the connections reserved for client reads. Not
+	// part of key: a background session shares connections with its
+	// client twin.
+	background bool
 }
 
 type confKV struct{ k, v string }
@@ -33,6 +38,19 @@ func AuthenticatedSession(user string) *Session {
 	n.key = n.makeKey()
 	return n
 }
+
+// InBackground returns the session marked as the proxy's own bulk
+// loading: its read calls leave Config.ReservedReadConns to client reads,
+// sharing the rest with writes. The mark survives set_ugi and
+// setMetaConf.
+func (s *Session) InBackground() *Session {
+	n := *s
+	n.background = true
+	return &n
+}
+
+// Background reports whether the session is marked by InBackground.
+func (s *Session) Background() bool { return s.background }
 
 // User is the identity set by set_ugi or authenticated, "" when none.
 func (s *Session) User() string { return s.user }
@@ -60,7 +78,7 @@ func (s *Session) WithUGI(args []byte) *Session {
 	if s.authenticated {
 		return s // set_ugi has no effect on identity under SASL
 	}
-	n := &Session{ugi: append([]byte(nil), args...), conf: s.conf}
+	n := &Session{ugi: append([]byte(nil), args...), conf: s.conf, background: s.background}
 	d := wire.NewDecoder(args)
 	for {
 		typ, id := d.FieldBegin()
@@ -79,7 +97,7 @@ func (s *Session) WithUGI(args []byte) *Session {
 
 // WithConf returns the session after a successful setMetaConf(key, value).
 func (s *Session) WithConf(key, value string) *Session {
-	n := &Session{ugi: s.ugi, user: s.user, authenticated: s.authenticated}
+	n := &Session{ugi: s.ugi, user: s.user, authenticated: s.authenticated, background: s.background}
 	n.conf = make([]confKV, 0, len(s.conf)+1)
 	replaced := false
 	for _, kv := range s.conf {

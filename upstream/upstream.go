@@ -324,6 +324,16 @@ func New(cfg Config) (*Group, error) {
 	return g, nil
 }
 
+// Queued is the calls waiting for a write slot (writes, and reads of
+// background sessions), over all metastores.
+func (g *Group) Queued() int {
+	n := 0
+	for _, p := range g.pools {
+		n += int(p.queued.Load())
+	}
+	return n
+}
+
 // Addrs lists the metastores in failover order.
 func (g *Group) Addrs() []string {
 	out := make([]string, len(g.pools))

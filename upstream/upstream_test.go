@@ -691,3 +691,44 @@ func TestAliveIgnoresStaleDeadline(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestBackgroundReadsLeaveReserved guards issue 12: reads of a background
+// session (the warm-up) share the write slots, so a warm-up that hangs
+// never takes the connections reserved for client reads, while a client
+// read still gets one.
+func TestBackgroundReadsLeaveReserved(t *testing.T) {
+	f, release := hangingFake(t)
+	g := newGroup(t, Config{MaxConns: 4, ReservedReadConns: 1}, f.addr)
+	p := g.pools[0]
+	bg := NoSession.InBackground()
+	const loads = 5
+	var wg sync.WaitGroup
+	for i := int32(1); i <= loads; i++ {
+		wg.Go(func() {
+			if err := g.Do(context.Background(), Call{Session: bg, Class: Read, Msg: msg(t, wire.Call, "hang", i)}, &copySink{}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	f.waitCalls(3)
+	deadline := time.Now().Add(5 * time.Second)
+	for f.count("hang")+int(p.queued.Load()) < loads {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d background reads arrived, %d queued; want %d in all", f.count("hang"), p.queued.Load(), loads)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := g.Do(ctx, Call{Session: NoSession, Class: Read, Msg: msg(t, wire.Call, "get_table", 100)}, &copySink{}); err != nil {
+		t.Fatalf("client read while background reads hang: %v", err)
+	}
+	if got := f.count("hang"); got != 3 {
+		t.Fatalf("%d background reads reached the metastore; want 3 (MaxConns 4 less 1 reserved)", got)
+	}
+	if !bg.WithUGI(nil).Background() || NoSession.Background() {
+		t.Fatal("the background mark must survive set_ugi and stay off the shared NoSession")
+	}
+	close(release)
+	wg.Wait()
+}

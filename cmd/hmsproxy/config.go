@@ -90,7 +90,18 @@ type fileConfig struct {
 			Abort   bool          `yaml:"abort"`   // -txn-reaper-abort; false is a dry run that only logs
 			Timeout time.Duration `yaml:"timeout"` // -txn-timeout, as hive.txn.timeout
 		} `yaml:"reaper"`
-		WarmUp []string `yaml:"warm_up"` // -warm-up: "db" or "db.table" loaded into the cache at start
+		// WarmUp (-warm-up) is what is loaded into the cache at start:
+		// "db", "db.table", globs over either side or "re:EXPR", as in
+		// cache.allow. Default none.
+		WarmUp []string `yaml:"warm_up"`
+		// WarmUpBatch (-warm-up-batch) is the partition names per
+		// get_partitions_by_names call of the warm-up. Default 500.
+		WarmUpBatch int `yaml:"warm_up_batch"`
+		// WarmUpConcurrency (-warm-up-concurrency) is the warm-up's calls
+		// in flight. Default 4; at most half the connections per
+		// metastore that reads do not reserve, so client writes keep the
+		// other half and client reads their reserved ones.
+		WarmUpConcurrency int `yaml:"warm_up_concurrency"`
 		// WarmUpUser is the set_ugi identity the warm-up loads as
 		// (-warm-up-user); default: user. With a per-user cache scope
 		// only that user's entries are warmed.
@@ -323,7 +334,9 @@ Flags:
 	reaper := fs.Bool("txn-reaper", false, "find transactions whose heartbeats stopped [housekeeping.reaper.enabled]")
 	reaperAbort := fs.Bool("txn-reaper-abort", false, "abort them; without it the reaper only logs (dry run) [housekeeping.reaper.abort]")
 	txnTimeout := fs.Duration("txn-timeout", c.Housekeeping.Reaper.Timeout, "heartbeat age after which a transaction is stale, as hive.txn.timeout [housekeeping.reaper.timeout]")
-	warmUp := fs.String("warm-up", "", "comma-separated db or db.table to load into the cache at start [housekeeping.warm_up]")
+	warmUp := fs.String("warm-up", "", "comma-separated db, db.table or cache.allow patterns to load into the cache at start [housekeeping.warm_up]")
+	warmUpBatch := fs.Int("warm-up-batch", 0, "partition names per get_partitions_by_names call of the warm-up; default 500 [housekeeping.warm_up_batch]")
+	warmUpConc := fs.Int("warm-up-concurrency", 0, "warm-up calls in flight; default 4, at most half the unreserved upstream connections [housekeeping.warm_up_concurrency]")
 	rlRead := fs.Float64("ratelimit-read", 0, "read calls per second per user (set_ugi identity); 0 no limit [ratelimit.read.rate]")
 	rlWrite := fs.Float64("ratelimit-write", 0, "write calls per second per user; 0 no limit [ratelimit.write.rate]")
 	rlOther := fs.Float64("ratelimit-other", 0, "other calls per second per user; 0 no limit [ratelimit.other.rate]")
@@ -431,6 +444,10 @@ Flags:
 			c.Housekeeping.Reaper.Timeout = *txnTimeout
 		case "warm-up":
 			c.Housekeeping.WarmUp = splitList(*warmUp)
+		case "warm-up-batch":
+			c.Housekeeping.WarmUpBatch = *warmUpBatch
+		case "warm-up-concurrency":
+			c.Housekeeping.WarmUpConcurrency = *warmUpConc
 		case "ratelimit-read":
 			c.RateLimit.Read.Rate = *rlRead
 		case "ratelimit-write":

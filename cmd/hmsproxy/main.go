@@ -433,6 +433,9 @@ func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstre
 	if wk != nil && wk.poller != nil {
 		acfg.EventLog = wk.poller
 	}
+	if wk != nil && wk.warmUp != nil { // a nil pointer in the interface would be called
+		acfg.WarmUp = wk.warmUp
+	}
 	if sh := srv.ShadowStats(); sh != nil { // a nil pointer in the interface would be called
 		acfg.Shadow = sh
 	}

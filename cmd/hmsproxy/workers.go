@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"strings"
@@ -191,41 +192,17 @@ func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *
 			tasks = append(tasks, w.compact.Task())
 		}
 	}
-	if len(hk.WarmUp) > 0 {
-		targets, err := housekeeping.ParseTargets(hk.WarmUp)
-		if err != nil {
+	if caching != nil && !cfg.Kerberos.Enabled {
+		// Built whenever there is a cache, so that the admin endpoint can
+		// start a warm-up on demand; its callers connect on first use.
+		if err := w.newWarmUp(cfg, log, srv, coh, clientTransport); err != nil {
 			return nil, err
 		}
-		// The warm-up loads as a stated identity: with a per-user cache
-		// scope the entries it fills are that user's.
-		user := hk.WarmUpUser
-		if user == "" {
-			user = hk.User
+		if len(hk.WarmUp) > 0 {
+			tasks = append(tasks, w.warmUp.Task())
 		}
-		self, err := housekeeping.NewClient(housekeeping.ClientConfig{Addrs: []string{proxyAddr}, Transport: clientTransport, User: user})
-		if err != nil {
-			return nil, err
-		}
-		w.closers = append(w.closers, func() { self.Close() })
-		if w.warmUp, err = housekeeping.NewWarmUp(housekeeping.WarmUpConfig{Caller: self, Targets: targets,
-			Logger: log.With("task", "warm-up", "user", user)}); err != nil {
-			return nil, err
-		}
-		task := w.warmUp.Task()
-		run := task.Run
-		task.Run = func(ctx context.Context) error {
-			// Loads made before the node is in sync with the others are
-			// not cached; wait so the warm-up is not wasted.
-			for coh != nil && !coh.Synced() {
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(20 * time.Millisecond):
-				}
-			}
-			return run(ctx)
-		}
-		tasks = append(tasks, task)
+	} else if len(hk.WarmUp) > 0 {
+		log.Warn("housekeeping.warm_up ignored: there is no cache to warm")
 	}
 	if w.health != nil {
 		writes.health.Store(w.health)
@@ -245,6 +222,83 @@ func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *
 	w.runner = runner
 	runner.Start()
 	return w, nil
+}
+
+// newWarmUp builds the warm-up of the housekeeping.warm_up targets. It
+// loads through in-process background connections to the proxy
+// (proxy.Server.DialBackground), as housekeeping.warm_up_user.
+func (w *workers) newWarmUp(cfg fileConfig, log *slog.Logger, srv *proxy.Server, coh proxy.Coherence, tr wire.Transport) error {
+	hk := cfg.Housekeeping
+	targets, err := housekeeping.ParseTargets(hk.WarmUp)
+	if err != nil {
+		return err
+	}
+	if hk.WarmUpBatch < 0 || hk.WarmUpConcurrency < 0 {
+		return fmt.Errorf("housekeeping.warm_up_batch %d, warm_up_concurrency %d: want 0 (default) or more",
+			hk.WarmUpBatch, hk.WarmUpConcurrency)
+	}
+	n := warmUpConcurrency(hk.WarmUpConcurrency, cfg.Upstream.MaxConns, cfg.Upstream.ReservedReadConns)
+	if hk.WarmUpConcurrency > n {
+		log.Warn("housekeeping.warm_up_concurrency lowered to half the unreserved upstream connections",
+			"configured", hk.WarmUpConcurrency, "used", n)
+	}
+	// The warm-up loads as a stated identity: with a per-user cache
+	// scope the entries it fills are that user's.
+	user := hk.WarmUpUser
+	if user == "" {
+		user = hk.User
+	}
+	callers := make([]housekeeping.Caller, n)
+	for i := range callers {
+		c, err := housekeeping.NewClient(housekeeping.ClientConfig{Transport: tr, User: user,
+			Dial: func(context.Context) (net.Conn, error) { return srv.DialBackground() }})
+		if err != nil {
+			return err
+		}
+		w.closers = append(w.closers, func() { c.Close() })
+		callers[i] = c
+	}
+	w.warmUp, err = housekeeping.NewWarmUp(housekeeping.WarmUpConfig{Callers: callers, Targets: targets,
+		Batch: hk.WarmUpBatch, Logger: log.With("task", "warm-up", "user", user),
+		// Loads made before the node is in sync with the others are not
+		// cached; wait so the warm-up is not wasted.
+		Ready: func(ctx context.Context) error {
+			for coh != nil && !coh.Synced() {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+			return nil
+		}})
+	if err != nil {
+		return err
+	}
+	// Before the callers close (closers run in reverse).
+	w.closers = append(w.closers, w.warmUp.Close)
+	return nil
+}
+
+// warmUpConcurrency is the configured concurrency (default 4) bounded by
+// half the connections per metastore that reads do not reserve: warm-up
+// calls are background ones, which take only those, and client writes
+// keep the other half.
+func warmUpConcurrency(conf, maxConns, reserved int) int {
+	if conf == 0 {
+		conf = 4
+	}
+	if maxConns <= 0 {
+		maxConns = 64
+	}
+	switch {
+	case reserved == 0:
+		reserved = maxConns / 4
+	case reserved < 0:
+		reserved = 0
+	}
+	reserved = min(reserved, maxConns-1)
+	return max(1, min(conf, (maxConns-reserved)/2))
 }
 
 // Close stops the tasks, then what they used. Safe on nil.

@@ -145,6 +145,11 @@ type Config struct {
 	// and the shadow validation part of the status page. Nil: left out.
 	Shadow Shadow
 
+	// WarmUp serves POST and GET /cache/warm and feeds hmsproxy_warmup_*
+	// and the warm-up on the status page. Nil: left out, and
+	// /cache/warm answers 501.
+	WarmUp WarmUp
+
 	// ReadHeaderTimeout bounds reading a request's header. Default 10s.
 	ReadHeaderTimeout time.Duration
 	// ReadTimeout bounds reading a whole request. Default 30s.
@@ -233,6 +238,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Certs != nil {
 		optional = append(optional, newCertCollector(cfg.Certs))
 	}
+	if cfg.WarmUp != nil {
+		optional = append(optional, newWarmUpCollector(cfg.WarmUp))
+	}
 	if cfg.Scope != nil {
 		optional = append(optional, newScopeCollector(cfg.Scope))
 	}
@@ -297,6 +305,8 @@ func (s *Server) handler() http.Handler {
 	flush.HandleFunc("POST /cache/flush/{db}", s.flushEntity(cache.LevelDatabase))
 	flush.HandleFunc("POST /cache/flush/{db}/{table}", s.flushEntity(cache.LevelTable))
 	flush.HandleFunc("POST /cache/flush/{db}/{table}/partitions", s.flushEntity(cache.LevelPartitions))
+	flush.HandleFunc("POST /cache/warm", s.startWarmUp)
+	flush.HandleFunc("GET /cache/warm", s.warmUpProgress)
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{

@@ -20,6 +20,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/eventlog"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/housekeeping"
 	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/redistest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
@@ -38,8 +39,9 @@ type env struct {
 	admin  *Server
 	url    string
 	upAddr string
-	bus    *coherence.Bus // nil unless envOpts.bus
-	redis  *redis.Client  // the bus's, nil unless envOpts.bus
+	bus    *coherence.Bus       // nil unless envOpts.bus
+	warm   *housekeeping.WarmUp // nil unless envOpts.warmUp
+	redis  *redis.Client        // the bus's, nil unless envOpts.bus
 	rs     *redistest.Server
 }
 
@@ -52,6 +54,7 @@ type envOpts struct {
 	eventLog bool    // run an event-log poller against the demo metastore
 	shadow   bool    // check every cache hit against the metastore
 	drain    Drainer // passed as Config.Drain when set
+	warmUp   bool    // a warm-up over two background connections of the proxy
 }
 
 var (
@@ -112,6 +115,10 @@ func startEnv(t testing.TB, o envOpts) *env {
 	}
 	if o.shadow {
 		cfg.Shadow = e.proxy.ShadowStats()
+	}
+	if o.warmUp {
+		e.warm = newWarmUp(t, e.proxy)
+		cfg.WarmUp = e.warm
 	}
 	if o.eventLog && e.demo != nil {
 		caller := &hmsclient.Redialer{Addr: e.upAddr}

@@ -1,4 +1,4 @@
-// Package admin serves the proxy's admin HTTP port: Prometheus metrics, a status page, health, and the cache flush API.
+// Package admin serves the proxy's admin HTTP port: Prometheus metrics, a status page, health, and the cache flush and warm-up API.
 //
 // # Endpoints
 //
@@ -10,6 +10,13 @@
 //	POST /cache/flush/{db}                         a database, its lists and everything in it
 //	POST /cache/flush/{db}/{table}                 a table, its partitions and statistics
 //	POST /cache/flush/{db}/{table}/partitions      a table's partitions, not the table object
+//	POST /cache/warm                               start a warm-up: {"targets": ["db", "db.table", "db.t_*"]}
+//	GET  /cache/warm                               the latest warm-up's progress
+//
+// POST /cache/warm answers 202 once the warm-up started (it runs in the
+// background; its progress is on the status page, in hmsproxy_warmup_*
+// and in the log), 409 while one runs, 400 for bad targets. Targets take
+// the syntax of cache.allow.
 //
 // The flush endpoints are the equivalents of Trino's
 // system.flush_metadata_cache(schema_name, table_name, partition_columns):

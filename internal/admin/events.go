@@ -13,9 +13,9 @@ const maxEvents = 20
 // dropped the cache because invalidations may have been missed).
 type event struct {
 	Time   time.Time `json:"time"`
-	Type   string    `json:"type"`            // "flush" or "bus-loss"
+	Type   string    `json:"type"`            // "flush", "bus-loss" or "warm-up"
 	Level  string    `json:"level,omitempty"` // flush level: all, database, table, partitions
-	Detail string    `json:"detail"`          // flush: what was flushed; bus-loss: the reason
+	Detail string    `json:"detail"`          // flush: what was flushed; bus-loss: the reason; warm-up: the targets
 	Count  uint64    `json:"count,omitempty"` // bus-loss: losses noticed at once
 }
 

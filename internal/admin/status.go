@@ -36,6 +36,7 @@ type status struct {
 	Scope     *scopeStatus    `json:"cache_scope"`
 	EventLog  *eventLogStatus `json:"eventlog"`
 	Shadow    *shadowStatus   `json:"shadow"`
+	WarmUp    *warmUpStatus   `json:"warm_up"`
 }
 
 // eventLogStatus is the notification log as this node sees it.
@@ -140,7 +141,7 @@ func (s *Server) statusJSON(w http.ResponseWriter, r *http.Request) {
 // status renders snap, with the events recorded so far.
 func (s *Server) status(snap *snapshot) *status {
 	st := &status{Time: snap.at, Upstreams: snap.upstreams, Events: s.events.recent(), Workers: []workerStatus{},
-		Scope: takeScope(s.cfg.Scope)}
+		Scope: takeScope(s.cfg.Scope), WarmUp: takeWarmUp(s.cfg.WarmUp, snap.at)}
 	if snap.hasClients {
 		st.Clients = &snap.clients
 	}

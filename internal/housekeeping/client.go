@@ -28,11 +28,15 @@ type Caller interface {
 	Call(ctx context.Context, method string, args []byte) (wire.Message, error)
 }
 
-// ClientConfig configures a Client. Addrs is required.
+// ClientConfig configures a Client. Addrs or Dial is required.
 type ClientConfig struct {
 	// Addrs are host:port of the metastores (or of the proxy), tried in
 	// order when (re)connecting.
 	Addrs []string
+	// Dial, if set, opens the connection instead of Addrs (the proxy's
+	// in-process background connection, proxy.Server.DialBackground).
+	// Default nil: dial Addrs.
+	Dial func(ctx context.Context) (net.Conn, error)
 	// Transport of the metastore. Default: buffered.
 	Transport wire.Transport
 	// User, if set, is sent with set_ugi on each new connection.
@@ -68,7 +72,7 @@ var ErrClosed = errors.New("housekeeping: client is closed")
 
 // NewClient validates cfg.
 func NewClient(cfg ClientConfig) (*Client, error) {
-	if len(cfg.Addrs) == 0 {
+	if len(cfg.Addrs) == 0 && cfg.Dial == nil {
 		return nil, errors.New("housekeeping: client needs at least one address")
 	}
 	if cfg.DialTimeout <= 0 {
@@ -112,9 +116,22 @@ func (c *Client) Call(ctx context.Context, method string, args []byte) (wire.Mes
 
 func (c *Client) connect(ctx context.Context) (*hmsclient.Client, error) {
 	var errs []error
-	for _, addr := range c.cfg.Addrs {
+	addrs := c.cfg.Addrs
+	if c.cfg.Dial != nil {
+		addrs = []string{"in-process"}
+	}
+	for _, addr := range addrs {
 		dctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
-		hc, err := hmsclient.Dial(dctx, addr, c.cfg.Transport)
+		var hc *hmsclient.Client
+		var err error
+		if c.cfg.Dial != nil {
+			var nc net.Conn
+			if nc, err = c.cfg.Dial(dctx); err == nil {
+				hc = hmsclient.New(nc, c.cfg.Transport)
+			}
+		} else {
+			hc, err = hmsclient.Dial(dctx, addr, c.cfg.Transport)
+		}
 		if err == nil && c.cfg.Handshake != nil {
 			var nc net.Conn
 			if nc, err = c.cfg.Handshake(dctx, hc.Conn(), ""); err != nil {

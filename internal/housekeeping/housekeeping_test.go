@@ -8,15 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/housekeeping"
 	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/internal/worker"
-	"github.com/hmsproxy/hmsproxy/proxy"
-	"github.com/hmsproxy/hmsproxy/upstream"
 )
 
 func startDemo(t *testing.T) (*demohms.Server, string) {
@@ -213,76 +210,6 @@ func TestCompactions(t *testing.T) {
 	for s, n := range want {
 		if got.ByState[s] != n {
 			t.Errorf("state %q: got %d; want %d", s, got.ByState[s], n)
-		}
-	}
-}
-
-// TestWarmUpFillsProxyCache: a warm-up through a caching proxy loads
-// every table and partition, after which the same loads reach the
-// metastore no more.
-func TestWarmUpFillsProxyCache(t *testing.T) {
-	demo, addr := startDemo(t)
-	st := proxytest.Store(t, cache.Config{})
-	// Shadow re-reads would add metastore calls this test counts.
-	caching := &proxy.Caching{Store: st, Upstream: "test", Shadow: proxy.Shadow{Rate: -1}}
-	srv, err := proxy.New(proxy.Config{Cache: caching}, proxytest.Group(t, upstream.Config{}, addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	paddr := proxytest.Serve(t, srv)
-
-	targets, err := housekeeping.ParseTargets([]string{"demo_db0", "demo_db1.t2"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	warm := func() housekeeping.WarmUpProgress {
-		w, err := housekeeping.NewWarmUp(housekeeping.WarmUpConfig{Caller: newClient(t, paddr),
-			Targets: targets, Batch: 7, Logger: testLogger(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if task := w.Task(); task.Every != 0 || task.Scope != worker.EveryNode {
-			t.Fatalf("warm-up task: got every %v scope %v; want once on every node", task.Every, task.Scope)
-		}
-		if err := w.Task().Run(ctxT(t)); err != nil {
-			t.Fatal(err)
-		}
-		return w.Progress()
-	}
-	p := warm()
-	want := housekeeping.WarmUpProgress{Tables: 4, TablesDone: 4, Partitions: 80, Done: true}
-	if p != want {
-		t.Fatalf("progress: got %+v; want %+v", p, want)
-	}
-	if n := demo.CallCount("get_partitions_by_names"); n != 4*3 { // 20 names in batches of 7
-		t.Fatalf("first pass: metastore saw %d get_partitions_by_names; want 12", n)
-	}
-	st.Wait()
-	demo.ResetCalls()
-	if p := warm(); p != want {
-		t.Fatalf("second pass progress: got %+v; want %+v", p, want)
-	}
-	for _, m := range []string{"get_all_tables", "get_table", "get_partition_names", "get_partitions_by_names"} {
-		if n := demo.CallCount(m); n != 0 {
-			t.Errorf("second pass: metastore saw %d %s calls; want 0 (served from the cache)", n, m)
-		}
-	}
-}
-
-func TestParseTargets(t *testing.T) {
-	for _, tc := range []struct {
-		in      string
-		want    housekeeping.Target
-		wantErr bool
-	}{
-		{in: "db", want: housekeeping.Target{DB: "db"}},
-		{in: " db.t ", want: housekeeping.Target{DB: "db", Table: "t"}},
-		{in: ".t", wantErr: true},
-		{in: "a.b.c", wantErr: true},
-	} {
-		got, err := housekeeping.ParseTargets([]string{tc.in})
-		if (err != nil) != tc.wantErr || (err == nil && got[0] != tc.want) {
-			t.Errorf("%q: got %v, %v; want %v (error %v)", tc.in, got, err, tc.want, tc.wantErr)
 		}
 	}
 }

@@ -354,3 +354,7 @@ func (s *Store) Now() time.Time { return s.now() }
 // entryOverhead is what an entry costs beyond its bytes in the store's own
 // maps; ristretto adds the size of its item record on top.
 const entryOverhead = 48
+
+// Cost is the part of the byte budget in use: what the store charges its
+// entries, ristretto's own record of each included.
+func (s *Store) Cost() int64 { return s.rc.MaxCost() - s.rc.RemainingCost() }

@@ -13,10 +13,12 @@ import (
 
 // partBody encodes a Partition struct (through its STOP) of table tbl
 // with ncols columns, as a metastore sends it in a by-names reply.
+// Tables of as many columns have the same storage descriptor but for
+// its location.
 func partBody(tbl string, ncols, i int) []byte {
 	cols := make([]hmsreq.Column, ncols)
 	for c := range cols {
-		cols[c] = hmsreq.Column{Name: tbl + "_col_" + strconv.Itoa(c), Type: "string"}
+		cols[c] = hmsreq.Column{Name: "col_" + strconv.Itoa(c), Type: "string"}
 	}
 	p := hmsreq.Partition{DB: "db", Table: tbl, Values: []string{strconv.Itoa(i)}, CreateTime: 1700000000,
 		SD:     hmsreq.ORCSD("hdfs://nn/wh/db.db/"+tbl+"/p="+strconv.Itoa(i), cols...),
@@ -104,6 +106,8 @@ func TestSegmentsSharedOnce(t *testing.T) {
 		}
 	}
 	checkSegments(t, s, keys)
+	// The two tables' descriptors are the same bytes, but segments are
+	// interned per table.
 	if n, _ := s.Segments(); n != 4 {
 		t.Errorf("got %d segments; want 4 (two runs of each of two tables)", n)
 	}
@@ -116,9 +120,21 @@ func TestSegmentsSharedOnce(t *testing.T) {
 			t.Fatalf("entry %s keeps no segments", k)
 		}
 	}
+	// The budget counts each entry's own bytes and each segment once;
+	// ristretto adds a record of its own per entry.
+	var own int64
+	for _, k := range keys {
+		e, _ := s.Get(k, hms.KindPartitions)
+		own += int64(len(e.b)) + entryOverhead
+	}
+	_, segCost := s.Segments()
+	if cost, want := s.Cost(), own+segCost; cost < want || cost > want+int64(len(keys))*128 {
+		t.Errorf("budget used %d; want %d (entries %d, segments %d) plus ristretto's records", cost, want, own, segCost)
+	}
 	if cost := s.Cost(); cost > whole/2 {
 		t.Errorf("budget used %d for %d bytes of partitions; want at most half", cost, whole)
 	}
+	t.Logf("%d partitions of %d bytes: budget used %d (segments %d)", len(keys), whole, s.Cost(), segCost)
 }
 
 // TestSegmentsReleased: every way an entry leaves the store gives back

@@ -262,6 +262,10 @@ func FuzzSharedRoundTrip(f *testing.F) {
 	noSD.Stop()
 	f.Add(noSD.B, uint16(0), uint16(1), uint16(1), uint16(2))
 	f.Add(bytes.Repeat([]byte{wire.TStruct, 0, 6}, 40), uint16(3), uint16(90), uint16(90), uint16(120))
+	// Three runs long enough for segments; runs reversed; runs that overlap.
+	f.Add(bytes.Repeat([]byte("abc"), 100), uint16(0), uint16(70), uint16(140), uint16(210))
+	f.Add(bytes.Repeat([]byte("abc"), 100), uint16(150), uint16(80), uint16(200), uint16(290))
+	f.Add(bytes.Repeat([]byte("abc"), 100), uint16(0), uint16(100), uint16(30), uint16(200))
 	s := newTestStore(f, Config{})
 	snap, _ := s.Gens().Take(nil)
 	n := 0

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
@@ -163,4 +164,47 @@ func BenchmarkCachedByNames1000Echo(b *testing.B) {
 	lp, le := timePair(b, b.N, proxied, echo, "get_partitions_by_names", args)
 	reportPair(b, "proxy-hit", "echo", lp, le)
 	b.ReportMetric(float64(len(m.Body())), "reply-bytes")
+}
+
+// TestBatchSharesSegments: the partitions a by-names read caches keep
+// their storage descriptors once per table (issue 12), filled and
+// refreshed alike, and hits answer exactly as the metastore does.
+func TestBatchSharesSegments(t *testing.T) {
+	_, addr := startDemo(t, wire.Buffered)
+	clock := newClock()
+	caching := newCaching(t, clock)
+	var srv *Server
+	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { return up }, func(s *Server) { srv = s })
+	c, direct := dial(t, paddr, wire.Buffered), dial(t, addr, wire.Buffered)
+	var names []string
+	for i := 0; i < 20; i++ { // every partition of the seeded table
+		names = append(names, partName(i))
+	}
+	args := byNamesReq("get_partitions_by_names", names...)
+	call(t, c, "get_partitions_by_names", args)
+	st := caching.Store
+	st.Wait()
+	if n, _ := st.Segments(); n != 2 {
+		t.Fatalf("after a fill: %d segments; want 2 (the sd before and after its location)", n)
+	}
+	hits := st.Stats(hms.KindPartitions).Hits.Load()
+	if got, want := call(t, c, "get_partitions_by_names", args), call(t, direct, "get_partitions_by_names", args); !sameButSeqID(got, want) {
+		t.Fatal("a hit differs from the metastore's reply")
+	}
+	if h := st.Stats(hms.KindPartitions).Hits.Load() - hits; h != 20 {
+		t.Fatalf("%d hits; want 20", h)
+	}
+	// A refresh replaces every entry: the new ones must share again.
+	clock.Advance(st.Policy(hms.KindPartitions).RefreshAfter + time.Second)
+	call(t, c, "get_partitions_by_names", args)
+	if n := refreshesSettled(t, srv); n != 1 {
+		t.Fatalf("%d refresh jobs; want 1", n)
+	}
+	st.Wait()
+	if n, _ := st.Segments(); n != 2 {
+		t.Fatalf("after a refresh: %d segments; want 2", n)
+	}
+	if got, want := call(t, c, "get_partitions_by_names", args), call(t, direct, "get_partitions_by_names", args); !sameButSeqID(got, want) {
+		t.Fatal("a hit after the refresh differs from the metastore's reply")
+	}
 }

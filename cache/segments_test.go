@@ -251,10 +251,16 @@ func TestSegmentsBudget(t *testing.T) {
 // SharedRuns finds (or any runs at all) and keeping them as segments
 // gives back the exact bytes: Body, AppendPieces and Len agree with what
 // was put, for an entry that made its segments and for one that reuses
-// them (the transparency promise).
+// them (the transparency promise). The seeds hold the shapes of Hive 2.3,
+// 3.1 and 4.0, fields in other orders, no sd or no location, and fields
+// of a later version.
 func FuzzSharedRoundTrip(f *testing.F) {
 	for i, tbl := range []string{"a", "b", "wide"} {
 		f.Add(partBody(tbl, 1+19*i/2, i), uint16(0), uint16(0), uint16(0), uint16(0))
+	}
+	for _, sh := range []hmsreq.PartitionShape{{Hive: "2.3"}, {Hive: "3.1"}, {Hive: "4.0"}, {Hive: "3.1", SDFirst: true},
+		{Hive: "3.1", LocFirst: true}, {Hive: "3.1", NoLoc: true}, {Hive: "3.1", NoSD: true}, {Hive: "4.0", Unknown: true}} {
+		f.Add(hmsreq.ShapedPartition(sh, "2024-01-01"), uint16(0), uint16(0), uint16(0), uint16(0))
 	}
 	f.Add(partBody("a", 20, 1)[:200], uint16(10), uint16(100), uint16(100), uint16(180))
 	var noSD wire.Encoder

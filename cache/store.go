@@ -297,6 +297,13 @@ func (s *Store) Stats(k hms.Kind) *KindStats { return &s.stats[k] }
 // Get looks up key. A hit is current: no dependency was invalidated since
 // its load began and it is within its kind's TTL.
 func (s *Store) Get(key []byte, kind hms.Kind) (Entry, Status) {
+	return s.GetAt(key, kind, s.now())
+}
+
+// GetAt is Get with the clock read once by the caller (Now): a batch of
+// lookups reads it once, not once per entry. An entry's age is taken at
+// now, so now must not be older than the lookup's request.
+func (s *Store) GetAt(key []byte, kind hms.Kind, now time.Time) (Entry, Status) {
 	st := &s.stats[kind]
 	r, ok := s.rc.Get(key)
 	v := entryOf(r.p)
@@ -306,7 +313,7 @@ func (s *Store) Get(key []byte, kind hms.Kind) (Entry, Status) {
 	}
 	pol := s.policy(kind)
 	// The load time was rounded down, so the age errs on the old side.
-	age := s.now().Sub(s.epoch) - time.Duration(binary.LittleEndian.Uint32(v[hdrLoaded:]))*time.Second
+	age := now.Sub(s.epoch) - time.Duration(binary.LittleEndian.Uint32(v[hdrLoaded:]))*time.Second
 	current, size := s.gens.currentEncoded(v[hdrSnap:])
 	if !current || age >= pol.TTL {
 		st.Stale.Add(1)

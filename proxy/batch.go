@@ -78,7 +78,8 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		key := append(c.key[:0], base...)
 		key = append(key, name...)
 		c.key = key
-		e, st := k.Store.Get(key, meth.Kind)
+		// One clock read for the batch (started), not one per lookup.
+		e, st := k.Store.GetAt(key, meth.Kind, started)
 		if st == cache.Miss {
 			missing = append(missing, string(name))
 			continue

@@ -203,6 +203,30 @@ func TestSegmentsReleased(t *testing.T) {
 	}
 }
 
+// TestSegmentsDroppedSet: a Set ristretto drops under contention never
+// reaches OnExit, so the Put gives its segments back itself.
+func TestSegmentsDroppedSet(t *testing.T) {
+	s := newTestStore(t, Config{})
+	snap, _ := s.Gens().Take(nil)
+	keys := [][]byte{[]byte("a0"), []byte("a1")}
+	putPart(s, &snap, "a", keys[0], partBody("a", 20, 0))
+	dropped := 0
+	s.setHook = func([]byte, record, int64) bool { dropped++; return false }
+	if putPart(s, &snap, "a", keys[1], partBody("a", 20, 1)) {
+		t.Fatal("PutShared reported a dropped Set as stored")
+	}
+	if putPart(s, &snap, "b", []byte("b0"), partBody("b", 20, 0)) {
+		t.Fatal("PutShared reported a dropped Set as stored")
+	}
+	if dropped != 2 {
+		t.Fatalf("the hook saw %d Sets; want 2", dropped)
+	}
+	checkSegments(t, s, keys)
+	if n, _ := s.Segments(); n != 2 {
+		t.Errorf("%d segments; want 2, those of the one stored entry", n)
+	}
+}
+
 // TestSegmentsBudget: filling a small store ten times over with the
 // partitions of many tables evicts and rejects entries; their segments
 // go with the last entry using them, the accounting stays exact, and the

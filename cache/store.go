@@ -181,6 +181,10 @@ type Store struct {
 	refreshing map[uint64]struct{} // key hashes with a refresh in flight
 
 	clearMu sync.Mutex // serialises Clear and Close: ristretto's stop their worker
+
+	// setHook, if set, stands in for ristretto's Set: a seam for tests
+	// only, to drop a Set as ristretto does under contention.
+	setHook func(key []byte, r record, cost int64) bool
 }
 
 // KindStats are counters of one kind.
@@ -400,7 +404,11 @@ func (s *Store) put(key []byte, kind hms.Kind, body, group []byte, runs []hms.Ru
 	st := &s.stats[kind]
 	st.Bytes.Add(int64(len(v)))
 	st.Entries.Add(1)
-	if !s.rc.Set(key, r, int64(len(v))+entryOverhead) {
+	set := s.rc.Set
+	if s.setHook != nil {
+		set = s.setHook
+	}
+	if !set(key, r, int64(len(v))+entryOverhead) {
 		// Dropped under contention, never stored: ristretto will not call
 		// OnExit for it.
 		st.Bytes.Add(-int64(len(v)))

@@ -91,6 +91,18 @@ const (
 type Entry struct {
 	b    []byte
 	body int
+	// The shared segments the body kept in b leaves out, and where in
+	// it each goes.
+	segs [maxSegs]*segment
+	at   [maxSegs]uint32
+}
+
+// record is what the store keeps of an entry: its first byte (see
+// entryOf) and its segments, which must be pointers the collector sees.
+type record struct {
+	p    *byte
+	segs [maxSegs]*segment
+	at   [maxSegs]uint32
 }
 
 const (
@@ -101,14 +113,61 @@ const (
 	flagNeg   = 0x80
 )
 
-// Body is the reply struct bytes (after the message header).
-func (e Entry) Body() []byte { return e.b[e.body:] }
+// Body is the reply struct bytes (after the message header). An entry
+// with shared segments is joined into a new slice: the hit path writes
+// AppendPieces instead.
+func (e Entry) Body() []byte {
+	if e.segs[0] == nil {
+		return e.b[e.body:]
+	}
+	out := make([]byte, 0, e.Len())
+	for _, p := range e.AppendPieces(make([][]byte, 0, 2*maxSegs+1)) {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// Len is the length of the body.
+func (e Entry) Len() int {
+	n := len(e.b) - e.body
+	for _, sg := range e.segs {
+		if sg != nil {
+			n += len(sg.b)
+		}
+	}
+	return n
+}
+
+// AppendPieces appends the body to iov as the slices it is kept in, in
+// order, without copying: for one writev (net.Buffers). The slices are
+// the store's and never written; iov holding them keeps them alive, so
+// clear it once written.
+func (e Entry) AppendPieces(iov [][]byte) [][]byte {
+	own := e.b[e.body:]
+	from := 0
+	for i, sg := range e.segs {
+		if sg == nil {
+			break
+		}
+		if at := int(e.at[i]); at > from {
+			iov = append(iov, own[from:at])
+			from = at
+		}
+		iov = append(iov, sg.b)
+	}
+	if from < len(own) || len(iov) == 0 {
+		iov = append(iov, own[from:])
+	}
+	return iov
+}
 
 func (e Entry) kind() hms.Kind { return hms.Kind(e.b[hdrKind] &^ flagNeg) }
 
 // Store holds reply bytes under one byte budget.
 type Store struct {
-	rc    *ristretto.Cache[[]byte, *byte] // the first byte of each entry: see entryOf
+	rc    *ristretto.Cache[[]byte, record]
+	segs  *segTable
+	max   int64 // the budget: ristretto's MaxCost less the segments' bytes
 	gens  *Generations
 	kinds [NumKinds]KindConfig
 	now   func() time.Time
@@ -122,6 +181,10 @@ type Store struct {
 	refreshing map[uint64]struct{} // key hashes with a refresh in flight
 
 	clearMu sync.Mutex // serialises Clear and Close: ristretto's stop their worker
+
+	// setHook, if set, stands in for ristretto's Set: a seam for tests
+	// only, to drop a Set as ristretto does under contention.
+	setHook func(key []byte, r record, cost int64) bool
 }
 
 // KindStats are counters of one kind.
@@ -148,30 +211,36 @@ func New(cfg Config) (*Store, error) {
 		cfg.Now = time.Now
 	}
 	s := &Store{gens: NewGenerations(cfg.GenerationBits), kinds: cfg.Kinds, now: cfg.Now, epoch: cfg.Now(),
-		refreshing: map[uint64]struct{}{}}
-	rc, err := ristretto.NewCache(&ristretto.Config[[]byte, *byte]{
+		refreshing: map[uint64]struct{}{}, max: cfg.MaxBytes}
+	// Segments may take half the budget: the entries using them need
+	// room too.
+	s.segs = newSegTable(cfg.MaxBytes/2, func(b int64) { s.rc.UpdateMaxCost(s.max - b) })
+	rc, err := ristretto.NewCache(&ristretto.Config[[]byte, record]{
 		// Ten counters per entry that fits, at an assumed 1 KiB minimum.
 		NumCounters: max(cfg.MaxBytes/100, 10_000),
 		MaxCost:     cfg.MaxBytes,
 		BufferItems: 64,
-		OnEvict: func(it *ristretto.Item[*byte]) {
-			if v := entryOf(it.Value); v != nil {
+		OnEvict: func(it *ristretto.Item[record]) {
+			if v := entryOf(it.Value.p); v != nil {
 				s.stats[v[hdrKind]&^flagNeg].Evicted.Add(1)
 			}
 		},
-		OnReject: func(it *ristretto.Item[*byte]) {
-			if v := entryOf(it.Value); v != nil {
+		OnReject: func(it *ristretto.Item[record]) {
+			if v := entryOf(it.Value.p); v != nil {
 				s.stats[v[hdrKind]&^flagNeg].Rejected.Add(1)
 			}
 		},
 		// Every way out of the store (eviction, rejection, delete,
-		// replacement) passes here, so the byte gauge follows the store.
-		OnExit: func(p *byte) {
-			if v := entryOf(p); v != nil {
+		// replacement) passes here, once for each value a Set took, so
+		// the byte gauge follows the store and the last entry using a
+		// segment gives its bytes back.
+		OnExit: func(r record) {
+			if v := entryOf(r.p); v != nil {
 				st := &s.stats[v[hdrKind]&^flagNeg]
 				st.Bytes.Add(-int64(len(v)))
 				st.Entries.Add(-1)
 			}
+			s.release(&r)
 		},
 	})
 	if err != nil {
@@ -232,16 +301,23 @@ func (s *Store) Stats(k hms.Kind) *KindStats { return &s.stats[k] }
 // Get looks up key. A hit is current: no dependency was invalidated since
 // its load began and it is within its kind's TTL.
 func (s *Store) Get(key []byte, kind hms.Kind) (Entry, Status) {
+	return s.GetAt(key, kind, s.now())
+}
+
+// GetAt is Get with the clock read once by the caller (Now): a batch of
+// lookups reads it once, not once per entry. An entry's age is taken at
+// now, so now must not be older than the lookup's request.
+func (s *Store) GetAt(key []byte, kind hms.Kind, now time.Time) (Entry, Status) {
 	st := &s.stats[kind]
-	p, ok := s.rc.Get(key)
-	v := entryOf(p)
+	r, ok := s.rc.Get(key)
+	v := entryOf(r.p)
 	if !ok || v == nil || hms.Kind(v[hdrKind]&^flagNeg) != kind {
 		st.Misses.Add(1)
 		return Entry{}, Miss
 	}
 	pol := s.policy(kind)
 	// The load time was rounded down, so the age errs on the old side.
-	age := s.now().Sub(s.epoch) - time.Duration(binary.LittleEndian.Uint32(v[hdrLoaded:]))*time.Second
+	age := now.Sub(s.epoch) - time.Duration(binary.LittleEndian.Uint32(v[hdrLoaded:]))*time.Second
 	current, size := s.gens.currentEncoded(v[hdrSnap:])
 	if !current || age >= pol.TTL {
 		st.Stale.Add(1)
@@ -250,7 +326,7 @@ func (s *Store) Get(key []byte, kind hms.Kind) (Entry, Status) {
 		return Entry{}, Miss
 	}
 	st.Hits.Add(1)
-	e := Entry{b: v, body: hdrSnap + size}
+	e := Entry{b: v, body: hdrSnap + size, segs: r.segs, at: r.at}
 	if pol.RefreshAfter > 0 && age >= pol.RefreshAfter {
 		return e, HitRefresh
 	}
@@ -261,6 +337,21 @@ func (s *Store) Get(key []byte, kind hms.Kind) (Entry, Status) {
 // invalidated since the load began: such a reply may already be stale
 // (promise 3). It reports whether the entry was offered to the store.
 func (s *Store) Put(key []byte, kind hms.Kind, body []byte, snap *Snapshot, started time.Time, negative bool) bool {
+	return s.put(key, kind, body, nil, nil, snap, started, negative)
+}
+
+// PutShared is Put for a body whose runs (in order, as hms.SharedRuns
+// gives them) are likely the same bytes in other entries of group: the
+// partitions of one table, named by TableGroup. Each run is kept once
+// per group, in a segment the entries holding the same bytes share, and
+// counted in the budget once. Runs too short, or past the segments'
+// share of the budget (half), stay in the entry. Get and AppendPieces
+// give the body back byte for byte.
+func (s *Store) PutShared(key []byte, kind hms.Kind, group []byte, body []byte, runs []hms.Run, snap *Snapshot, started time.Time) bool {
+	return s.put(key, kind, body, group, runs, snap, started, false)
+}
+
+func (s *Store) put(key []byte, kind hms.Kind, body, group []byte, runs []hms.Run, snap *Snapshot, started time.Time, negative bool) bool {
 	pol := s.Policy(kind)
 	if pol.TTL <= 0 || (negative && !pol.Negative) {
 		return false
@@ -272,7 +363,22 @@ func (s *Store) Put(key []byte, kind hms.Kind, body []byte, snap *Snapshot, star
 	if s.now().Sub(started) >= s.policy(kind).TTL {
 		return false
 	}
-	v := make([]byte, 0, hdrSnap+snapshotSize(int(snap.n))+len(body))
+	var r record
+	own := len(body)
+	if len(runs) > 0 && validRuns(runs, len(body)) {
+		g := maphash.Bytes(s.segs.seed, group)
+		for _, run := range runs {
+			if sg := s.segs.intern(g, body[run.Start:run.End]); sg != nil {
+				i := 0
+				for r.segs[i] != nil {
+					i++
+				}
+				r.segs[i], r.at[i] = sg, uint32(run.Start)
+				own -= len(sg.b)
+			}
+		}
+	}
+	v := make([]byte, 0, hdrSnap+snapshotSize(int(snap.n))+own)
 	v = binary.LittleEndian.AppendUint32(v, uint32(cap(v)))
 	v = binary.LittleEndian.AppendUint32(v, uint32(max(s.seconds(started), 0)))
 	k := byte(kind)
@@ -281,15 +387,34 @@ func (s *Store) Put(key []byte, kind hms.Kind, body []byte, snap *Snapshot, star
 	}
 	v = append(v, k)
 	v = appendSnapshot(v, snap)
-	v = append(v, body...)
+	// The body less its segments; each segment's place becomes its
+	// offset in what is kept.
+	body0, from := len(v), 0
+	for i, sg := range r.segs {
+		if sg == nil {
+			break
+		}
+		start := int(r.at[i])
+		v = append(v, body[from:start]...)
+		r.at[i] = uint32(len(v) - body0)
+		from = start + len(sg.b)
+	}
+	v = append(v, body[from:]...)
+	r.p = &v[0]
 	st := &s.stats[kind]
 	st.Bytes.Add(int64(len(v)))
 	st.Entries.Add(1)
-	if !s.rc.Set(key, &v[0], int64(len(v))+entryOverhead) {
-		// Dropped under contention, never stored.
+	set := s.rc.Set
+	if s.setHook != nil {
+		set = s.setHook
+	}
+	if !set(key, r, int64(len(v))+entryOverhead) {
+		// Dropped under contention, never stored: ristretto will not call
+		// OnExit for it.
 		st.Bytes.Add(-int64(len(v)))
 		st.Entries.Add(-1)
 		st.Rejected.Add(1)
+		s.release(&r)
 		return false
 	}
 	st.Admitted.Add(1)
@@ -352,5 +477,49 @@ func (s *Store) seconds(t time.Time) int64 { return int64(t.Sub(s.epoch) / time.
 func (s *Store) Now() time.Time { return s.now() }
 
 // entryOverhead is what an entry costs beyond its bytes in the store's own
-// maps; ristretto adds the size of its item record on top.
-const entryOverhead = 48
+// maps (its record's segment fields included); ristretto adds the size of
+// its item record on top.
+const entryOverhead = 72
+
+// release gives back r's hold on its segments.
+func (s *Store) release(r *record) {
+	for _, sg := range r.segs {
+		if sg != nil {
+			s.segs.release(sg)
+		}
+	}
+}
+
+// validRuns reports whether runs are in order, apart, and within a body
+// of n bytes, at most maxSegs of them.
+func validRuns(runs []hms.Run, n int) bool {
+	if len(runs) > maxSegs {
+		return false
+	}
+	end := 0
+	for _, r := range runs {
+		if r.Start < end || r.End < r.Start || r.End > n {
+			return false
+		}
+		end = r.End
+	}
+	return true
+}
+
+// TableGroup appends the group that the entries of the partitions of
+// table cat.db.tbl, read from upstream, share segments in (PutShared).
+func TableGroup(dst []byte, upstream, cat, db, tbl string) []byte {
+	for _, s := range [...]string{upstream, cat, db, tbl} {
+		dst = append(dst, s...)
+		dst = append(dst, 0)
+	}
+	return dst
+}
+
+// Segments are the count and cost (bytes and records) of the segments
+// entries share, all charged to the budget.
+func (s *Store) Segments() (n, bytes int64) { return s.segs.count.Load(), s.segs.bytes.Load() }
+
+// Cost is the part of the byte budget in use: what the store charges its
+// entries, ristretto's own record of each included.
+func (s *Store) Cost() int64 { return s.rc.MaxCost() - s.rc.RemainingCost() + s.segs.bytes.Load() }

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
@@ -25,7 +26,16 @@ import (
 // namedPart is one partition of a reply being assembled.
 type namedPart struct {
 	name []byte
-	body []byte // Partition struct bytes
+	body []byte      // Partition struct bytes, when loaded
+	hit  cache.Entry // or the cached entry holding them
+}
+
+// appendPieces appends the partition's bytes to iov, without copying.
+func (p *namedPart) appendPieces(iov [][]byte) [][]byte {
+	if p.body != nil {
+		return append(iov, p.body)
+	}
+	return p.hit.AppendPieces(iov)
 }
 
 // batchRead serves a by-names read per partition, from the request
@@ -46,6 +56,7 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	}
 	base = base[:len(base):len(base)] // entry keys are appended to copies
 	names := cache.ReadNames(meth, r, k.DefaultCatalog)
+	read := &names // the load below names its own chunks "names"
 	deps, ok := k.Store.ReadDeps(c.deps[:0], sc, meth, &names)
 	c.deps = deps
 	if !ok {
@@ -67,12 +78,13 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		key := append(c.key[:0], base...)
 		key = append(key, name...)
 		c.key = key
-		e, st := k.Store.Get(key, meth.Kind)
+		// One clock read for the batch (started), not one per lookup.
+		e, st := k.Store.GetAt(key, meth.Kind, started)
 		if st == cache.Miss {
 			missing = append(missing, string(name))
 			continue
 		}
-		parts = append(parts, namedPart{name: name, body: e.Body()})
+		parts = append(parts, namedPart{name: name, hit: e})
 		if st == cache.HitRefresh && k.Store.StartRefresh(key) {
 			due = append(due, string(name))
 		}
@@ -82,7 +94,7 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		// the lookups.
 		p := parts[rand.IntN(len(parts))]
 		k.shadow.enqueue(shadowJob{sess: c.sess, meth: meth, msg: shape.AppendRequest(nil, m.Header(), m.Body(), []string{string(p.name)}),
-			key: append(base, p.name...), want: p.body, snap: snap, batch: shape, name: string(p.name)})
+			key: append(base, p.name...), want: p.hit.Body(), snap: snap, batch: shape, name: string(p.name)})
 	}
 	// Due entries are refreshed in one job at the end; on any earlier
 	// return they must be released, or they would never refresh again.
@@ -129,9 +141,7 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 				// would have for the whole request.
 				return true, c.replyWith(m, failed.typ, failed.body)
 			}
-			for _, p := range got {
-				k.Store.Put(append(base, p.Name...), meth.Kind, p.Body, &snap, started, false)
-			}
+			k.putParts(base, meth.Kind, read, got, &snap, started)
 			// Stored first, then handed over: a batch arriving after the
 			// flight ends finds the entry instead.
 			if flights != nil {
@@ -180,16 +190,19 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		// Hits come in name order; loaded partitions were appended.
 		slices.SortFunc(parts, func(a, b namedPart) int { return bytes.Compare(a.name, b.name) })
 	}
-	objs := c.objs[:0]
-	for _, p := range parts {
-		objs = append(objs, p.body)
-	}
+	// One writev of the header, the list's wrapper and each partition's
+	// pieces as the cache keeps them: shared segments are not copied.
 	c.hdr = wire.AppendHeader(c.hdr[:0], wire.Reply, m.Name(), m.SeqID)
-	c.iov, c.frame = shape.AppendReply(append(c.iov[:0], c.hdr), c.frame, objs)
-	err := c.w.Write(c.iov...)
-	clear(c.iov) // don't keep cached entries alive through the buffers
-	clear(objs)
-	c.objs = objs[:0]
+	head, tail, frame := shape.ReplyFrame(c.frame, len(parts))
+	c.frame = frame
+	iov := append(c.iov[:0], c.hdr, head)
+	for i := range parts {
+		iov = parts[i].appendPieces(iov)
+	}
+	iov = append(iov, tail)
+	err := c.w.Write(iov...)
+	clear(iov) // don't keep cached entries alive through the buffers
+	c.iov = iov[:0]
 	if err != nil {
 		return true, errors.Join(errClientWrite, err)
 	}
@@ -326,7 +339,25 @@ func (k *cacher) refreshBatch(ctx context.Context, up Forwarder, j refreshJob, s
 	if err != nil || failed != nil {
 		return
 	}
+	k.putParts(j.key, j.meth.Kind, &j.names, got, snap, started)
+}
+
+// putParts admits partitions of the table names names loaded under snap,
+// their entries keyed by base and name, sharing the runs of their storage
+// descriptors with the table's other partitions.
+func (k *cacher) putParts(base []byte, kind hms.Kind, names *cache.Names, got []hms.Object, snap *cache.Snapshot, started time.Time) {
+	if len(got) == 0 {
+		return
+	}
+	tbl := ""
+	if len(names.Tables) > 0 {
+		tbl = names.Tables[0]
+	}
+	group := cache.TableGroup(nil, k.Upstream, names.Cat, names.DB, tbl)
+	var runs []hms.Run
+	base = base[:len(base):len(base)]
 	for _, p := range got {
-		k.Store.Put(append(j.key[:len(j.key):len(j.key)], p.Name...), j.meth.Kind, p.Body, snap, started, false)
+		runs = hms.SharedRuns(runs[:0], p.Body)
+		k.Store.PutShared(append(base, p.Name...), kind, group, p.Body, runs, snap, started)
 	}
 }

@@ -114,6 +114,17 @@ func (b *Batch) SplitTable(typ byte, body []byte, tbl string) (obj []byte, ok bo
 // without copying them: the wrapper bytes go in frame, and the whole reply
 // body is iov, for one writev.
 func (b *Batch) AppendReply(iov [][]byte, frame []byte, objs [][]byte) ([][]byte, []byte) {
+	head, tail, frame := b.ReplyFrame(frame, len(objs))
+	iov = append(iov, head)
+	iov = append(iov, objs...)
+	return append(iov, tail), frame
+}
+
+// ReplyFrame lays out in frame the wrapper of a batch result of n
+// objects: the result body is head, the objects' bytes, then tail. It is
+// AppendReply for objects kept in several pieces each (cache
+// Entry.AppendPieces), which go between head and tail as they are.
+func (b *Batch) ReplyFrame(frame []byte, n int) (head, tail, buf []byte) {
 	e := wire.Encoder{B: frame[:0]}
 	if b.InStruct {
 		e.FieldBegin(wire.TStruct, 0)
@@ -121,15 +132,13 @@ func (b *Batch) AppendReply(iov [][]byte, frame []byte, objs [][]byte) ([][]byte
 	} else {
 		e.FieldBegin(wire.TList, 0)
 	}
-	e.ListBegin(wire.TStruct, len(objs))
+	e.ListBegin(wire.TStruct, n)
 	pre := len(e.B)
 	if b.InStruct {
 		e.Stop()
 	}
 	e.Stop()
-	iov = append(iov, e.B[:pre])
-	iov = append(iov, objs...)
-	return append(iov, e.B[pre:]), e.B
+	return e.B[:pre], e.B[pre:], e.B
 }
 
 // openList positions a decoder on the elements of the list a batch reply

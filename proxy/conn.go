@@ -35,6 +35,7 @@ type clientConn struct {
 
 	// Buffers reused across calls, so the hit path does not allocate.
 	res  hms.Resolved // the request's args, resolved in one walk
+	pres hms.Resolved // a read a prune makes up (table, names, partitions)
 	key  []byte
 	ekey []byte // a batch's entry key prefix
 	hdr  []byte

@@ -1,0 +1,450 @@
+package proxy
+
+import (
+	"errors"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/filter"
+	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+)
+
+// Local pruning, Presto-style: a filter or partial spec over one table's
+// partitions is answered from three cached things every client shares
+// with plain reads: the table (get_table: its partition keys and their
+// types), the table's partition names (get_partition_names, every name)
+// and the per-partition entries of get_partitions_by_names. A new filter
+// value then costs no upstream call at all, where a reply cached whole
+// under its filter text misses on every new value.
+//
+// Only what the filter package evaluates exactly as the metastore does is
+// answered here (filter.Expr.Exact); a partial spec only when its values
+// are plain (see plainValue). Everything else, and every error the
+// metastore would raise (a key that is not a partition key, a filter it
+// cannot parse, too many values), is forwarded: the proxy never writes an
+// exception of its own making.
+//
+// Order. Every metastore version returns the partitions of a filter, of a
+// partial spec and the names of get_partition_names sorted by PART_NAME
+// ascending (directSQL: "order by PART_NAME asc"; JDO: ordering
+// "partitionName ascending"), so the reply keeps the order of the cached
+// name list, which is the metastore's own. max_parts cuts that order
+// (directSQL and JDO both apply it as a range over the ordered rows); a
+// negative max_parts means all.
+//
+// Integral keys. With direct SQL (the default, and what every metastore
+// tested here runs) a comparison of an integral key with an integer
+// literal casts the stored value to a number, and the default partition
+// to NULL: "hr = 7" matches "hr=07", and __HIVE_DEFAULT_PARTITION__
+// matches neither "hr = 1" nor "hr != 1". Plain JDO (direct SQL off)
+// refuses filters on non-string keys unless
+// hive.metastore.integral.jdo.pushdown is set, and then compares the
+// strings. filter.Eval follows direct SQL; a metastore running JDO gives
+// an exception or a different answer for such filters, which the
+// differential test (e2e TestPruneDifferential) would show: run it against
+// a metastore configured like production before trusting integral keys.
+//
+// Consistency. The three kinds of entries depend on the same generations
+// as the filter read itself (the database, the table, the table's
+// partitions). A snapshot of them is taken before the first lookup and
+// checked again once the reply is assembled: if an invalidation came in
+// between, the name list and the partitions may come from either side of
+// it, a combination the metastore never gave, and the request is
+// forwarded instead. Partitions fetched for the prune must all come back:
+// a name the metastore no longer has means the name list is older than
+// the fetch, and the request is forwarded too.
+
+// PruneStats count how pruning reads were answered.
+type PruneStats struct {
+	// Local: answered from the cache (possibly after fetching missing
+	// entries).
+	Local atomic.Uint64
+	// Inexact: the expression is not one the proxy evaluates exactly;
+	// the read was cached whole or forwarded.
+	Inexact atomic.Uint64
+	// Raced: an invalidation came while the reply was assembled, or a
+	// fetched partition was gone; forwarded.
+	Raced atomic.Uint64
+	// Upstream: calls made to fill the table, the name list and the
+	// partitions a prune needed.
+	Upstream atomic.Uint64
+}
+
+// PruneStats are the server's pruning counts; nil without caching.
+func (s *Server) PruneStats() *PruneStats {
+	if s.cache == nil {
+		return nil
+	}
+	return &s.cache.prune
+}
+
+// errPruneForward: the prune cannot answer; forward the request.
+var errPruneForward = errors.New("proxy: prune: forward")
+
+// pruneRead answers a pruning read (hms.DecodePrune) from the cache.
+// handled false: the caller serves the request as any other read.
+func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope) (bool, error) {
+	k := c.s.cache
+	if k.PruneOff {
+		return false, nil
+	}
+	p, ok := hms.DecodePrune(meth.Name, m.Body(), k.DefaultCatalog)
+	if !ok {
+		return false, nil
+	}
+	if _, known := k.answered.Load(meth.Name); p.Newer && !known {
+		return false, nil
+	}
+	// The generations of everything the reply depends on, before any
+	// lookup: checked again at the end.
+	names := cache.ReadNames(meth, &c.res, k.DefaultCatalog)
+	deps, ok := k.Store.ReadDeps(c.deps[:0], sc, meth, &names)
+	c.deps = deps
+	if !ok {
+		return false, nil
+	}
+	snap, ok := k.Store.Gens().Take(deps)
+	if !ok {
+		return false, nil
+	}
+
+	tbl, _, err := c.pruneEntry(sc, "get_table", hms.AppendTableArgs(nil, p.DB, p.Table))
+	if err != nil {
+		return c.pruneFallback(err)
+	}
+	keys, ok := hms.TablePartitionKeys(tbl)
+	if !ok || len(keys) == 0 {
+		return c.pruneFallback(errPruneForward)
+	}
+	match, ok := pruneMatcher(&p, keys)
+	if !ok {
+		k.prune.Inexact.Add(1)
+		return false, nil
+	}
+	list, listKey, err := c.pruneEntry(sc, "get_partition_names", hms.AppendPartitionNamesArgs(nil, p.DB, p.Table))
+	if err != nil {
+		return c.pruneFallback(err)
+	}
+	idx, ok := k.pruneIdx.get(listKey, list)
+	if !ok || idx.nkeys != len(keys) {
+		return c.pruneFallback(errPruneForward)
+	}
+	var sel []int
+	for i := range idx.names {
+		if p.MaxParts >= 0 && len(sel) >= p.MaxParts {
+			break
+		}
+		ok, err := match(idx.values[i])
+		if err != nil {
+			return c.pruneFallback(errPruneForward)
+		}
+		if ok {
+			sel = append(sel, i)
+		}
+	}
+
+	var pieces [][]byte
+	var selNames []string
+	switch p.Reply {
+	case hms.PruneNames, hms.PruneNamesInStruct:
+		selNames = make([]string, len(sel))
+		for j, i := range sel {
+			selNames[j] = idx.names[i]
+		}
+	case hms.PrunePartitions:
+		pieces, err = c.prunePartitions(sc, &p, idx, sel, &snap)
+		if err != nil {
+			return c.pruneFallback(err)
+		}
+	}
+	if k.pruneHook != nil {
+		k.pruneHook()
+	}
+	if !k.Store.Gens().Current(&snap) {
+		return c.pruneFallback(errPruneForward)
+	}
+	k.prune.Local.Add(1)
+	c.outcome = OutcomeHit
+	c.hdr = wire.AppendHeader(c.hdr[:0], wire.Reply, m.Name(), m.SeqID)
+	c.iov, c.frame = hms.AppendPruneReply(append(c.iov[:0], c.hdr), c.frame, p.Reply, pieces, len(sel), selNames)
+	err = c.w.Write(c.iov...)
+	clear(c.iov) // don't keep cached entries alive through the buffers
+	clear(pieces)
+	if err != nil {
+		return true, errors.Join(errClientWrite, err)
+	}
+	return true, nil
+}
+
+// pruneFallback turns a reason not to prune into the answer of
+// pruneRead: the request goes on as any other read (and so reaches the
+// metastore, or its whole-reply entry), unless the client itself failed.
+func (c *clientConn) pruneFallback(err error) (bool, error) {
+	if errors.Is(err, errPruneForward) {
+		c.s.cache.prune.Raced.Add(1)
+		return false, nil
+	}
+	return true, err
+}
+
+// plainValue matches the partial-spec values answered locally. The
+// metastore matches a partial spec as a pattern over PART_NAME (the
+// escaped value inside a regular expression that JDO turns into SQL
+// LIKE), so a value holding a character either language treats
+// specially (".", "_", "%", "*", ...) may match more than itself.
+var plainValue = regexp.MustCompile(`^[A-Za-z0-9-]*$`)
+
+// pruneMatcher returns the test of one partition (its values by key, in
+// the table's key order) for p, and false when p is not evaluated exactly.
+func pruneMatcher(p *hms.Prune, keys []hms.PartitionKey) (func(vals []string) (bool, error), bool) {
+	if !p.ByFilter {
+		if len(p.PartVals) == 0 || len(p.PartVals) > len(keys) {
+			return nil, false // the metastore raises (or lists all): its answer
+		}
+		for _, v := range p.PartVals {
+			if !plainValue.MatchString(v) {
+				return nil, false
+			}
+		}
+		spec := p.PartVals
+		return func(vals []string) (bool, error) {
+			for i, want := range spec {
+				if want != "" && vals[i] != want {
+					return false, nil
+				}
+			}
+			return true, nil
+		}, true
+	}
+	e, err := filter.Parse(p.Filter)
+	if err != nil {
+		return nil, false
+	}
+	types := make(map[string]string, len(keys))
+	lower := make([]string, len(keys))
+	for i, key := range keys {
+		lower[i] = strings.ToLower(key.Name)
+		types[lower[i]] = key.Type
+	}
+	if !e.Exact(types) {
+		return nil, false
+	}
+	byKey := make(map[string]string, len(keys))
+	return func(vals []string) (bool, error) {
+		for i, key := range lower {
+			byKey[key] = vals[i]
+		}
+		// An error (a value of an integral key that is not a number) is
+		// where direct SQL fails and the metastore falls back to JDO:
+		// its answer, not ours.
+		return e.Eval(byKey, types)
+	}, true
+}
+
+// pruneEntry returns the cached success reply body of a synthesized read
+// (method with args) under scope sc, loading it on a miss. A reply that
+// is not a plain success gives errPruneForward: the client's own request
+// then gets the metastore's answer.
+func (c *clientConn) pruneEntry(sc cache.Scope, method string, args []byte) (body []byte, key string, err error) {
+	k := c.s.cache
+	meth := hms.Lookup([]byte(method))
+	msg := wire.AppendHeader(nil, wire.Call, []byte(method), 0)
+	msg = append(msg, args...)
+	m, err := wire.Parse(msg, wire.Limits{MaxMessage: len(msg)})
+	if err != nil {
+		return nil, "", errPruneForward
+	}
+	r := &c.pres
+	defer r.Forget()
+	if err := meth.Resolve(r, m.Body()); err != nil || r.Bad {
+		return nil, "", errPruneForward
+	}
+	kb, _ := cache.ReadKey(nil, sc, meth, r, k.DefaultCatalog)
+	names := cache.ReadNames(meth, r, k.DefaultCatalog)
+	if e, st := k.Store.Get(kb, meth.Kind); st != cache.Miss {
+		if st == cache.HitRefresh && k.Store.StartRefresh(kb) {
+			k.enqueueRefresh(c.sess, meth, m, kb, &names)
+		}
+		body, err = okBody(e.Body())
+		return body, string(kb), err
+	}
+	deps, ok := k.Store.ReadDeps(nil, sc, meth, &names)
+	if !ok {
+		return nil, "", errPruneForward
+	}
+	snap, ok := k.Store.Gens().Take(deps)
+	if !ok {
+		return nil, "", errPruneForward
+	}
+	res, err, _ := k.flights.Do(string(snap.AppendKey(kb)), func() (any, error) {
+		k.prune.Upstream.Add(1)
+		return k.load(c.s.ctx, c.s.up, c.sess, meth, m, kb, &snap)
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	ld := res.(loaded)
+	if ld.typ != wire.Reply {
+		return nil, "", errPruneForward
+	}
+	body, err = okBody(ld.body)
+	return body, string(kb), err
+}
+
+// okBody passes a result body that holds a success (field 0).
+func okBody(b []byte) ([]byte, error) {
+	if f, err := wire.ResultField(b); err != nil || f != 0 {
+		return nil, errPruneForward
+	}
+	return b, nil
+}
+
+// prunePartitions returns the Partition structs of the selected names,
+// in order, from the per-partition entries; the missing ones are fetched
+// in bulk (chunks of BatchChunk names) and stored under snap.
+func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameIndex, sel []int, snap *cache.Snapshot) ([][]byte, error) {
+	k := c.s.cache
+	meth := hms.Lookup([]byte("get_partitions_by_names"))
+	args := hms.AppendPartitionsByNamesArgs(nil, p.DB, p.Table, nil)
+	r := &c.pres
+	defer r.Forget()
+	if err := meth.Resolve(r, args); err != nil || r.Bad {
+		return nil, errPruneForward
+	}
+	base, ok := cache.EntryKeyPrefix(c.ekey[:0], sc, meth, r, k.DefaultCatalog)
+	c.ekey = base
+	if !ok {
+		return nil, errPruneForward
+	}
+	base = base[:len(base):len(base)]
+	pieces := make([][]byte, len(sel))
+	var missing []string
+	var at []int // where each missing name goes in pieces
+	for j, i := range sel {
+		key := append(c.key[:0], base...)
+		key = append(key, idx.names[i]...)
+		c.key = key
+		if body, ok := k.partitionEntry(key); ok {
+			pieces[j] = body
+			continue
+		}
+		missing = append(missing, idx.names[i])
+		at = append(at, j)
+	}
+	if len(missing) == 0 {
+		return pieces, nil
+	}
+	started := k.Store.Now()
+	hdr := wire.AppendHeader(nil, wire.Call, []byte(meth.Name), 0)
+	for len(missing) > 0 {
+		chunk := missing[:min(len(missing), k.BatchChunk)]
+		missing = missing[len(chunk):]
+		k.prune.Upstream.Add(1)
+		got, failed, err := k.fetchParts(c.s.ctx, c.s.up, c.sess,
+			meth.Batch.AppendRequest(nil, hdr, args, chunk), meth.Batch, chunk)
+		if err != nil {
+			return nil, err
+		}
+		if failed != nil || len(got) != len(chunk) {
+			// An exception, a shape this code does not take apart, or a
+			// partition gone since the name list was read.
+			return nil, errPruneForward
+		}
+		found := make(map[string][]byte, len(got))
+		for _, o := range got {
+			k.Store.Put(append(base, o.Name...), meth.Kind, o.Body, snap, started, false)
+			found[o.Name] = o.Body
+		}
+		for _, name := range chunk {
+			body, ok := found[name]
+			if !ok {
+				return nil, errPruneForward
+			}
+			pieces[at[0]] = body
+			at = at[1:]
+		}
+	}
+	return pieces, nil
+}
+
+// partitionEntry is the one access of pruning to the per-partition cache:
+// the Partition struct bytes cached at an entry key of
+// get_partitions_by_names, and whether there was one. A representation
+// of entries in shared pieces changes only this function (and the
+// reply's layout, which takes the pieces as they come).
+func (k *cacher) partitionEntry(key []byte) ([]byte, bool) {
+	e, st := k.Store.Get(key, hms.KindPartitions)
+	if st == cache.Miss {
+		return nil, false
+	}
+	// Refresh-ahead of per-partition entries is left to by-names reads:
+	// an entry past its refresh age is served until its TTL.
+	return e.Body(), true
+}
+
+// nameIndex is a cached name list taken apart: each name and its values
+// in key order. It is rebuilt only when the name list entry changes.
+type nameIndex struct {
+	src    unsafe.Pointer // the first byte of the body it was built from
+	n      int            // and its length
+	body   []byte         // keeps src alive, so its address is not reused
+	names  []string
+	values [][]string
+	nkeys  int // values per name
+}
+
+// nameIndexes keep the index of each name list pruned lately, by the key
+// of its entry, valid while that entry's body is the very one it was
+// built from: entries are immutable, and an index holds its body, so an
+// address seen again is the same bytes.
+type nameIndexes struct {
+	mu sync.Mutex // guards m
+	m  map[string]*nameIndex
+}
+
+// maxNameIndexes bounds the indexes kept: one per table being pruned.
+const maxNameIndexes = 1024
+
+func (x *nameIndexes) get(key string, body []byte) (*nameIndex, bool) {
+	if len(body) == 0 {
+		return nil, false
+	}
+	ptr := unsafe.Pointer(unsafe.SliceData(body))
+	x.mu.Lock()
+	idx := x.m[key]
+	x.mu.Unlock()
+	if idx != nil && idx.src == ptr && idx.n == len(body) {
+		return idx, true
+	}
+	names, ok := hms.NameList(body)
+	if !ok {
+		return nil, false
+	}
+	idx = &nameIndex{src: ptr, n: len(body), body: body, names: names, values: make([][]string, len(names))}
+	for i, name := range names {
+		_, vals, err := filter.PartitionValues(name)
+		if err != nil || (i > 0 && len(vals) != idx.nkeys) {
+			return nil, false
+		}
+		idx.nkeys = len(vals)
+		idx.values[i] = vals
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.m == nil {
+		x.m = map[string]*nameIndex{}
+	}
+	if len(x.m) >= maxNameIndexes {
+		for k := range x.m { // any one: a table not pruned lately is rebuilt
+			delete(x.m, k)
+			break
+		}
+	}
+	x.m[key] = idx
+	return idx, true
+}

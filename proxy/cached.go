@@ -118,10 +118,10 @@ type cacher struct {
 	// not yet checked its generations. A seam for tests only: an
 	// invalidation there is one that races the prune.
 	pruneHook func()
-	scoper   *scoper
-	unknown  *unknownMethods
-	txns     *cache.TxnTracker
-	log      *slog.Logger
+	scoper    *scoper
+	unknown   *unknownMethods
+	txns      *cache.TxnTracker
+	log       *slog.Logger
 
 	jobs chan refreshJob
 	// Refresh jobs queued, and those finished. Tests wait until they are

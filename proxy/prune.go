@@ -3,6 +3,8 @@ package proxy
 import (
 	"errors"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -121,21 +123,21 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	if !ok || len(keys) == 0 {
 		return c.pruneFallback(errPruneForward)
 	}
-	match, ok := pruneMatcher(&p, keys)
-	if !ok {
-		k.prune.Inexact.Add(1)
-		return false, nil
-	}
 	list, listKey, err := c.pruneEntry(sc, "get_partition_names", hms.AppendPartitionNamesArgs(nil, p.DB, p.Table))
 	if err != nil {
 		return c.pruneFallback(err)
 	}
 	idx, ok := k.pruneIdx.get(listKey, list)
-	if !ok || idx.nkeys != len(keys) {
+	if !ok || (idx.nkeys != len(keys) && len(idx.names) > 0) {
 		return c.pruneFallback(errPruneForward)
 	}
-	var sel []int
-	for i := range idx.names {
+	match, pins, ok := pruneMatcher(&p, keys, idx.odd)
+	if !ok {
+		k.prune.Inexact.Add(1)
+		return false, nil
+	}
+	var sel []int32
+	for _, i := range idx.candidates(pins) {
 		if p.MaxParts >= 0 && len(sel) >= p.MaxParts {
 			break
 		}
@@ -201,14 +203,20 @@ var plainValue = regexp.MustCompile(`^[A-Za-z0-9-]*$`)
 
 // pruneMatcher returns the test of one partition (its values by key, in
 // the table's key order) for p, and false when p is not evaluated exactly.
-func pruneMatcher(p *hms.Prune, keys []hms.PartitionKey) (func(vals []string) (bool, error), bool) {
+// pins are, by key position, the only values a matching partition can
+// have for that key (nil: no such key): the candidates to test.
+func pruneMatcher(p *hms.Prune, keys []hms.PartitionKey, odd []bool) (match func(vals []string) (bool, error), pins [][]string, ok bool) {
 	if !p.ByFilter {
 		if len(p.PartVals) == 0 || len(p.PartVals) > len(keys) {
-			return nil, false // the metastore raises (or lists all): its answer
+			return nil, nil, false // the metastore raises (or lists all): its answer
 		}
-		for _, v := range p.PartVals {
+		pins = make([][]string, len(keys))
+		for i, v := range p.PartVals {
 			if !plainValue.MatchString(v) {
-				return nil, false
+				return nil, nil, false
+			}
+			if v != "" {
+				pins[i] = []string{v}
 			}
 		}
 		spec := p.PartVals
@@ -219,11 +227,11 @@ func pruneMatcher(p *hms.Prune, keys []hms.PartitionKey) (func(vals []string) (b
 				}
 			}
 			return true, nil
-		}, true
+		}, pins, true
 	}
 	e, err := filter.Parse(p.Filter)
 	if err != nil {
-		return nil, false
+		return nil, nil, false
 	}
 	types := make(map[string]string, len(keys))
 	lower := make([]string, len(keys))
@@ -232,7 +240,21 @@ func pruneMatcher(p *hms.Prune, keys []hms.PartitionKey) (func(vals []string) (b
 		types[lower[i]] = key.Type
 	}
 	if !e.Exact(types) {
-		return nil, false
+		return nil, nil, false
+	}
+	for _, used := range e.Keys() {
+		for i, key := range lower {
+			if key == used && i < len(odd) && odd[i] && filter.Integral(types[key]) {
+				return nil, nil, false
+			}
+		}
+	}
+	// Integral keys are pinned by canonical values: checked just above.
+	if pinned := e.Pinned(types); len(pinned) > 0 {
+		pins = make([][]string, len(keys))
+		for i, key := range lower {
+			pins[i] = pinned[key]
+		}
 	}
 	byKey := make(map[string]string, len(keys))
 	return func(vals []string) (bool, error) {
@@ -243,7 +265,7 @@ func pruneMatcher(p *hms.Prune, keys []hms.PartitionKey) (func(vals []string) (b
 		// where direct SQL fails and the metastore falls back to JDO:
 		// its answer, not ours.
 		return e.Eval(byKey, types)
-	}, true
+	}, pins, true
 }
 
 // pruneEntry returns the cached success reply body of a synthesized read
@@ -307,7 +329,7 @@ func okBody(b []byte) ([]byte, error) {
 // prunePartitions returns the Partition structs of the selected names,
 // in order, from the per-partition entries; the missing ones are fetched
 // in bulk (chunks of BatchChunk names) and stored under snap.
-func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameIndex, sel []int, snap *cache.Snapshot) ([][]byte, error) {
+func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameIndex, sel []int32, snap *cache.Snapshot) ([][]byte, error) {
 	k := c.s.cache
 	meth := hms.Lookup([]byte("get_partitions_by_names"))
 	args := hms.AppendPartitionsByNamesArgs(nil, p.DB, p.Table, nil)
@@ -387,6 +409,13 @@ func (k *cacher) partitionEntry(key []byte) ([]byte, bool) {
 	return e.Body(), true
 }
 
+// canonicalInt reports whether v is an integer written as strconv would
+// write it back: no sign but '-', no leading zeros, fits 64 bits.
+func canonicalInt(v string) bool {
+	n, err := strconv.ParseInt(v, 10, 64)
+	return err == nil && strconv.FormatInt(n, 10) == v
+}
+
 // nameIndex is a cached name list taken apart: each name and its values
 // in key order. It is rebuilt only when the name list entry changes.
 type nameIndex struct {
@@ -396,6 +425,53 @@ type nameIndex struct {
 	names  []string
 	values [][]string
 	nkeys  int // values per name
+	// odd[i]: some value of key i is not an integer as Go and the
+	// metastore both write it (the default partition, "07", "x"). An
+	// integral key with such a value is compared differently by direct
+	// SQL, JDO and versions (2.3 casts every value and fails over to JDO,
+	// which refuses integral keys; 3.1 and later read the default
+	// partition as NULL), so filters on it are forwarded.
+	odd []bool
+	// post[i] lists, for each value of key i, the positions of the names
+	// having it, ascending.
+	post []map[string][]int32
+	all  []int32 // every position
+}
+
+// candidates returns the positions of the names that can match, in name
+// order: those having one of the pinned values of the most selective
+// pinned key, or all.
+func (x *nameIndex) candidates(pins [][]string) []int32 {
+	best, bestN := -1, len(x.names)+1
+	for i, vals := range pins {
+		if vals == nil || i >= len(x.post) {
+			continue
+		}
+		n := 0
+		for _, v := range vals {
+			n += len(x.post[i][v])
+		}
+		if n < bestN {
+			best, bestN = i, n
+		}
+	}
+	if best < 0 {
+		return x.all
+	}
+	vals := pins[best]
+	if len(vals) == 1 {
+		return x.post[best][vals[0]]
+	}
+	out := make([]int32, 0, bestN)
+	seen := make(map[string]bool, len(vals))
+	for _, v := range vals {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, x.post[best][v]...)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // nameIndexes keep the index of each name list pruned lately, by the key
@@ -433,6 +509,22 @@ func (x *nameIndexes) get(key string, body []byte) (*nameIndex, bool) {
 		}
 		idx.nkeys = len(vals)
 		idx.values[i] = vals
+		if idx.odd == nil {
+			idx.odd = make([]bool, len(vals))
+		}
+		if idx.post == nil {
+			idx.post = make([]map[string][]int32, len(vals))
+			for j := range idx.post {
+				idx.post[j] = map[string][]int32{}
+			}
+		}
+		for j, v := range vals {
+			if !idx.odd[j] && !canonicalInt(v) {
+				idx.odd[j] = true
+			}
+			idx.post[j][v] = append(idx.post[j][v], int32(i))
+		}
+		idx.all = append(idx.all, int32(i))
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -291,7 +292,7 @@ func (g *pruneGen) inexact() (string, string) {
 }
 
 func (g *pruneGen) maxParts() int16 {
-	if g.rng.Intn(5) == 0 {
+	if g.rng.Intn(3) == 0 {
 		return int16(g.rng.Intn(6))
 	}
 	return -1
@@ -301,15 +302,19 @@ func (g *pruneGen) next(db, tbl string) pruneCall {
 	if g.rng.Intn(3) == 0 {
 		return g.spec(db, tbl)
 	}
+	// Mostly selective, as planners ask (a day, a region, and more): a
+	// metastore answering hundreds of partitions per call would make the
+	// test slow.
 	flt, class := "", "exact"
-	switch {
-	case g.rng.Intn(8) == 0:
+	switch r := g.rng.Intn(8); {
+	case r == 0:
 		flt, class = g.inexact()
-	case g.rng.Intn(2) == 0:
-		// Selective, as planners ask: a day, and more.
-		flt = "ds = '" + g.value(2) + "' and " + g.expr(2)
-	default:
+	case r == 1:
 		flt = g.expr(3)
+	case r <= 3:
+		flt = "region = '" + g.value(0) + "' and " + g.expr(2)
+	default:
+		flt = "ds = '" + g.value(2) + "' and " + g.expr(2)
 	}
 	if tbl == "odd" && class == "exact" {
 		class = "odd table"
@@ -332,19 +337,32 @@ func (g *pruneGen) next(db, tbl string) pruneCall {
 }
 
 func (g *pruneGen) spec(db, tbl string) pruneCall {
-	n := 1 + g.rng.Intn(3)
-	class := "exact"
+	// A spec naming every key is answered locally; a partial one, whose
+	// matches the metastore lists in its database's order, is forwarded.
+	n := 3
+	if g.rng.Intn(4) == 0 {
+		n = 1 + g.rng.Intn(2)
+	}
 	if g.rng.Intn(20) == 0 {
-		n, class = 4, "too many values"
+		n = 4
 	}
 	vals := make([]string, n)
 	for i := range vals {
-		if g.rng.Intn(3) > 0 {
+		if g.rng.Intn(8) > 0 {
 			vals[i] = g.value(min(i, 2))
 		}
 	}
 	if g.rng.Intn(20) == 0 {
-		vals[0], class = "s.-east", "pattern value"
+		vals[0] = "s.-east"
+	}
+	class := "exact"
+	switch {
+	case n == 4:
+		class = "too many values"
+	case n < 3 || slices.Contains(vals, ""):
+		class = "partial spec"
+	case vals[0] == "s.-east":
+		class = "pattern value"
 	}
 	max := g.maxParts()
 	methods := []string{"get_partitions_ps", "get_partition_names_ps"}

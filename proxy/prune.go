@@ -137,7 +137,8 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		return false, nil
 	}
 	var sel []int32
-	for _, i := range idx.candidates(pins) {
+	cands := idx.candidates(pins)
+	for _, i := range cands {
 		if p.MaxParts >= 0 && len(sel) >= p.MaxParts {
 			break
 		}
@@ -159,7 +160,7 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 			selNames[j] = idx.names[i]
 		}
 	case hms.PrunePartitions:
-		pieces, err = c.prunePartitions(sc, &p, idx, sel, &snap)
+		pieces, err = c.prunePartitions(sc, &p, idx, sel, cands, &snap)
 		if err != nil {
 			return c.pruneFallback(err)
 		}
@@ -199,30 +200,37 @@ func (c *clientConn) pruneFallback(err error) (bool, error) {
 // escaped value inside a regular expression that JDO turns into SQL
 // LIKE), so a value holding a character either language treats
 // specially (".", "_", "%", "*", ...) may match more than itself.
-var plainValue = regexp.MustCompile(`^[A-Za-z0-9-]*$`)
+var plainValue = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
 
+// Partial specs (get_partitions_ps, get_partition_names_ps[_req]) are
+// answered locally only when they name a value for every key, so that at
+// most one partition matches. The differential test against 3.1 showed
+// why: the metastore lists a partial spec's matches with a JDO query that
+// has no ORDER BY, so they come in the database's own order (the order
+// the partitions were added, on Derby), which no cache can know; and a
+// spec shorter than the keys is matched as the pattern
+// "k1=v1/k2=v2.*", so its last value matches as a prefix ("n=1" finds
+// n=10 and n=100).
 // pruneMatcher returns the test of one partition (its values by key, in
 // the table's key order) for p, and false when p is not evaluated exactly.
 // pins are, by key position, the only values a matching partition can
 // have for that key (nil: no such key): the candidates to test.
 func pruneMatcher(p *hms.Prune, keys []hms.PartitionKey, odd []bool) (match func(vals []string) (bool, error), pins [][]string, ok bool) {
 	if !p.ByFilter {
-		if len(p.PartVals) == 0 || len(p.PartVals) > len(keys) {
-			return nil, nil, false // the metastore raises (or lists all): its answer
+		if len(p.PartVals) != len(keys) {
+			return nil, nil, false // see above; too many values: the metastore raises
 		}
 		pins = make([][]string, len(keys))
 		for i, v := range p.PartVals {
 			if !plainValue.MatchString(v) {
 				return nil, nil, false
 			}
-			if v != "" {
-				pins[i] = []string{v}
-			}
+			pins[i] = []string{v}
 		}
 		spec := p.PartVals
 		return func(vals []string) (bool, error) {
 			for i, want := range spec {
-				if want != "" && vals[i] != want {
+				if vals[i] != want {
 					return false, nil
 				}
 			}
@@ -328,8 +336,12 @@ func okBody(b []byte) ([]byte, error) {
 
 // prunePartitions returns the Partition structs of the selected names,
 // in order, from the per-partition entries; the missing ones are fetched
-// in bulk (chunks of BatchChunk names) and stored under snap.
-func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameIndex, sel []int32, snap *cache.Snapshot) ([][]byte, error) {
+// in bulk (chunks of BatchChunk names) and stored under snap. When some
+// are missing, the missing candidates (the partitions of the pinned
+// values, a day say) come in the same call, as Presto fetches a partial
+// spec's partitions and evaluates the rest of the filter on them: the
+// next filter over that day, with other regions, finds them cached.
+func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameIndex, sel, cands []int32, snap *cache.Snapshot) ([][]byte, error) {
 	k := c.s.cache
 	meth := hms.Lookup([]byte("get_partitions_by_names"))
 	args := hms.AppendPartitionsByNamesArgs(nil, p.DB, p.Table, nil)
@@ -361,6 +373,25 @@ func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameInde
 	if len(missing) == 0 {
 		return pieces, nil
 	}
+	if len(cands) < len(idx.names) && len(cands) <= k.BatchChunk {
+		// The candidates not selected, when missing too, ride along:
+		// after the selected ones, so at[] still maps the first names.
+		chosen := make(map[int32]bool, len(sel))
+		for _, i := range sel {
+			chosen[i] = true
+		}
+		for _, i := range cands {
+			if chosen[i] {
+				continue
+			}
+			key := append(c.key[:0], base...)
+			key = append(key, idx.names[i]...)
+			c.key = key
+			if _, ok := k.partitionEntry(key); !ok {
+				missing = append(missing, idx.names[i])
+			}
+		}
+	}
 	started := k.Store.Now()
 	hdr := wire.AppendHeader(nil, wire.Call, []byte(meth.Name), 0)
 	for len(missing) > 0 {
@@ -387,8 +418,10 @@ func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameInde
 			if !ok {
 				return nil, errPruneForward
 			}
-			pieces[at[0]] = body
-			at = at[1:]
+			if len(at) > 0 {
+				pieces[at[0]] = body
+				at = at[1:]
+			}
 		}
 	}
 	return pieces, nil

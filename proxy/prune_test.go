@@ -75,9 +75,13 @@ func pruneCases() []pruneCase {
 		// A 4.0 form is answered only once the metastore answered it.
 		{"req form unproven", "get_partitions_by_filter_req", filterArgs("get_partitions_by_filter_req", `hr = 9`, -1), false},
 		{"req form", "get_partitions_by_filter_req", filterArgs("get_partitions_by_filter_req", `hr = 10`, -1), true},
-		{"ps", "get_partitions_ps", psArgs("get_partitions_ps", -1, "2024-01-01"), true},
-		{"ps any value", "get_partitions_ps", psArgs("get_partitions_ps", -1, "", "7"), true},
-		{"ps names", "get_partition_names_ps", psArgs("get_partition_names_ps", 2, "", "1"), true},
+		{"ps", "get_partitions_ps", psArgs("get_partitions_ps", -1, "2024-01-01", "3"), true},
+		{"ps none", "get_partitions_ps", psArgs("get_partitions_ps", -1, "2024-01-01", "30"), true},
+		{"ps names", "get_partition_names_ps", psArgs("get_partition_names_ps", 2, "2024-01-01", "1"), true},
+		{"ps names max zero", "get_partition_names_ps", psArgs("get_partition_names_ps", 0, "2024-01-01", "1"), true},
+		// A partial spec is listed in the database's order: forwarded.
+		{"ps partial", "get_partitions_ps", psArgs("get_partitions_ps", -1, "2024-01-01"), false},
+		{"ps any value", "get_partitions_ps", psArgs("get_partitions_ps", -1, "", "7"), false},
 		// The demo metastore, like 2.3 and 3.1, does not know this one:
 		// its UNKNOWN_METHOD answer is what the client must get.
 		{"ps names req unknown", "get_partition_names_ps_req", psArgs("get_partition_names_ps_req", -1, "2024-01-01"), false},
@@ -86,7 +90,7 @@ func pruneCases() []pruneCase {
 		{"not a key", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `region = 'x'`, -1), false},
 		{"bad filter", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `ds = `, -1), false},
 		{"too many values", "get_partitions_ps", psArgs("get_partitions_ps", -1, "a", "1", "x"), false},
-		{"regex value", "get_partition_names_ps", psArgs("get_partition_names_ps", -1, "2024.01-01"), false},
+		{"regex value", "get_partition_names_ps", psArgs("get_partition_names_ps", -1, "2024.01-01", "1"), false},
 	}
 }
 

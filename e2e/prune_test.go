@@ -144,7 +144,7 @@ func runPruneDifferential(t *testing.T, v string) {
 	type tally struct{ n, bad int }
 	var mu sync.Mutex // guards byClass, failures
 	byClass := map[string]*tally{}
-	failures := 0
+	failures, done := 0, 0
 	work := make(chan pruneCall)
 	var wg sync.WaitGroup
 	for w := 0; w < 4; w++ {
@@ -159,12 +159,19 @@ func runPruneDifferential(t *testing.T, v string) {
 					byClass[cl] = &tally{}
 				}
 				byClass[cl].n++
+				if done++; done%250 == 0 {
+					fmt.Printf("e2e: prune %s: %d/%d requests, %v\n", v, done, len(cases), time.Since(t0).Round(time.Second))
+				}
 				if !same {
 					byClass[cl].bad++
 					failures++
 					if failures <= 5 {
-						t.Errorf("%s %s %q: proxy %s (%d bytes), metastore %s (%d bytes)", pc.method, pc.tbl, pc.what,
-							outcome(t, got), len(got), outcome(t, want), len(want))
+						at := 0
+						for at < min(len(got), len(want)) && got[at] == want[at] {
+							at++
+						}
+						t.Errorf("%s %s %q (%s): proxy %s (%d bytes), metastore %s (%d bytes), first difference at byte %d",
+							pc.method, pc.tbl, pc.what, pc.class, outcome(t, got), len(got), outcome(t, want), len(want), at)
 					}
 				}
 				mu.Unlock()
@@ -306,20 +313,22 @@ func (g *pruneGen) next(db, tbl string) pruneCall {
 	// metastore answering hundreds of partitions per call would make the
 	// test slow.
 	flt, class := "", "exact"
+	max := g.maxParts()
 	switch r := g.rng.Intn(8); {
 	case r == 0:
 		flt, class = g.inexact()
+		max = 5
 	case r == 1:
 		flt = g.expr(3)
+		max = int16(g.rng.Intn(8))
 	case r <= 3:
-		flt = "region = '" + g.value(0) + "' and " + g.expr(2)
+		flt = "region = '" + g.value(0) + "' and (n = " + g.value(1) + " or " + g.expr(1) + ")"
 	default:
 		flt = "ds = '" + g.value(2) + "' and " + g.expr(2)
 	}
 	if tbl == "odd" && class == "exact" {
 		class = "odd table"
 	}
-	max := g.maxParts()
 	methods := []string{"get_partitions_by_filter", "get_num_partitions_by_filter"}
 	if g.v4 {
 		methods = append(methods, "get_partitions_by_filter_req")
@@ -340,7 +349,7 @@ func (g *pruneGen) spec(db, tbl string) pruneCall {
 	// A spec naming every key is answered locally; a partial one, whose
 	// matches the metastore lists in its database's order, is forwarded.
 	n := 3
-	if g.rng.Intn(4) == 0 {
+	if g.rng.Intn(8) == 0 {
 		n = 1 + g.rng.Intn(2)
 	}
 	if g.rng.Intn(20) == 0 {
@@ -348,7 +357,7 @@ func (g *pruneGen) spec(db, tbl string) pruneCall {
 	}
 	vals := make([]string, n)
 	for i := range vals {
-		if g.rng.Intn(8) > 0 {
+		if g.rng.Intn(12) > 0 {
 			vals[i] = g.value(min(i, 2))
 		}
 	}
@@ -365,6 +374,9 @@ func (g *pruneGen) spec(db, tbl string) pruneCall {
 		class = "pattern value"
 	}
 	max := g.maxParts()
+	if n < 3 || slices.Contains(vals, "") {
+		max = int16(g.rng.Intn(8)) // forwarded, and could be long
+	}
 	methods := []string{"get_partitions_ps", "get_partition_names_ps"}
 	if g.v4 {
 		methods = append(methods, "get_partition_names_ps_req")

@@ -84,7 +84,7 @@ func pruneCases() []pruneCase {
 		{"ps any value", "get_partitions_ps", psArgs("get_partitions_ps", -1, "", "7"), false},
 		// The demo metastore, like 2.3 and 3.1, does not know this one:
 		// its UNKNOWN_METHOD answer is what the client must get.
-		{"ps names req unknown", "get_partition_names_ps_req", psArgs("get_partition_names_ps_req", -1, "2024-01-01"), false},
+		{"ps names req unknown", "get_partition_names_ps_req", psArgs("get_partition_names_ps_req", -1, "2024-01-01", "1"), false},
 		// Not evaluated here: forwarded, the metastore's answer (or error).
 		{"range", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr > 20`, -1), false},
 		{"not a key", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `region = 'x'`, -1), false},

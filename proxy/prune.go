@@ -123,6 +123,12 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	if !ok || len(keys) == 0 {
 		return c.pruneFallback(errPruneForward)
 	}
+	// Exactness first: an inexact request loads nothing.
+	match, pins, intKeys, ok := pruneMatcher(&p, keys)
+	if !ok {
+		k.prune.Inexact.Add(1)
+		return false, nil
+	}
 	list, listKey, err := c.pruneEntry(sc, "get_partition_names", hms.AppendPartitionNamesArgs(nil, p.DB, p.Table))
 	if err != nil {
 		return c.pruneFallback(err)
@@ -131,10 +137,11 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	if !ok || (idx.nkeys != len(keys) && len(idx.names) > 0) {
 		return c.pruneFallback(errPruneForward)
 	}
-	match, pins, ok := pruneMatcher(&p, keys, idx.odd)
-	if !ok {
-		k.prune.Inexact.Add(1)
-		return false, nil
+	for _, i := range intKeys {
+		if i < len(idx.odd) && idx.odd[i] {
+			k.prune.Inexact.Add(1)
+			return false, nil
+		}
 	}
 	var sel []int32
 	cands := idx.candidates(pins)
@@ -214,16 +221,18 @@ var plainValue = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
 // pruneMatcher returns the test of one partition (its values by key, in
 // the table's key order) for p, and false when p is not evaluated exactly.
 // pins are, by key position, the only values a matching partition can
-// have for that key (nil: no such key): the candidates to test.
-func pruneMatcher(p *hms.Prune, keys []hms.PartitionKey, odd []bool) (match func(vals []string) (bool, error), pins [][]string, ok bool) {
+// have for that key (nil: no such key): the candidates to test. intKeys
+// are the positions of the integral keys the filter compares: exact only
+// while every stored value of them is canonical (nameIndex.odd).
+func pruneMatcher(p *hms.Prune, keys []hms.PartitionKey) (match func(vals []string) (bool, error), pins [][]string, intKeys []int, ok bool) {
 	if !p.ByFilter {
 		if len(p.PartVals) != len(keys) {
-			return nil, nil, false // see above; too many values: the metastore raises
+			return nil, nil, nil, false // see above; too many values: the metastore raises
 		}
 		pins = make([][]string, len(keys))
 		for i, v := range p.PartVals {
 			if !plainValue.MatchString(v) {
-				return nil, nil, false
+				return nil, nil, nil, false
 			}
 			pins[i] = []string{v}
 		}
@@ -235,11 +244,11 @@ func pruneMatcher(p *hms.Prune, keys []hms.PartitionKey, odd []bool) (match func
 				}
 			}
 			return true, nil
-		}, pins, true
+		}, pins, nil, true
 	}
 	e, err := filter.Parse(p.Filter)
 	if err != nil {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	types := make(map[string]string, len(keys))
 	lower := make([]string, len(keys))
@@ -248,12 +257,12 @@ func pruneMatcher(p *hms.Prune, keys []hms.PartitionKey, odd []bool) (match func
 		types[lower[i]] = key.Type
 	}
 	if !e.Exact(types) {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	for _, used := range e.Keys() {
 		for i, key := range lower {
-			if key == used && i < len(odd) && odd[i] && filter.Integral(types[key]) {
-				return nil, nil, false
+			if key == used && filter.Integral(types[key]) {
+				intKeys = append(intKeys, i)
 			}
 		}
 	}
@@ -273,7 +282,7 @@ func pruneMatcher(p *hms.Prune, keys []hms.PartitionKey, odd []bool) (match func
 		// where direct SQL fails and the metastore falls back to JDO:
 		// its answer, not ours.
 		return e.Eval(byKey, types)
-	}, pins, true
+	}, pins, intKeys, true
 }
 
 // pruneEntry returns the cached success reply body of a synthesized read

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hmsproxy/hmsproxy/cache"
@@ -180,7 +181,16 @@ func TestPruneRacingInvalidation(t *testing.T) {
 	_, addr := startDemo(t, wire.Buffered)
 	caching := newCaching(t, nil)
 	var srv *Server
-	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { return up }, func(s *Server) { srv = s })
+	var armed atomic.Bool
+	var hook func()
+	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { return up }, func(s *Server) {
+		srv = s
+		s.cache.pruneHook = func() {
+			if armed.CompareAndSwap(true, false) {
+				hook()
+			}
+		}
+	})
 	direct := dial(t, addr, wire.Buffered)
 	c := dial(t, paddr, wire.Buffered)
 	args := filterArgs("get_partitions_by_filter", `hr = 2 or hr = 3`, -1)
@@ -190,7 +200,7 @@ func TestPruneRacingInvalidation(t *testing.T) {
 	// is dropped behind the proxy's back and the table invalidated, as
 	// the event-log poller or a peer would.
 	var once sync.Once
-	srv.cache.pruneHook = func() {
+	hook = func() {
 		once.Do(func() {
 			if o := call(t, direct, "drop_partition_by_name", hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"), hmsreq.Str(3, partName(2)), hmsreq.Bool(4, true))); len(o) == 0 {
 				t.Error("drop_partition_by_name: no reply")
@@ -198,6 +208,7 @@ func TestPruneRacingInvalidation(t *testing.T) {
 			srv.Flush(context.Background(), []cache.Entity{{Level: cache.LevelPartitions, Cat: "hive", DB: "demo_db0", Table: "t0"}})
 		})
 	}
+	armed.Store(true)
 	raced := srv.PruneStats().Raced.Load()
 	got, want := call(t, c, "get_partitions_by_filter", args), call(t, direct, "get_partitions_by_filter", args)
 	if !sameButSeqID(got, want) {

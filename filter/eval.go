@@ -189,7 +189,25 @@ func eval(n *node, values, keyTypes map[string]string) (tri, error) {
 		if n.neg {
 			res, op = triTrue, NE
 		}
+		// An integral value is parsed once for the whole list: compare
+		// parses it again only for a literal of another kind.
+		var x int64
+		parsed := false
+		if integral && v != DefaultPartition {
+			var err error
+			x, err = strconv.ParseInt(v, 10, 64)
+			parsed = err == nil
+		}
 		for i := range n.lits {
+			if parsed && n.lits[i].kind == litInt {
+				t := triOf((x == n.lits[i].n) == (op == EQ))
+				if n.neg {
+					res = min(res, t)
+				} else {
+					res = max(res, t)
+				}
+				continue
+			}
 			t, err := compare(n.key, v, op, &n.lits[i], integral)
 			if err != nil {
 				return triUnknown, err

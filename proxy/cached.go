@@ -106,10 +106,11 @@ type cacher struct {
 	// joinHook, if set, is told when a batch or one-table read waits for
 	// n entries another request is loading. A seam for tests only: it
 	// shows a request could have gone upstream but shared instead.
-	joinHook func(n int)
-	shadow   *shadower // nil: shadow validation off
-	prune    PruneStats
-	pruneIdx nameIndexes
+	joinHook   func(n int)
+	shadow     *shadower // nil: shadow validation off
+	prune      PruneStats
+	pruneIdx   nameIndexes
+	pruneExprs exprCache
 	// answered holds the names of the methods the metastore answered
 	// with a reply (not UNKNOWN_METHOD): a prune answers a 4.0 request
 	// form only once the metastore proved it knows it.

@@ -124,7 +124,7 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		return c.pruneFallback(errPruneForward)
 	}
 	// Exactness first: an inexact request loads nothing.
-	match, pins, intKeys, ok := pruneMatcher(&p, keys)
+	match, pins, intKeys, ok := pruneMatcher(&p, keys, &k.pruneExprs)
 	if !ok {
 		k.prune.Inexact.Add(1)
 		return false, nil
@@ -224,7 +224,7 @@ var plainValue = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
 // have for that key (nil: no such key): the candidates to test. intKeys
 // are the positions of the integral keys the filter compares: exact only
 // while every stored value of them is canonical (nameIndex.odd).
-func pruneMatcher(p *hms.Prune, keys []hms.PartitionKey) (match func(vals []string) (bool, error), pins [][]string, intKeys []int, ok bool) {
+func pruneMatcher(p *hms.Prune, keys []hms.PartitionKey, exprs *exprCache) (match func(vals []string) (bool, error), pins [][]string, intKeys []int, ok bool) {
 	if !p.ByFilter {
 		if len(p.PartVals) != len(keys) {
 			return nil, nil, nil, false // see above; too many values: the metastore raises
@@ -246,7 +246,7 @@ func pruneMatcher(p *hms.Prune, keys []hms.PartitionKey) (match func(vals []stri
 			return true, nil
 		}, pins, nil, true
 	}
-	e, err := filter.Parse(p.Filter)
+	e, err := exprs.parse(p.Filter)
 	if err != nil {
 		return nil, nil, nil, false
 	}
@@ -449,6 +449,42 @@ func (k *cacher) partitionEntry(key []byte) ([]byte, bool) {
 	// Refresh-ahead of per-partition entries is left to by-names reads:
 	// an entry past its refresh age is served until its TTL.
 	return e.Body(), true
+}
+
+// exprCache keeps parsed filters by text: planners send the same filter
+// again and again (and an Expr is immutable), so most prunes parse none.
+type exprCache struct {
+	mu sync.Mutex // guards m
+	m  map[string]*filter.Expr
+}
+
+// maxExprs bounds the filters kept.
+const maxExprs = 4096
+
+func (x *exprCache) parse(s string) (*filter.Expr, error) {
+	x.mu.Lock()
+	e := x.m[s]
+	x.mu.Unlock()
+	if e != nil {
+		return e, nil
+	}
+	e, err := filter.Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.m == nil {
+		x.m = map[string]*filter.Expr{}
+	}
+	if len(x.m) >= maxExprs {
+		for k := range x.m { // any one
+			delete(x.m, k)
+			break
+		}
+	}
+	x.m[s] = e
+	return e, nil
 }
 
 // canonicalInt reports whether v is an integer written as strconv would

@@ -77,7 +77,7 @@ func runPruneDifferential(t *testing.T, v string) {
 				Params: kv("transient_lastDdlTime", strconv.Itoa(fixedTime))})
 		}
 		for len(ps) > 0 { // in bulk: a few calls, not one per partition
-			chunk := ps[:min(len(ps), 250)]
+			chunk := ps[:min(len(ps), 50)]
 			ps = ps[len(chunk):]
 			mustOK("add_partitions", hmsreq.Args(hmsreq.Partitions(1, chunk...)))
 		}

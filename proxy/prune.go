@@ -95,6 +95,11 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	if k.PruneOff {
 		return false, nil
 	}
+	for _, kind := range [...]hms.Kind{hms.KindTable, hms.KindPartitionNames, hms.KindPartitions} {
+		if k.Store.Policy(kind).TTL <= 0 {
+			return false, nil // what a prune reads is not cached: it would cost three calls
+		}
+	}
 	p, ok := hms.DecodePrune(meth.Name, m.Body(), k.DefaultCatalog)
 	if !ok {
 		return false, nil

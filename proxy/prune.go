@@ -120,7 +120,8 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		return false, nil
 	}
 
-	tbl, _, err := c.pruneEntry(sc, "get_table", hms.AppendTableArgs(nil, p.DB, p.Table))
+	c.pargs = hms.AppendTableArgs(c.pargs[:0], p.DB, p.Table)
+	tbl, _, err := c.pruneEntry(sc, "get_table", c.pargs)
 	if err != nil {
 		return c.pruneFallback(err)
 	}
@@ -134,7 +135,8 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		k.prune.Inexact.Add(1)
 		return false, nil
 	}
-	list, listKey, err := c.pruneEntry(sc, "get_partition_names", hms.AppendPartitionNamesArgs(nil, p.DB, p.Table))
+	c.pargs = hms.AppendPartitionNamesArgs(c.pargs[:0], p.DB, p.Table)
+	list, listKey, err := c.pruneEntry(sc, "get_partition_names", c.pargs)
 	if err != nil {
 		return c.pruneFallback(err)
 	}
@@ -297,27 +299,19 @@ func pruneMatcher(p *hms.Prune, keys []hms.PartitionKey, exprs *exprCache) (matc
 func (c *clientConn) pruneEntry(sc cache.Scope, method string, args []byte) (body []byte, key string, err error) {
 	k := c.s.cache
 	meth := hms.Lookup([]byte(method))
-	msg := wire.AppendHeader(nil, wire.Call, []byte(method), 0)
-	msg = append(msg, args...)
-	m, err := wire.Parse(msg, wire.Limits{MaxMessage: len(msg)})
+	syn, err := c.pruneSynthOf(sc, meth, args)
 	if err != nil {
-		return nil, "", errPruneForward
+		return nil, "", err
 	}
-	r := &c.pres
-	defer r.Forget()
-	if err := meth.Resolve(r, m.Body()); err != nil || r.Bad {
-		return nil, "", errPruneForward
-	}
-	kb, _ := cache.ReadKey(nil, sc, meth, r, k.DefaultCatalog)
-	names := cache.ReadNames(meth, r, k.DefaultCatalog)
+	m, kb, names := syn.m, syn.key, &syn.names
 	if e, st := k.Store.Get(kb, meth.Kind); st != cache.Miss {
 		if st == cache.HitRefresh && k.Store.StartRefresh(kb) {
-			k.enqueueRefresh(c.sess, meth, m, kb, &names)
+			k.enqueueRefresh(c.sess, meth, m, kb, names)
 		}
 		body, err = okBody(e.Body())
-		return body, string(kb), err
+		return body, syn.keyStr, err
 	}
-	deps, ok := k.Store.ReadDeps(nil, sc, meth, &names)
+	deps, ok := k.Store.ReadDeps(nil, sc, meth, names)
 	if !ok {
 		return nil, "", errPruneForward
 	}
@@ -337,7 +331,67 @@ func (c *clientConn) pruneEntry(sc cache.Scope, method string, args []byte) (bod
 		return nil, "", errPruneForward
 	}
 	body, err = okBody(ld.body)
-	return body, string(kb), err
+	return body, syn.keyStr, err
+}
+
+// pruneSynth is a read a prune makes up, ready to look up or send.
+type pruneSynth struct {
+	m      wire.Message // owns its buffer
+	key    []byte       // its cache key; for a batch, its entries' key prefix
+	keyStr string
+	names  cache.Names
+}
+
+// maxPruneSynths bounds the made-up reads a connection keeps: a planner
+// asks about a few tables over and over on one connection.
+const maxPruneSynths = 64
+
+// pruneSynthOf returns the made-up read of meth with args under sc,
+// building it (message, key, names) only the first time on this
+// connection.
+func (c *clientConn) pruneSynthOf(sc cache.Scope, meth *hms.Method, args []byte) (*pruneSynth, error) {
+	memo := c.pmemo[:0]
+	memo = append(memo, meth.Name...)
+	memo = append(memo, 0)
+	if sc.PerUser {
+		memo = append(memo, 1)
+		memo = append(memo, sc.User...)
+	}
+	memo = append(memo, 0)
+	memo = append(memo, args...)
+	c.pmemo = memo
+	if syn, ok := c.psynth[string(memo)]; ok {
+		return syn, nil
+	}
+	k := c.s.cache
+	msg := wire.AppendHeader(nil, wire.Call, []byte(meth.Name), 0)
+	msg = append(msg, args...)
+	m, err := wire.Parse(msg, wire.Limits{MaxMessage: len(msg)})
+	if err != nil {
+		return nil, errPruneForward
+	}
+	r := &c.pres
+	defer r.Forget()
+	if err := meth.Resolve(r, m.Body()); err != nil || r.Bad {
+		return nil, errPruneForward
+	}
+	var kb []byte
+	ok := true
+	if meth.Batch != nil {
+		// A batch's entries: key is their prefix.
+		kb, ok = cache.EntryKeyPrefix(nil, sc, meth, r, k.DefaultCatalog)
+	} else {
+		kb, ok = cache.ReadKey(nil, sc, meth, r, k.DefaultCatalog)
+	}
+	if !ok {
+		return nil, errPruneForward
+	}
+	syn := &pruneSynth{m: m, key: kb, keyStr: string(kb), names: cache.ReadNames(meth, r, k.DefaultCatalog)}
+	if c.psynth == nil || len(c.psynth) >= maxPruneSynths {
+		c.psynth = map[string]*pruneSynth{}
+	}
+	c.psynth[string(memo)] = syn
+	return syn, nil
 }
 
 // okBody passes a result body that holds a success (field 0).
@@ -358,18 +412,13 @@ func okBody(b []byte) ([]byte, error) {
 func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameIndex, sel, cands []int32, snap *cache.Snapshot) ([][]byte, error) {
 	k := c.s.cache
 	meth := hms.Lookup([]byte("get_partitions_by_names"))
-	args := hms.AppendPartitionsByNamesArgs(nil, p.DB, p.Table, nil)
-	r := &c.pres
-	defer r.Forget()
-	if err := meth.Resolve(r, args); err != nil || r.Bad {
-		return nil, errPruneForward
+	c.pargs = hms.AppendPartitionsByNamesArgs(c.pargs[:0], p.DB, p.Table, nil)
+	syn, err := c.pruneSynthOf(sc, meth, c.pargs) // copies what it keeps
+	if err != nil {
+		return nil, err
 	}
-	base, ok := cache.EntryKeyPrefix(c.ekey[:0], sc, meth, r, k.DefaultCatalog)
-	c.ekey = base
-	if !ok {
-		return nil, errPruneForward
-	}
-	base = base[:len(base):len(base)]
+	base := syn.key[:len(syn.key):len(syn.key)] // entry keys are appended to copies
+	args := syn.m.Body()
 	pieces := make([][]byte, len(sel))
 	var missing []string
 	var at []int // where each missing name goes in pieces
@@ -407,7 +456,7 @@ func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameInde
 		}
 	}
 	started := k.Store.Now()
-	hdr := wire.AppendHeader(nil, wire.Call, []byte(meth.Name), 0)
+	hdr := syn.m.Header()
 	for len(missing) > 0 {
 		chunk := missing[:min(len(missing), k.BatchChunk)]
 		missing = missing[len(chunk):]

@@ -193,6 +193,7 @@ func runPruneDifferential(t *testing.T, v string) {
 	close(work)
 	wg.Wait()
 	local, up := st.Local.Load()-local0, st.Upstream.Load()-up0
+	fmt.Printf("e2e: prune %s: forwarded after a look (raced, refused fills) %d, inexact %d\n", v, st.Raced.Load(), st.Inexact.Load())
 	var classes []string
 	for cl := range byClass {
 		classes = append(classes, cl)

@@ -123,11 +123,11 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	c.pargs = hms.AppendTableArgs(c.pargs[:0], p.DB, p.Table)
 	tbl, _, err := c.pruneEntry(sc, "get_table", c.pargs)
 	if err != nil {
-		return c.pruneFallback(err)
+		return c.pruneFallback("table", err)
 	}
 	keys, ok := hms.TablePartitionKeys(tbl)
 	if !ok || len(keys) == 0 {
-		return c.pruneFallback(errPruneForward)
+		return c.pruneFallback("partition keys", errPruneForward)
 	}
 	// Exactness first: an inexact request loads nothing.
 	match, pins, intKeys, ok := pruneMatcher(&p, keys, &k.pruneExprs)
@@ -138,11 +138,11 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	c.pargs = hms.AppendPartitionNamesArgs(c.pargs[:0], p.DB, p.Table)
 	list, listKey, err := c.pruneEntry(sc, "get_partition_names", c.pargs)
 	if err != nil {
-		return c.pruneFallback(err)
+		return c.pruneFallback("name list", err)
 	}
 	idx, ok := k.pruneIdx.get(listKey, list)
 	if !ok || (idx.nkeys != len(keys) && len(idx.names) > 0) {
-		return c.pruneFallback(errPruneForward)
+		return c.pruneFallback("name index", errPruneForward)
 	}
 	for _, i := range intKeys {
 		if i < len(idx.odd) && idx.odd[i] {
@@ -158,7 +158,7 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		}
 		ok, err := match(idx.values[i])
 		if err != nil {
-			return c.pruneFallback(errPruneForward)
+			return c.pruneFallback("evaluation", errPruneForward)
 		}
 		if ok {
 			sel = append(sel, i)
@@ -176,14 +176,14 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	case hms.PrunePartitions:
 		pieces, err = c.prunePartitions(sc, &p, idx, sel, cands, &snap)
 		if err != nil {
-			return c.pruneFallback(err)
+			return c.pruneFallback("partitions", err)
 		}
 	}
 	if k.pruneHook != nil {
 		k.pruneHook()
 	}
 	if !k.Store.Gens().Current(&snap) {
-		return c.pruneFallback(errPruneForward)
+		return c.pruneFallback("generations", errPruneForward)
 	}
 	k.prune.Local.Add(1)
 	c.outcome = OutcomeHit
@@ -198,12 +198,13 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	return true, nil
 }
 
-// pruneFallback turns a reason not to prune into the answer of
-// pruneRead: the request goes on as any other read (and so reaches the
+// pruneFallback turns a reason not to prune (found at the step named at)
+// into the answer of pruneRead: the request goes on as any other read (and so reaches the
 // metastore, or its whole-reply entry), unless the client itself failed.
-func (c *clientConn) pruneFallback(err error) (bool, error) {
+func (c *clientConn) pruneFallback(at string, err error) (bool, error) {
 	if errors.Is(err, errPruneForward) {
 		c.s.cache.prune.Raced.Add(1)
+		c.s.cache.log.Debug("prune forwarded", "at", at)
 		return false, nil
 	}
 	return true, err

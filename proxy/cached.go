@@ -111,6 +111,9 @@ type cacher struct {
 	prune      PruneStats
 	pruneIdx   nameIndexes
 	pruneExprs exprCache
+	// pruneTableReq: the metastore answers get_table_req where get_table
+	// failed: prunes read the table that way.
+	pruneTableReq atomic.Bool
 	// answered holds the names of the methods the metastore answered
 	// with a reply (not UNKNOWN_METHOD): a prune answers a 4.0 request
 	// form only once the metastore proved it knows it.

@@ -120,8 +120,7 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		return false, nil
 	}
 
-	c.pargs = hms.AppendTableArgs(c.pargs[:0], p.DB, p.Table)
-	tbl, _, err := c.pruneEntry(sc, "get_table", c.pargs)
+	tbl, err := c.pruneTable(sc, &p)
 	if err != nil {
 		return c.pruneFallback("table", err)
 	}
@@ -393,6 +392,30 @@ func (c *clientConn) pruneSynthOf(sc cache.Scope, meth *hms.Method, args []byte)
 	}
 	c.psynth[string(memo)] = syn
 	return syn, nil
+}
+
+// pruneTable returns the table's cached get_table reply, or on a
+// metastore without the legacy get_table (the 4.0 of the test bed answers
+// it with UNKNOWN_METHOD) the get_table_req one; once the legacy form
+// failed and the request form answered, only the latter is asked.
+func (c *clientConn) pruneTable(sc cache.Scope, p *hms.Prune) ([]byte, error) {
+	k := c.s.cache
+	if !k.pruneTableReq.Load() {
+		c.pargs = hms.AppendTableArgs(c.pargs[:0], p.DB, p.Table)
+		body, _, err := c.pruneEntry(sc, "get_table", c.pargs)
+		if !errors.Is(err, errPruneForward) {
+			return body, err
+		}
+		if _, known := k.answered.Load("get_table"); known {
+			return nil, err // the table's own answer (not found, say)
+		}
+	}
+	c.pargs = hms.AppendTableReqArgs(c.pargs[:0], p.DB, p.Table)
+	body, _, err := c.pruneEntry(sc, "get_table_req", c.pargs)
+	if err == nil && !k.pruneTableReq.Load() {
+		k.pruneTableReq.Store(true)
+	}
+	return body, err
 }
 
 // okBody passes a result body that holds a success (field 0).

@@ -218,3 +218,44 @@ func TestPruneRacingInvalidation(t *testing.T) {
 		t.Fatalf("raced prunes: got +%d; want +1", srv.PruneStats().Raced.Load()-raced)
 	}
 }
+
+// noLegacyGetTable answers get_table with UNKNOWN_METHOD, as the 4.0
+// metastore of the test bed does.
+type noLegacyGetTable struct{ up Forwarder }
+
+func (f noLegacyGetTable) Do(ctx context.Context, c upstream.Call, sink upstream.ReplySink) error {
+	if string(c.Msg.Name()) == "get_table" {
+		m, err := wire.Parse(wire.AppendApplicationException(nil, "get_table", c.Msg.SeqID, wire.ExUnknownMethod, "Invalid method name: 'get_table'"), wire.Limits{})
+		if err != nil {
+			return err
+		}
+		return sink.Reply(m)
+	}
+	return f.up.Do(ctx, c, sink)
+}
+
+// TestPruneWithoutLegacyGetTable: against a metastore without the legacy
+// get_table, prunes read the table with get_table_req, and after the
+// first one never ask for get_table again.
+func TestPruneWithoutLegacyGetTable(t *testing.T) {
+	_, addr := startDemo(t, wire.Buffered)
+	caching := newCaching(t, nil)
+	f := &countingForwarder{}
+	var srv *Server
+	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { f.up = noLegacyGetTable{up}; return f }, func(s *Server) { srv = s })
+	direct := dial(t, addr, wire.Buffered)
+	c := dial(t, paddr, wire.Buffered)
+	for i, flt := range []string{`hr = 1`, `hr = 2`, `hr = 3`} {
+		args := filterArgs("get_partitions_by_filter", flt, -1)
+		if got, want := call(t, c, "get_partitions_by_filter", args), call(t, direct, "get_partitions_by_filter", args); !sameButSeqID(got, want) {
+			t.Fatalf("%s: reply differs\n got %x\nwant %x", flt, got, want)
+		}
+		caching.Store.Wait()
+		if n := f.take(); i > 0 && (n["get_table"] != 0 || n["get_table_req"] != 0) {
+			t.Fatalf("%s: upstream calls %v; want the table from the cache", flt, n)
+		}
+	}
+	if n := srv.PruneStats().Local.Load(); n != 3 {
+		t.Fatalf("answered locally: %d of 3", n)
+	}
+}

@@ -153,6 +153,20 @@ func AppendTableArgs(dst, db, tbl []byte) []byte {
 	return e.B
 }
 
+// AppendTableReqArgs appends the args of get_table_req(GetTableRequest{
+// dbName, tblName}).
+func AppendTableReqArgs(dst, db, tbl []byte) []byte {
+	e := wire.Encoder{B: dst}
+	e.FieldBegin(wire.TStruct, 1)
+	e.FieldBegin(wire.TString, 1)
+	e.Bytes(db)
+	e.FieldBegin(wire.TString, 2)
+	e.Bytes(tbl)
+	e.Stop()
+	e.Stop()
+	return e.B
+}
+
 // AppendPartitionNamesArgs appends the args of get_partition_names(db,
 // table, -1): every name of the table.
 func AppendPartitionNamesArgs(dst, db, tbl []byte) []byte {
@@ -190,11 +204,19 @@ type PartitionKey struct {
 // TablePartitionKeys reads the partition keys (Table field 8) out of a
 // get_table result body. ok is false when the body is not a success
 // carrying a table.
+//
+// A get_table_req result (GetTableResult, its Table at field 1) is read
+// too: its first field is a struct, where a Table's is its name.
 func TablePartitionKeys(body []byte) (keys []PartitionKey, ok bool) {
 	d := wire.NewDecoder(body)
 	typ, id := d.FieldBegin()
 	if typ != wire.TStruct || id != 0 {
 		return nil, false
+	}
+	if len(body) > d.Pos() && body[d.Pos()] == wire.TStruct {
+		if typ, id := d.FieldBegin(); typ != wire.TStruct || id != 1 {
+			return nil, false
+		}
 	}
 	d.Fields(func(id int16, typ byte) bool {
 		if id != 8 || typ != wire.TList {

@@ -635,12 +635,20 @@ func (x *nameIndex) candidates(pins [][]string) []int32 {
 // built from: entries are immutable, and an index holds its body, so an
 // address seen again is the same bytes.
 type nameIndexes struct {
-	mu sync.Mutex // guards m
-	m  map[string]*nameIndex
+	mu    sync.Mutex // guards m and names
+	m     map[string]*nameIndex
+	names int // names held by the indexes in m
 }
 
-// maxNameIndexes bounds the indexes kept: one per table being pruned.
-const maxNameIndexes = 1024
+// The indexes live outside the cache's byte budget (they hold the name
+// list bodies too, which the cache may have evicted), so they are
+// bounded on their own: at most maxNameIndexes tables and
+// maxIndexedNames names in all (a few hundred bytes each), evicting
+// arbitrary indexes; an evicted table is indexed again on its next prune.
+const (
+	maxNameIndexes  = 1024
+	maxIndexedNames = 2_000_000
+)
 
 func (x *nameIndexes) get(key string, body []byte) (*nameIndex, bool) {
 	if len(body) == 0 {
@@ -682,17 +690,26 @@ func (x *nameIndexes) get(key string, body []byte) (*nameIndex, bool) {
 		}
 		idx.all = append(idx.all, int32(i))
 	}
+	if len(names) > maxIndexedNames {
+		return nil, false // too big to keep: such a table is forwarded
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.m == nil {
 		x.m = map[string]*nameIndex{}
 	}
-	if len(x.m) >= maxNameIndexes {
-		for k := range x.m { // any one: a table not pruned lately is rebuilt
-			delete(x.m, k)
+	if old := x.m[key]; old != nil {
+		x.names -= len(old.names)
+		delete(x.m, key)
+	}
+	for k, old := range x.m { // arbitrary ones: a table not pruned lately is rebuilt
+		if len(x.m) < maxNameIndexes && x.names+len(names) <= maxIndexedNames {
 			break
 		}
+		x.names -= len(old.names)
+		delete(x.m, k)
 	}
 	x.m[key] = idx
+	x.names += len(names)
 	return idx, true
 }

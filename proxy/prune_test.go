@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -257,5 +258,25 @@ func TestPruneWithoutLegacyGetTable(t *testing.T) {
 	}
 	if n := srv.PruneStats().Local.Load(); n != 3 {
 		t.Fatalf("answered locally: %d of 3", n)
+	}
+}
+
+// TestNameIndexesBounded: the indexes of name lists, kept outside the
+// cache's budget, stay within their table bound and count their names.
+func TestNameIndexesBounded(t *testing.T) {
+	var x nameIndexes
+	for i := 0; i < maxNameIndexes+50; i++ {
+		var e wire.Encoder
+		e.StringListField(0, []string{fmt.Sprintf("ds=%d/hr=1", i), fmt.Sprintf("ds=%d/hr=2", i)})
+		e.Stop()
+		if _, ok := x.get(fmt.Sprint("table", i), e.B); !ok {
+			t.Fatalf("index %d not built", i)
+		}
+	}
+	if len(x.m) > maxNameIndexes {
+		t.Fatalf("got %d indexes; want at most %d", len(x.m), maxNameIndexes)
+	}
+	if x.names != 2*len(x.m) {
+		t.Fatalf("counted %d names for %d indexes of 2; want %d", x.names, len(x.m), 2*len(x.m))
 	}
 }

@@ -59,6 +59,10 @@ func classify(typ string) keyClass {
 	return classOther
 }
 
+// Integral reports whether a Hive type is one Eval compares numerically
+// with integer literals (tinyint, smallint, int, integer, bigint).
+func Integral(typ string) bool { return classify(typ) == classIntegral }
+
 // Exact reports whether Eval is certain to agree with the metastore for
 // every partition of a table whose partition keys have the given types
 // (key name, lower-cased, to Hive type name). See the package documentation
@@ -185,7 +189,25 @@ func eval(n *node, values, keyTypes map[string]string) (tri, error) {
 		if n.neg {
 			res, op = triTrue, NE
 		}
+		// An integral value is parsed once for the whole list: compare
+		// parses it again only for a literal of another kind.
+		var x int64
+		parsed := false
+		if integral && v != DefaultPartition {
+			var err error
+			x, err = strconv.ParseInt(v, 10, 64)
+			parsed = err == nil
+		}
 		for i := range n.lits {
+			if parsed && n.lits[i].kind == litInt {
+				t := triOf((x == n.lits[i].n) == (op == EQ))
+				if n.neg {
+					res = min(res, t)
+				} else {
+					res = max(res, t)
+				}
+				continue
+			}
 			t, err := compare(n.key, v, op, &n.lits[i], integral)
 			if err != nil {
 				return triUnknown, err
@@ -254,4 +276,62 @@ func compare(key, v string, op Op, lit *literal, integral bool) (tri, error) {
 		return triOf(c >= 0), nil
 	}
 	return triUnknown, fmt.Errorf("%w: operator %v", errInternal, op)
+}
+
+// Pinned returns, for each key that a conjunct at the top of the filter
+// pins to a finite set of literals ("key = lit", "(key) IN (lits)"), the
+// values written as they must be stored to equal one of them: a string
+// literal's text, an integer literal's canonical decimal form (for an
+// integral key). A partition whose value of such a key is not in its
+// set cannot match, so a cache may test only the partitions that have
+// one (Presto's partial spec); the filter is still evaluated on them.
+// For an integral key this holds only when the key's stored values are
+// all canonical ("7", never "07"): the caller checks that. Keys pinned
+// by more than one conjunct keep the first set.
+func (e *Expr) Pinned(keyTypes map[string]string) map[string][]string {
+	var out map[string][]string
+	var visit func(n *node)
+	visit = func(n *node) {
+		switch n.kind {
+		case nAnd:
+			for _, k := range n.kids {
+				visit(k)
+			}
+			return
+		case nCmp:
+			if n.op != EQ {
+				return
+			}
+		case nIn:
+			if n.neg {
+				return
+			}
+		default:
+			return
+		}
+		if _, done := out[n.key]; done {
+			return
+		}
+		want := litString
+		switch classify(keyTypes[n.key]) {
+		case classString:
+		case classIntegral:
+			want = litInt
+		default:
+			return
+		}
+		vals := make([]string, 0, len(n.lits))
+		for _, l := range n.lits {
+			if l.kind != want || l.odd {
+				return
+			}
+			vals = append(vals, l.text)
+		}
+		if out == nil {
+			out = map[string][]string{}
+		}
+		out[n.key] = vals
+	}
+	visit(e.root)
+	return out
 }

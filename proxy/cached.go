@@ -57,6 +57,11 @@ type Caching struct {
 	// Writes is told of every write after it (the change-event stream).
 	// Nil: nobody.
 	Writes WriteObserver
+	// PruneOff turns local pruning off: filters and partial specs are
+	// then cached as whole replies under their exact text. Default false:
+	// what the proxy evaluates exactly is answered from the table's
+	// cached partition names and per-partition entries (prune.go).
+	PruneOff bool
 	// Shadow re-reads a sample of cache hits from the metastore to prove
 	// the cache fresh. The zero value samples 0.1 % of hits, at most 20
 	// a second.
@@ -101,12 +106,26 @@ type cacher struct {
 	// joinHook, if set, is told when a batch or one-table read waits for
 	// n entries another request is loading. A seam for tests only: it
 	// shows a request could have gone upstream but shared instead.
-	joinHook func(n int)
-	shadow   *shadower // nil: shadow validation off
-	scoper   *scoper
-	unknown  *unknownMethods
-	txns     *cache.TxnTracker
-	log      *slog.Logger
+	joinHook   func(n int)
+	shadow     *shadower // nil: shadow validation off
+	prune      PruneStats
+	pruneIdx   nameIndexes
+	pruneExprs exprCache
+	// pruneTableReq: the metastore answers get_table_req where get_table
+	// failed: prunes read the table that way.
+	pruneTableReq atomic.Bool
+	// answered holds the names of the methods the metastore answered
+	// with a reply (not UNKNOWN_METHOD): a prune answers a 4.0 request
+	// form only once the metastore proved it knows it.
+	answered sync.Map
+	// pruneHook, if set, runs when a prune has assembled its reply and
+	// not yet checked its generations. A seam for tests only: an
+	// invalidation there is one that races the prune.
+	pruneHook func()
+	scoper    *scoper
+	unknown   *unknownMethods
+	txns      *cache.TxnTracker
+	log       *slog.Logger
 
 	jobs chan refreshJob
 	// Refresh jobs queued, and those finished. Tests wait until they are
@@ -223,6 +242,9 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 		}
 	}
 	sc := k.scope(c.sess)
+	if handled, err := c.pruneRead(meth, m, sc); handled {
+		return err
+	}
 	if b := meth.Batch; b != nil {
 		read := c.batchRead
 		if b.Of == hms.BatchTables {
@@ -328,6 +350,9 @@ func (k *cacher) load(ctx context.Context, up Forwarder, sess *upstream.Session,
 func (k *cacher) admit(meth *hms.Method, key []byte, r loaded, snap *cache.Snapshot, started time.Time) {
 	if r.typ != wire.Reply {
 		return
+	}
+	if _, ok := k.answered.Load(meth.Name); !ok {
+		k.answered.Store(meth.Name, struct{}{})
 	}
 	field, err := wire.ResultField(r.body)
 	if err != nil {

@@ -37,11 +37,17 @@ type clientConn struct {
 
 	// Buffers reused across calls, so the hit path does not allocate.
 	res  hms.Resolved // the request's args, resolved in one walk
-	key  []byte
-	ekey []byte // a batch's entry key prefix
-	hdr  []byte
-	deps []cache.Dep
-	ents []cache.Entity
+	pres hms.Resolved // a read a prune makes up (table, names, partitions)
+	// psynth are the made-up reads of prunes on this connection, by
+	// method, identity and args (pruneSynthOf).
+	psynth map[string]*pruneSynth
+	pmemo  []byte // the key of psynth being looked up
+	pargs  []byte // the args of a made-up read being built
+	key    []byte
+	ekey   []byte // a batch's entry key prefix
+	hdr    []byte
+	deps   []cache.Dep
+	ents   []cache.Entity
 
 	iov   [][]byte    // reply pieces of a batch answered from the cache
 	frame []byte      // their wrapper bytes

@@ -28,7 +28,7 @@ func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 type options struct {
 	targets, metrics                listFlag
 	baseline, setupTarget           string
-	setup, demo, quiet              bool
+	setup, demo, quiet, pruneMix    bool
 	demoDelay                       time.Duration
 	spec                            bench.Spec
 	ops, concurrency, rates, phases string
@@ -91,6 +91,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.demo, "demo", false, "start an in-process demo metastore and hmsproxy, and compare them (targets direct and proxy)")
 	fs.DurationVar(&o.demoDelay, "demo-delay", 0, "demo: latency added to every metastore call (stands in for its database)")
 	fs.BoolVar(&o.quiet, "quiet", false, "no live progress on stderr")
+	fs.BoolVar(&o.pruneMix, "prune-mix", false, "run the pruning mix (Trino-style planning, Zipf filter values, new days over time) against whole-reply caching and local pruning in one run, in process; --seed and --zipf-s apply")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -178,6 +179,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 	if !o.quiet {
 		cfg.Progress = stderr
+	}
+	if o.pruneMix {
+		rep, err := bench.RunPruneMix(ctx, bench.PruneMixConfig{Seed: o.seed, ZipfS: o.zipfS})
+		if err != nil {
+			return err
+		}
+		rep.Write(stdout)
+		return nil
 	}
 	if o.demo {
 		if len(cfg.Targets) > 0 {

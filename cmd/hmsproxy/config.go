@@ -189,6 +189,10 @@ type cacheConfig struct {
 	Allow           []string      `yaml:"allow"`            // -cache-allow
 	Deny            []string      `yaml:"deny"`             // -cache-deny
 	RefreshWorkers  int           `yaml:"refresh_workers"`  // -cache-refresh-workers
+	// Prune answers exact partition filters and full partial specs from
+	// the cached table, name list and partitions (-cache-prune). Nil:
+	// true.
+	Prune *bool `yaml:"prune"`
 	// KnownReads lists methods outside the method table that only read
 	// (-cache-known-reads): they pass through. Any other unknown method
 	// invalidates everything cached for the upstream group once answered.
@@ -323,6 +327,7 @@ Flags:
 	allow := fs.String("cache-allow", "", "comma-separated db or db.table patterns that may be cached; empty: all [cache.allow]")
 	deny := fs.String("cache-deny", "", "comma-separated db or db.table patterns never cached [cache.deny]")
 	refreshWorkers := fs.Int("cache-refresh-workers", c.Cache.RefreshWorkers, "concurrent refresh-ahead loads [cache.refresh_workers]")
+	prune := fs.Bool("cache-prune", true, "answer exact partition filters and full partial specs from the cached table, partition names and partitions; false caches filter replies whole [cache.prune]")
 	knownReads := fs.String("cache-known-reads", "", "comma-separated methods outside the method table that only read; any other unknown method flushes the cache once answered [cache.known_reads]")
 	shadowRate := fs.Float64("cache-shadow-rate", c.Cache.Shadow.Rate, "fraction of cache hits re-read from the metastore in the background and compared (shadow validation); 0 off [cache.shadow.rate]")
 	evInterval := fs.Duration("eventlog-interval", c.EventLog.Interval, "poll interval of the metastore notification log; 0 turns it off [eventlog.interval]")
@@ -502,6 +507,8 @@ Flags:
 			c.Cache.RefreshWorkers = *refreshWorkers
 		case "cache-known-reads":
 			c.Cache.KnownReads = splitList(*knownReads)
+		case "cache-prune":
+			c.Cache.Prune = prune
 		case "cache-shadow-rate":
 			c.Cache.Shadow.Rate = *shadowRate
 		}

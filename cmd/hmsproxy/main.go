@@ -518,6 +518,7 @@ func newCaching(cfg fileConfig) (*proxy.Caching, error) {
 		Policy:         policy,
 		RefreshWorkers: cfg.Cache.RefreshWorkers,
 		KnownReads:     cfg.Cache.KnownReads,
+		PruneOff:       cfg.Cache.Prune != nil && !*cfg.Cache.Prune,
 		Shadow:         shadow,
 	}, nil
 }

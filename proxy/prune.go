@@ -1,0 +1,715 @@
+package proxy
+
+import (
+	"errors"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/filter"
+	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+)
+
+// Local pruning, Presto-style: a filter or partial spec over one table's
+// partitions is answered from three cached things every client shares
+// with plain reads: the table (get_table: its partition keys and their
+// types), the table's partition names (get_partition_names, every name)
+// and the per-partition entries of get_partitions_by_names. A new filter
+// value then costs no upstream call at all, where a reply cached whole
+// under its filter text misses on every new value.
+//
+// Only what the filter package evaluates exactly as the metastore does is
+// answered here (filter.Expr.Exact); a partial spec only when its values
+// are plain (see plainValue). Everything else, and every error the
+// metastore would raise (a key that is not a partition key, a filter it
+// cannot parse, too many values), is forwarded: the proxy never writes an
+// exception of its own making.
+//
+// Order. Every metastore version returns the partitions of a filter, of a
+// partial spec and the names of get_partition_names sorted by PART_NAME
+// ascending (directSQL: "order by PART_NAME asc"; JDO: ordering
+// "partitionName ascending"), so the reply keeps the order of the cached
+// name list, which is the metastore's own. max_parts cuts that order
+// (directSQL and JDO both apply it as a range over the ordered rows); a
+// negative max_parts means all.
+//
+// Integral keys. With direct SQL (the default, and what every metastore
+// tested here runs) a comparison of an integral key with an integer
+// literal casts the stored value to a number, and the default partition
+// to NULL: "hr = 7" matches "hr=07", and __HIVE_DEFAULT_PARTITION__
+// matches neither "hr = 1" nor "hr != 1". Plain JDO (direct SQL off)
+// refuses filters on non-string keys unless
+// hive.metastore.integral.jdo.pushdown is set, and then compares the
+// strings. filter.Eval follows direct SQL; a metastore running JDO gives
+// an exception or a different answer for such filters, which the
+// differential test (e2e TestPruneDifferential) would show: run it against
+// a metastore configured like production before trusting integral keys.
+//
+// Consistency. The three kinds of entries depend on the same generations
+// as the filter read itself (the database, the table, the table's
+// partitions). A snapshot of them is taken before the first lookup and
+// checked again once the reply is assembled: if an invalidation came in
+// between, the name list and the partitions may come from either side of
+// it, a combination the metastore never gave, and the request is
+// forwarded instead. Partitions fetched for the prune must all come back:
+// a name the metastore no longer has means the name list is older than
+// the fetch, and the request is forwarded too.
+
+// PruneStats count how pruning reads were answered.
+type PruneStats struct {
+	// Local: answered from the cache (possibly after fetching missing
+	// entries).
+	Local atomic.Uint64
+	// Inexact: the expression is not one the proxy evaluates exactly;
+	// the read was cached whole or forwarded.
+	Inexact atomic.Uint64
+	// Raced: an invalidation came while the reply was assembled, or a
+	// fetched partition was gone; forwarded.
+	Raced atomic.Uint64
+	// Upstream: calls made to fill the table, the name list and the
+	// partitions a prune needed.
+	Upstream atomic.Uint64
+}
+
+// PruneStats are the server's pruning counts; nil without caching.
+func (s *Server) PruneStats() *PruneStats {
+	if s.cache == nil {
+		return nil
+	}
+	return &s.cache.prune
+}
+
+// errPruneForward: the prune cannot answer; forward the request.
+var errPruneForward = errors.New("proxy: prune: forward")
+
+// pruneRead answers a pruning read (hms.DecodePrune) from the cache.
+// handled false: the caller serves the request as any other read.
+func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope) (bool, error) {
+	k := c.s.cache
+	if k.PruneOff {
+		return false, nil
+	}
+	for _, kind := range [...]hms.Kind{hms.KindTable, hms.KindPartitionNames, hms.KindPartitions} {
+		if k.Store.Policy(kind).TTL <= 0 {
+			return false, nil // what a prune reads is not cached: it would cost three calls
+		}
+	}
+	p, ok := hms.DecodePrune(meth.Name, m.Body(), k.DefaultCatalog)
+	if !ok {
+		return false, nil
+	}
+	if _, known := k.answered.Load(meth.Name); p.Newer && !known {
+		return false, nil
+	}
+	// The generations of everything the reply depends on, before any
+	// lookup: checked again at the end.
+	names := cache.ReadNames(meth, &c.res, k.DefaultCatalog)
+	deps, ok := k.Store.ReadDeps(c.deps[:0], sc, meth, &names)
+	c.deps = deps
+	if !ok {
+		return false, nil
+	}
+	snap, ok := k.Store.Gens().Take(deps)
+	if !ok {
+		return false, nil
+	}
+
+	tbl, err := c.pruneTable(sc, &p)
+	if err != nil {
+		return c.pruneFallback("table", err)
+	}
+	keys, ok := hms.TablePartitionKeys(tbl)
+	if !ok || len(keys) == 0 {
+		return c.pruneFallback("partition keys", errPruneForward)
+	}
+	// Exactness first: an inexact request loads nothing.
+	match, pins, intKeys, ok := pruneMatcher(&p, keys, &k.pruneExprs)
+	if !ok {
+		k.prune.Inexact.Add(1)
+		return false, nil
+	}
+	c.pargs = hms.AppendPartitionNamesArgs(c.pargs[:0], p.DB, p.Table)
+	list, listKey, err := c.pruneEntry(sc, "get_partition_names", c.pargs)
+	if err != nil {
+		return c.pruneFallback("name list", err)
+	}
+	idx, ok := k.pruneIdx.get(listKey, list)
+	if !ok || (idx.nkeys != len(keys) && len(idx.names) > 0) {
+		return c.pruneFallback("name index", errPruneForward)
+	}
+	for _, i := range intKeys {
+		if i < len(idx.odd) && idx.odd[i] {
+			k.prune.Inexact.Add(1)
+			return false, nil
+		}
+	}
+	var sel []int32
+	cands := idx.candidates(pins)
+	for _, i := range cands {
+		if p.MaxParts >= 0 && len(sel) >= p.MaxParts {
+			break
+		}
+		ok, err := match(idx.values[i])
+		if err != nil {
+			return c.pruneFallback("evaluation", errPruneForward)
+		}
+		if ok {
+			sel = append(sel, i)
+		}
+	}
+
+	var pieces [][]byte
+	var selNames []string
+	switch p.Reply {
+	case hms.PruneNames, hms.PruneNamesInStruct:
+		selNames = make([]string, len(sel))
+		for j, i := range sel {
+			selNames[j] = idx.names[i]
+		}
+	case hms.PrunePartitions:
+		pieces, err = c.prunePartitions(sc, &p, idx, sel, cands, &snap)
+		if err != nil {
+			return c.pruneFallback("partitions", err)
+		}
+	}
+	if k.pruneHook != nil {
+		k.pruneHook()
+	}
+	if !k.Store.Gens().Current(&snap) {
+		return c.pruneFallback("generations", errPruneForward)
+	}
+	k.prune.Local.Add(1)
+	c.outcome = OutcomeHit
+	c.hdr = wire.AppendHeader(c.hdr[:0], wire.Reply, m.Name(), m.SeqID)
+	c.iov, c.frame = hms.AppendPruneReply(append(c.iov[:0], c.hdr), c.frame, p.Reply, pieces, len(sel), selNames)
+	err = c.w.Write(c.iov...)
+	clear(c.iov) // don't keep cached entries alive through the buffers
+	clear(pieces)
+	if err != nil {
+		return true, errors.Join(errClientWrite, err)
+	}
+	return true, nil
+}
+
+// pruneFallback turns a reason not to prune (found at the step named at)
+// into the answer of pruneRead: the request goes on as any other read (and so reaches the
+// metastore, or its whole-reply entry), unless the client itself failed.
+func (c *clientConn) pruneFallback(at string, err error) (bool, error) {
+	if errors.Is(err, errPruneForward) {
+		c.s.cache.prune.Raced.Add(1)
+		c.s.cache.log.Debug("prune forwarded", "at", at)
+		return false, nil
+	}
+	return true, err
+}
+
+// plainValue matches the partial-spec values answered locally. The
+// metastore matches a partial spec as a pattern over PART_NAME (the
+// escaped value inside a regular expression that JDO turns into SQL
+// LIKE), so a value holding a character either language treats
+// specially (".", "_", "%", "*", ...) may match more than itself.
+var plainValue = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
+
+// Partial specs (get_partitions_ps, get_partition_names_ps[_req]) are
+// answered locally only when they name a value for every key, so that at
+// most one partition matches. The differential test against 3.1 showed
+// why: the metastore lists a partial spec's matches with a JDO query that
+// has no ORDER BY, so they come in the database's own order (the order
+// the partitions were added, on Derby), which no cache can know; and a
+// spec shorter than the keys is matched as the pattern
+// "k1=v1/k2=v2.*", so its last value matches as a prefix ("n=1" finds
+// n=10 and n=100).
+// pruneMatcher returns the test of one partition (its values by key, in
+// the table's key order) for p, and false when p is not evaluated exactly.
+// pins are, by key position, the only values a matching partition can
+// have for that key (nil: no such key): the candidates to test. intKeys
+// are the positions of the integral keys the filter compares: exact only
+// while every stored value of them is canonical (nameIndex.odd).
+func pruneMatcher(p *hms.Prune, keys []hms.PartitionKey, exprs *exprCache) (match func(vals []string) (bool, error), pins [][]string, intKeys []int, ok bool) {
+	if !p.ByFilter {
+		if len(p.PartVals) != len(keys) {
+			return nil, nil, nil, false // see above; too many values: the metastore raises
+		}
+		pins = make([][]string, len(keys))
+		for i, v := range p.PartVals {
+			if !plainValue.MatchString(v) {
+				return nil, nil, nil, false
+			}
+			pins[i] = []string{v}
+		}
+		spec := p.PartVals
+		return func(vals []string) (bool, error) {
+			for i, want := range spec {
+				if vals[i] != want {
+					return false, nil
+				}
+			}
+			return true, nil
+		}, pins, nil, true
+	}
+	e, err := exprs.parse(p.Filter)
+	if err != nil {
+		return nil, nil, nil, false
+	}
+	types := make(map[string]string, len(keys))
+	lower := make([]string, len(keys))
+	for i, key := range keys {
+		lower[i] = strings.ToLower(key.Name)
+		types[lower[i]] = key.Type
+	}
+	if !e.Exact(types) {
+		return nil, nil, nil, false
+	}
+	for _, used := range e.Keys() {
+		for i, key := range lower {
+			if key == used && filter.Integral(types[key]) {
+				intKeys = append(intKeys, i)
+			}
+		}
+	}
+	// Integral keys are pinned by canonical values: checked just above.
+	if pinned := e.Pinned(types); len(pinned) > 0 {
+		pins = make([][]string, len(keys))
+		for i, key := range lower {
+			pins[i] = pinned[key]
+		}
+	}
+	byKey := make(map[string]string, len(keys))
+	return func(vals []string) (bool, error) {
+		for i, key := range lower {
+			byKey[key] = vals[i]
+		}
+		// An error (a value of an integral key that is not a number) is
+		// where direct SQL fails and the metastore falls back to JDO:
+		// its answer, not ours.
+		return e.Eval(byKey, types)
+	}, pins, intKeys, true
+}
+
+// pruneEntry returns the cached success reply body of a synthesized read
+// (method with args) under scope sc, loading it on a miss. A reply that
+// is not a plain success gives errPruneForward: the client's own request
+// then gets the metastore's answer.
+func (c *clientConn) pruneEntry(sc cache.Scope, method string, args []byte) (body []byte, key string, err error) {
+	k := c.s.cache
+	meth := hms.Lookup([]byte(method))
+	syn, err := c.pruneSynthOf(sc, meth, args)
+	if err != nil {
+		return nil, "", err
+	}
+	m, kb, names := syn.m, syn.key, &syn.names
+	if e, st := k.Store.Get(kb, meth.Kind); st != cache.Miss {
+		if st == cache.HitRefresh && k.Store.StartRefresh(kb) {
+			k.enqueueRefresh(c.sess, meth, m, kb, names)
+		}
+		body, err = okBody(e.Body())
+		return body, syn.keyStr, err
+	}
+	deps, ok := k.Store.ReadDeps(nil, sc, meth, names)
+	if !ok {
+		return nil, "", errPruneForward
+	}
+	snap, ok := k.Store.Gens().Take(deps)
+	if !ok {
+		return nil, "", errPruneForward
+	}
+	res, err, _ := k.flights.Do(string(snap.AppendKey(kb)), func() (any, error) {
+		k.prune.Upstream.Add(1)
+		return k.load(c.s.ctx, c.s.up, c.sess, meth, m, kb, &snap)
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	ld := res.(loaded)
+	if ld.typ != wire.Reply {
+		return nil, "", errPruneForward
+	}
+	body, err = okBody(ld.body)
+	return body, syn.keyStr, err
+}
+
+// pruneSynth is a read a prune makes up, ready to look up or send.
+type pruneSynth struct {
+	m      wire.Message // owns its buffer
+	key    []byte       // its cache key; for a batch, its entries' key prefix
+	keyStr string
+	names  cache.Names
+}
+
+// maxPruneSynths bounds the made-up reads a connection keeps: a planner
+// asks about a few tables over and over on one connection.
+const maxPruneSynths = 64
+
+// pruneSynthOf returns the made-up read of meth with args under sc,
+// building it (message, key, names) only the first time on this
+// connection.
+func (c *clientConn) pruneSynthOf(sc cache.Scope, meth *hms.Method, args []byte) (*pruneSynth, error) {
+	memo := c.pmemo[:0]
+	memo = append(memo, meth.Name...)
+	memo = append(memo, 0)
+	if sc.PerUser {
+		memo = append(memo, 1)
+		memo = append(memo, sc.User...)
+	}
+	memo = append(memo, 0)
+	memo = append(memo, args...)
+	c.pmemo = memo
+	if syn, ok := c.psynth[string(memo)]; ok {
+		return syn, nil
+	}
+	k := c.s.cache
+	msg := wire.AppendHeader(nil, wire.Call, []byte(meth.Name), 0)
+	msg = append(msg, args...)
+	m, err := wire.Parse(msg, wire.Limits{MaxMessage: len(msg)})
+	if err != nil {
+		return nil, errPruneForward
+	}
+	r := &c.pres
+	defer r.Forget()
+	if err := meth.Resolve(r, m.Body()); err != nil || r.Bad {
+		return nil, errPruneForward
+	}
+	var kb []byte
+	ok := true
+	if meth.Batch != nil {
+		// A batch's entries: key is their prefix.
+		kb, ok = cache.EntryKeyPrefix(nil, sc, meth, r, k.DefaultCatalog)
+	} else {
+		kb, ok = cache.ReadKey(nil, sc, meth, r, k.DefaultCatalog)
+	}
+	if !ok {
+		return nil, errPruneForward
+	}
+	syn := &pruneSynth{m: m, key: kb, keyStr: string(kb), names: cache.ReadNames(meth, r, k.DefaultCatalog)}
+	if c.psynth == nil || len(c.psynth) >= maxPruneSynths {
+		c.psynth = map[string]*pruneSynth{}
+	}
+	c.psynth[string(memo)] = syn
+	return syn, nil
+}
+
+// pruneTable returns the table's cached get_table reply, or on a
+// metastore without the legacy get_table (the 4.0 of the test bed answers
+// it with UNKNOWN_METHOD) the get_table_req one; once the legacy form
+// failed and the request form answered, only the latter is asked.
+func (c *clientConn) pruneTable(sc cache.Scope, p *hms.Prune) ([]byte, error) {
+	k := c.s.cache
+	if !k.pruneTableReq.Load() {
+		c.pargs = hms.AppendTableArgs(c.pargs[:0], p.DB, p.Table)
+		body, _, err := c.pruneEntry(sc, "get_table", c.pargs)
+		if !errors.Is(err, errPruneForward) {
+			return body, err
+		}
+		if _, known := k.answered.Load("get_table"); known {
+			return nil, err // the table's own answer (not found, say)
+		}
+	}
+	c.pargs = hms.AppendTableReqArgs(c.pargs[:0], p.DB, p.Table)
+	body, _, err := c.pruneEntry(sc, "get_table_req", c.pargs)
+	if err == nil && !k.pruneTableReq.Load() {
+		k.pruneTableReq.Store(true)
+	}
+	return body, err
+}
+
+// okBody passes a result body that holds a success (field 0).
+func okBody(b []byte) ([]byte, error) {
+	if f, err := wire.ResultField(b); err != nil || f != 0 {
+		return nil, errPruneForward
+	}
+	return b, nil
+}
+
+// prunePartitions returns the Partition structs of the selected names,
+// in order, from the per-partition entries; the missing ones are fetched
+// in bulk (chunks of BatchChunk names) and stored under snap. When some
+// are missing, the missing candidates (the partitions of the pinned
+// values, a day say) come in the same call, as Presto fetches a partial
+// spec's partitions and evaluates the rest of the filter on them: the
+// next filter over that day, with other regions, finds them cached.
+func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameIndex, sel, cands []int32, snap *cache.Snapshot) ([][]byte, error) {
+	k := c.s.cache
+	meth := hms.Lookup([]byte("get_partitions_by_names"))
+	c.pargs = hms.AppendPartitionsByNamesArgs(c.pargs[:0], p.DB, p.Table, nil)
+	syn, err := c.pruneSynthOf(sc, meth, c.pargs) // copies what it keeps
+	if err != nil {
+		return nil, err
+	}
+	base := syn.key[:len(syn.key):len(syn.key)] // entry keys are appended to copies
+	args := syn.m.Body()
+	pieces := make([][]byte, len(sel))
+	var missing []string
+	var at []int // where each missing name goes in pieces
+	for j, i := range sel {
+		key := append(c.key[:0], base...)
+		key = append(key, idx.names[i]...)
+		c.key = key
+		if body, ok := k.partitionEntry(key); ok {
+			pieces[j] = body
+			continue
+		}
+		missing = append(missing, idx.names[i])
+		at = append(at, j)
+	}
+	if len(missing) == 0 {
+		return pieces, nil
+	}
+	if len(cands) < len(idx.names) && len(cands) <= k.BatchChunk {
+		// The candidates not selected, when missing too, ride along:
+		// after the selected ones, so at[] still maps the first names.
+		chosen := make(map[int32]bool, len(sel))
+		for _, i := range sel {
+			chosen[i] = true
+		}
+		for _, i := range cands {
+			if chosen[i] {
+				continue
+			}
+			key := append(c.key[:0], base...)
+			key = append(key, idx.names[i]...)
+			c.key = key
+			if _, ok := k.partitionEntry(key); !ok {
+				missing = append(missing, idx.names[i])
+			}
+		}
+	}
+	started := k.Store.Now()
+	hdr := syn.m.Header()
+	for len(missing) > 0 {
+		chunk := missing[:min(len(missing), k.BatchChunk)]
+		missing = missing[len(chunk):]
+		k.prune.Upstream.Add(1)
+		got, failed, err := k.fetchParts(c.s.ctx, c.s.up, c.sess,
+			meth.Batch.AppendRequest(nil, hdr, args, chunk), meth.Batch, chunk)
+		if err != nil {
+			return nil, err
+		}
+		if failed != nil || len(got) != len(chunk) {
+			// An exception, a shape this code does not take apart, or a
+			// partition gone since the name list was read.
+			return nil, errPruneForward
+		}
+		found := make(map[string][]byte, len(got))
+		for _, o := range got {
+			k.Store.Put(append(base, o.Name...), meth.Kind, o.Body, snap, started, false)
+			found[o.Name] = o.Body
+		}
+		for _, name := range chunk {
+			body, ok := found[name]
+			if !ok {
+				return nil, errPruneForward
+			}
+			if len(at) > 0 {
+				pieces[at[0]] = body
+				at = at[1:]
+			}
+		}
+	}
+	return pieces, nil
+}
+
+// partitionEntry is the one access of pruning to the per-partition cache:
+// the Partition struct bytes cached at an entry key of
+// get_partitions_by_names, and whether there was one. A representation
+// of entries in shared pieces changes only this function (and the
+// reply's layout, which takes the pieces as they come).
+func (k *cacher) partitionEntry(key []byte) ([]byte, bool) {
+	e, st := k.Store.Get(key, hms.KindPartitions)
+	if st == cache.Miss {
+		return nil, false
+	}
+	// Refresh-ahead of per-partition entries is left to by-names reads:
+	// an entry past its refresh age is served until its TTL.
+	return e.Body(), true
+}
+
+// exprCache keeps parsed filters by text: planners send the same filter
+// again and again (and an Expr is immutable), so most prunes parse none.
+type exprCache struct {
+	mu sync.Mutex // guards m
+	m  map[string]*filter.Expr
+}
+
+// maxExprs bounds the filters kept.
+const maxExprs = 4096
+
+func (x *exprCache) parse(s string) (*filter.Expr, error) {
+	x.mu.Lock()
+	e := x.m[s]
+	x.mu.Unlock()
+	if e != nil {
+		return e, nil
+	}
+	e, err := filter.Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.m == nil {
+		x.m = map[string]*filter.Expr{}
+	}
+	if len(x.m) >= maxExprs {
+		for k := range x.m { // any one
+			delete(x.m, k)
+			break
+		}
+	}
+	x.m[s] = e
+	return e, nil
+}
+
+// canonicalInt reports whether v is an integer written as strconv would
+// write it back: no sign but '-', no leading zeros, fits 64 bits.
+func canonicalInt(v string) bool {
+	n, err := strconv.ParseInt(v, 10, 64)
+	return err == nil && strconv.FormatInt(n, 10) == v
+}
+
+// nameIndex is a cached name list taken apart: each name and its values
+// in key order. It is rebuilt only when the name list entry changes.
+type nameIndex struct {
+	src    unsafe.Pointer // the first byte of the body it was built from
+	n      int            // and its length
+	body   []byte         // keeps src alive, so its address is not reused
+	names  []string
+	values [][]string
+	nkeys  int // values per name
+	// odd[i]: some value of key i is not an integer as Go and the
+	// metastore both write it (the default partition, "07", "x"). An
+	// integral key with such a value is compared differently by direct
+	// SQL, JDO and versions (2.3 casts every value and fails over to JDO,
+	// which refuses integral keys; 3.1 and later read the default
+	// partition as NULL), so filters on it are forwarded.
+	odd []bool
+	// post[i] lists, for each value of key i, the positions of the names
+	// having it, ascending.
+	post []map[string][]int32
+	all  []int32 // every position
+}
+
+// candidates returns the positions of the names that can match, in name
+// order: those having one of the pinned values of the most selective
+// pinned key, or all.
+func (x *nameIndex) candidates(pins [][]string) []int32 {
+	best, bestN := -1, len(x.names)+1
+	for i, vals := range pins {
+		if vals == nil || i >= len(x.post) {
+			continue
+		}
+		n := 0
+		for _, v := range vals {
+			n += len(x.post[i][v])
+		}
+		if n < bestN {
+			best, bestN = i, n
+		}
+	}
+	if best < 0 {
+		return x.all
+	}
+	vals := pins[best]
+	if len(vals) == 1 {
+		return x.post[best][vals[0]]
+	}
+	out := make([]int32, 0, bestN)
+	seen := make(map[string]bool, len(vals))
+	for _, v := range vals {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, x.post[best][v]...)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// nameIndexes keep the index of each name list pruned lately, by the key
+// of its entry, valid while that entry's body is the very one it was
+// built from: entries are immutable, and an index holds its body, so an
+// address seen again is the same bytes.
+type nameIndexes struct {
+	mu    sync.Mutex // guards m and names
+	m     map[string]*nameIndex
+	names int // names held by the indexes in m
+}
+
+// The indexes live outside the cache's byte budget (they hold the name
+// list bodies too, which the cache may have evicted), so they are
+// bounded on their own: at most maxNameIndexes tables and
+// maxIndexedNames names in all (a few hundred bytes each), evicting
+// arbitrary indexes; an evicted table is indexed again on its next prune.
+const (
+	maxNameIndexes  = 1024
+	maxIndexedNames = 2_000_000
+)
+
+func (x *nameIndexes) get(key string, body []byte) (*nameIndex, bool) {
+	if len(body) == 0 {
+		return nil, false
+	}
+	ptr := unsafe.Pointer(unsafe.SliceData(body))
+	x.mu.Lock()
+	idx := x.m[key]
+	x.mu.Unlock()
+	if idx != nil && idx.src == ptr && idx.n == len(body) {
+		return idx, true
+	}
+	names, ok := hms.NameList(body)
+	if !ok {
+		return nil, false
+	}
+	idx = &nameIndex{src: ptr, n: len(body), body: body, names: names, values: make([][]string, len(names))}
+	for i, name := range names {
+		_, vals, err := filter.PartitionValues(name)
+		if err != nil || (i > 0 && len(vals) != idx.nkeys) {
+			return nil, false
+		}
+		idx.nkeys = len(vals)
+		idx.values[i] = vals
+		if idx.odd == nil {
+			idx.odd = make([]bool, len(vals))
+		}
+		if idx.post == nil {
+			idx.post = make([]map[string][]int32, len(vals))
+			for j := range idx.post {
+				idx.post[j] = map[string][]int32{}
+			}
+		}
+		for j, v := range vals {
+			if !idx.odd[j] && !canonicalInt(v) {
+				idx.odd[j] = true
+			}
+			idx.post[j][v] = append(idx.post[j][v], int32(i))
+		}
+		idx.all = append(idx.all, int32(i))
+	}
+	if len(names) > maxIndexedNames {
+		return nil, false // too big to keep: such a table is forwarded
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.m == nil {
+		x.m = map[string]*nameIndex{}
+	}
+	if old := x.m[key]; old != nil {
+		x.names -= len(old.names)
+		delete(x.m, key)
+	}
+	for k, old := range x.m { // arbitrary ones: a table not pruned lately is rebuilt
+		if len(x.m) < maxNameIndexes && x.names+len(names) <= maxIndexedNames {
+			break
+		}
+		x.names -= len(old.names)
+		delete(x.m, k)
+	}
+	x.m[key] = idx
+	x.names += len(names)
+	return idx, true
+}

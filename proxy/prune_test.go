@@ -1,0 +1,282 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/upstream"
+)
+
+// countingForwarder counts the calls that reach the metastore, by method.
+type countingForwarder struct {
+	up Forwarder
+	mu sync.Mutex // guards n
+	n  map[string]int
+}
+
+func (f *countingForwarder) Do(ctx context.Context, c upstream.Call, sink upstream.ReplySink) error {
+	if string(c.Msg.Name()) == "get_config_value" {
+		return f.up.Do(ctx, c, sink) // the scope checks
+	}
+	f.mu.Lock()
+	if f.n == nil {
+		f.n = map[string]int{}
+	}
+	f.n[string(c.Msg.Name())]++
+	f.mu.Unlock()
+	return f.up.Do(ctx, c, sink)
+}
+
+// take returns the counts since the last take.
+func (f *countingForwarder) take() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.n
+	f.n = nil
+	return n
+}
+
+type pruneCase struct {
+	name, method string
+	args         []byte
+	local        bool // answered from the cache
+}
+
+func filterArgs(method, flt string, max int16) []byte {
+	switch method {
+	case "get_num_partitions_by_filter":
+		return hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"), hmsreq.Str(3, flt))
+	case "get_partitions_by_filter_req":
+		return hmsreq.Req(hmsreq.Str(1, "hive"), hmsreq.Str(2, "demo_db0"), hmsreq.Str(3, "t0"), hmsreq.Str(4, flt), hmsreq.I16(5, max))
+	}
+	return hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"), hmsreq.Str(3, flt), hmsreq.I16(4, max))
+}
+
+func psArgs(method string, max int16, vals ...string) []byte {
+	if method == "get_partition_names_ps_req" {
+		return hmsreq.Req(hmsreq.Str(2, "demo_db0"), hmsreq.Str(3, "t0"), hmsreq.Strings(4, vals...), hmsreq.I16(5, max))
+	}
+	return hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"), hmsreq.Strings(3, vals...), hmsreq.I16(4, max))
+}
+
+func pruneCases() []pruneCase {
+	return []pruneCase{
+		{"eq", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `ds = '2024-01-01'`, -1), true},
+		{"int key", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr = 3 or hr = 17`, -1), true},
+		{"in and ne", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `(hr) in (1, 2, 5) and ds <> '2024-01-02'`, -1), true},
+		{"max parts", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr != 4`, 3), true},
+		{"max parts zero", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr != 4`, 0), true},
+		{"nothing", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `ds = 'none'`, -1), true},
+		{"count", "get_num_partitions_by_filter", filterArgs("get_num_partitions_by_filter", `hr = 2 or hr = 3`, -1), true},
+		// A 4.0 form is answered only once the metastore answered it.
+		{"req form unproven", "get_partitions_by_filter_req", filterArgs("get_partitions_by_filter_req", `hr = 9`, -1), false},
+		{"req form", "get_partitions_by_filter_req", filterArgs("get_partitions_by_filter_req", `hr = 10`, -1), true},
+		{"ps", "get_partitions_ps", psArgs("get_partitions_ps", -1, "2024-01-01", "3"), true},
+		{"ps none", "get_partitions_ps", psArgs("get_partitions_ps", -1, "2024-01-01", "30"), true},
+		{"ps names", "get_partition_names_ps", psArgs("get_partition_names_ps", 2, "2024-01-01", "1"), true},
+		{"ps names max zero", "get_partition_names_ps", psArgs("get_partition_names_ps", 0, "2024-01-01", "1"), true},
+		// A partial spec is listed in the database's order: forwarded.
+		{"ps partial", "get_partitions_ps", psArgs("get_partitions_ps", -1, "2024-01-01"), false},
+		{"ps any value", "get_partitions_ps", psArgs("get_partitions_ps", -1, "", "7"), false},
+		// The demo metastore, like 2.3 and 3.1, does not know this one:
+		// its UNKNOWN_METHOD answer is what the client must get.
+		{"ps names req unknown", "get_partition_names_ps_req", psArgs("get_partition_names_ps_req", -1, "2024-01-01", "1"), false},
+		// Not evaluated here: forwarded, the metastore's answer (or error).
+		{"range", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr > 20`, -1), false},
+		{"not a key", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `region = 'x'`, -1), false},
+		{"bad filter", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `ds = `, -1), false},
+		{"too many values", "get_partitions_ps", psArgs("get_partitions_ps", -1, "a", "1", "x"), false},
+		{"regex value", "get_partition_names_ps", psArgs("get_partition_names_ps", -1, "2024.01-01", "1"), false},
+	}
+}
+
+// TestPruneLocal: filters and partial specs the proxy evaluates exactly
+// are answered from the cached table, name list and partitions, byte-equal
+// to the metastore's answer, and with a warm cache a filter never seen
+// before costs no upstream call; anything else reaches the metastore.
+func TestPruneLocal(t *testing.T) {
+	_, addr := startDemo(t, wire.Buffered)
+	caching := newCaching(t, nil)
+	f := &countingForwarder{}
+	var srv *Server
+	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { f.up = up; return f }, func(s *Server) { srv = s })
+	direct := dial(t, addr, wire.Buffered)
+	c := dial(t, paddr, wire.Buffered)
+	// Warm: the table, its names and every partition.
+	call(t, c, "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr != -1`, -1))
+	caching.Store.Wait()
+	f.take()
+	st := srv.PruneStats()
+	for _, tc := range pruneCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			local := st.Local.Load()
+			got, want := call(t, c, tc.method, tc.args), call(t, direct, tc.method, tc.args)
+			if !sameButSeqID(got, want) {
+				t.Fatalf("reply differs from the metastore's\n got %x\nwant %x", got, want)
+			}
+			n := f.take()
+			if tc.local {
+				if len(n) != 0 || st.Local.Load() != local+1 {
+					t.Fatalf("upstream calls %v, local answers +%d; want none and +1", n, st.Local.Load()-local)
+				}
+			} else if n[tc.method] != 1 || st.Local.Load() != local {
+				t.Fatalf("upstream calls %v, local answers +%d; want the request forwarded", n, st.Local.Load()-local)
+			}
+		})
+	}
+}
+
+// TestPruneFetchesMissingInBulk: a cold prune loads the table and the
+// name list once each and the matching partitions in one by-names call;
+// a prune with PruneOff caches the reply whole.
+func TestPruneFetchesMissingInBulk(t *testing.T) {
+	_, addr := startDemo(t, wire.Buffered)
+	caching := newCaching(t, nil)
+	f := &countingForwarder{}
+	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { f.up = up; return f })
+	direct := dial(t, addr, wire.Buffered)
+	c := dial(t, paddr, wire.Buffered)
+	args := filterArgs("get_partitions_by_filter", `hr = 3 or hr = 5`, -1)
+	if got, want := call(t, c, "get_partitions_by_filter", args), call(t, direct, "get_partitions_by_filter", args); !sameButSeqID(got, want) {
+		t.Fatalf("cold prune differs\n got %x\nwant %x", got, want)
+	}
+	want := map[string]int{"get_table": 1, "get_partition_names": 1, "get_partitions_by_names": 1}
+	if n := f.take(); len(n) != len(want) || n["get_table"] != 1 || n["get_partition_names"] != 1 || n["get_partitions_by_names"] != 1 {
+		t.Fatalf("cold prune: upstream calls %v; want %v", n, want)
+	}
+	caching.Store.Wait()
+	// A different filter over partly cached partitions fetches only the
+	// new ones.
+	args = filterArgs("get_partitions_by_filter", `hr = 5 or hr = 6`, -1)
+	if got, want := call(t, c, "get_partitions_by_filter", args), call(t, direct, "get_partitions_by_filter", args); !sameButSeqID(got, want) {
+		t.Fatalf("partly warm prune differs\n got %x\nwant %x", got, want)
+	}
+	if n := f.take(); len(n) != 1 || n["get_partitions_by_names"] != 1 {
+		t.Fatalf("partly warm prune: upstream calls %v; want one by-names call", n)
+	}
+
+	off := newCaching(t, nil)
+	off.PruneOff = true
+	g := &countingForwarder{}
+	oaddr := startProxyOver(t, off, addr, func(up Forwarder) Forwarder { g.up = up; return g })
+	o := dial(t, oaddr, wire.Buffered)
+	call(t, o, "get_partitions_by_filter", args)
+	off.Store.Wait()
+	call(t, o, "get_partitions_by_filter", args)
+	if n := g.take(); len(n) != 1 || n["get_partitions_by_filter"] != 1 {
+		t.Fatalf("PruneOff: upstream calls %v; want the filter once, cached whole", n)
+	}
+}
+
+// TestPruneRacingInvalidation: a prune during which the table's
+// partitions were invalidated never combines the name list from before
+// with partitions from after (or the reverse): it is forwarded, and the
+// client sees the metastore's current answer.
+func TestPruneRacingInvalidation(t *testing.T) {
+	_, addr := startDemo(t, wire.Buffered)
+	caching := newCaching(t, nil)
+	var srv *Server
+	var armed atomic.Bool
+	var hook func()
+	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { return up }, func(s *Server) {
+		srv = s
+		s.cache.pruneHook = func() {
+			if armed.CompareAndSwap(true, false) {
+				hook()
+			}
+		}
+	})
+	direct := dial(t, addr, wire.Buffered)
+	c := dial(t, paddr, wire.Buffered)
+	args := filterArgs("get_partitions_by_filter", `hr = 2 or hr = 3`, -1)
+	call(t, c, "get_partitions_by_filter", args)
+	caching.Store.Wait()
+	// Between the lookups and the reply, a partition the name list holds
+	// is dropped behind the proxy's back and the table invalidated, as
+	// the event-log poller or a peer would.
+	var once sync.Once
+	hook = func() {
+		once.Do(func() {
+			if o := call(t, direct, "drop_partition_by_name", hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"), hmsreq.Str(3, partName(2)), hmsreq.Bool(4, true))); len(o) == 0 {
+				t.Error("drop_partition_by_name: no reply")
+			}
+			srv.Flush(context.Background(), []cache.Entity{{Level: cache.LevelPartitions, Cat: "hive", DB: "demo_db0", Table: "t0"}})
+		})
+	}
+	armed.Store(true)
+	raced := srv.PruneStats().Raced.Load()
+	got, want := call(t, c, "get_partitions_by_filter", args), call(t, direct, "get_partitions_by_filter", args)
+	if !sameButSeqID(got, want) {
+		t.Fatalf("a prune across an invalidation answered from before it\n got %x\nwant %x", got, want)
+	}
+	if srv.PruneStats().Raced.Load() != raced+1 {
+		t.Fatalf("raced prunes: got +%d; want +1", srv.PruneStats().Raced.Load()-raced)
+	}
+}
+
+// noLegacyGetTable answers get_table with UNKNOWN_METHOD, as the 4.0
+// metastore of the test bed does.
+type noLegacyGetTable struct{ up Forwarder }
+
+func (f noLegacyGetTable) Do(ctx context.Context, c upstream.Call, sink upstream.ReplySink) error {
+	if string(c.Msg.Name()) == "get_table" {
+		m, err := wire.Parse(wire.AppendApplicationException(nil, "get_table", c.Msg.SeqID, wire.ExUnknownMethod, "Invalid method name: 'get_table'"), wire.Limits{})
+		if err != nil {
+			return err
+		}
+		return sink.Reply(m)
+	}
+	return f.up.Do(ctx, c, sink)
+}
+
+// TestPruneWithoutLegacyGetTable: against a metastore without the legacy
+// get_table, prunes read the table with get_table_req, and after the
+// first one never ask for get_table again.
+func TestPruneWithoutLegacyGetTable(t *testing.T) {
+	_, addr := startDemo(t, wire.Buffered)
+	caching := newCaching(t, nil)
+	f := &countingForwarder{}
+	var srv *Server
+	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { f.up = noLegacyGetTable{up}; return f }, func(s *Server) { srv = s })
+	direct := dial(t, addr, wire.Buffered)
+	c := dial(t, paddr, wire.Buffered)
+	for i, flt := range []string{`hr = 1`, `hr = 2`, `hr = 3`} {
+		args := filterArgs("get_partitions_by_filter", flt, -1)
+		if got, want := call(t, c, "get_partitions_by_filter", args), call(t, direct, "get_partitions_by_filter", args); !sameButSeqID(got, want) {
+			t.Fatalf("%s: reply differs\n got %x\nwant %x", flt, got, want)
+		}
+		caching.Store.Wait()
+		if n := f.take(); i > 0 && (n["get_table"] != 0 || n["get_table_req"] != 0) {
+			t.Fatalf("%s: upstream calls %v; want the table from the cache", flt, n)
+		}
+	}
+	if n := srv.PruneStats().Local.Load(); n != 3 {
+		t.Fatalf("answered locally: %d of 3", n)
+	}
+}
+
+// TestNameIndexesBounded: the indexes of name lists, kept outside the
+// cache's budget, stay within their table bound and count their names.
+func TestNameIndexesBounded(t *testing.T) {
+	var x nameIndexes
+	for i := 0; i < maxNameIndexes+50; i++ {
+		var e wire.Encoder
+		e.StringListField(0, []string{fmt.Sprintf("ds=%d/hr=1", i), fmt.Sprintf("ds=%d/hr=2", i)})
+		e.Stop()
+		if _, ok := x.get(fmt.Sprint("table", i), e.B); !ok {
+			t.Fatalf("index %d not built", i)
+		}
+	}
+	if len(x.m) > maxNameIndexes {
+		t.Fatalf("got %d indexes; want at most %d", len(x.m), maxNameIndexes)
+	}
+	if x.names != 2*len(x.m) {
+		t.Fatalf("counted %d names for %d indexes of 2; want %d", x.names, len(x.m), 2*len(x.m))
+	}
+}

@@ -443,22 +443,25 @@ func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameInde
 	}
 	base := syn.key[:len(syn.key):len(syn.key)] // entry keys are appended to copies
 	args := syn.m.Body()
-	pieces := make([][]byte, len(sel))
+	// A cached partition is served as its entry's pieces (its shared
+	// storage-descriptor segments included, uncopied); a fetched one as
+	// the bytes the metastore sent.
+	parts := make([]prunePart, len(sel))
 	var missing []string
-	var at []int // where each missing name goes in pieces
+	var at []int // where each missing name goes in parts
 	for j, i := range sel {
 		key := append(c.key[:0], base...)
 		key = append(key, idx.names[i]...)
 		c.key = key
-		if body, ok := k.partitionEntry(key); ok {
-			pieces[j] = body
+		if e, ok := k.partitionEntry(key); ok {
+			parts[j].e = e
 			continue
 		}
 		missing = append(missing, idx.names[i])
 		at = append(at, j)
 	}
 	if len(missing) == 0 {
-		return pieces, nil
+		return flattenParts(parts), nil
 	}
 	if len(cands) < len(idx.names) && len(cands) <= k.BatchChunk {
 		// The candidates not selected, when missing too, ride along:
@@ -495,9 +498,9 @@ func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameInde
 			// partition gone since the name list was read.
 			return nil, errPruneForward
 		}
+		k.putParts(base, meth.Kind, &syn.names, got, snap, started)
 		found := make(map[string][]byte, len(got))
 		for _, o := range got {
-			k.Store.Put(append(base, o.Name...), meth.Kind, o.Body, snap, started, false)
 			found[o.Name] = o.Body
 		}
 		for _, name := range chunk {
@@ -506,27 +509,47 @@ func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameInde
 				return nil, errPruneForward
 			}
 			if len(at) > 0 {
-				pieces[at[0]] = body
+				parts[at[0]].body = body
 				at = at[1:]
 			}
 		}
 	}
-	return pieces, nil
+	return flattenParts(parts), nil
+}
+
+// prunePart is one selected partition: a cached entry, or the bytes just
+// fetched (body non-nil).
+type prunePart struct {
+	e    cache.Entry
+	body []byte
+}
+
+// flattenParts lists the selected partitions' bytes in reply order.
+func flattenParts(parts []prunePart) [][]byte {
+	pieces := make([][]byte, 0, len(parts)+len(parts)/2)
+	for _, p := range parts {
+		if p.body != nil {
+			pieces = append(pieces, p.body)
+			continue
+		}
+		pieces = p.e.AppendPieces(pieces)
+	}
+	return pieces
 }
 
 // partitionEntry is the one access of pruning to the per-partition cache:
-// the Partition struct bytes cached at an entry key of
-// get_partitions_by_names, and whether there was one. A representation
-// of entries in shared pieces changes only this function (and the
-// reply's layout, which takes the pieces as they come).
-func (k *cacher) partitionEntry(key []byte) ([]byte, bool) {
+// the entry of a Partition cached at an entry key of
+// get_partitions_by_names, and whether there was one. Its bytes are
+// written as its pieces (the table's shared storage-descriptor segments
+// among them), never joined into one copy.
+func (k *cacher) partitionEntry(key []byte) (cache.Entry, bool) {
 	e, st := k.Store.Get(key, hms.KindPartitions)
 	if st == cache.Miss {
-		return nil, false
+		return cache.Entry{}, false
 	}
 	// Refresh-ahead of per-partition entries is left to by-names reads:
 	// an entry past its refresh age is served until its TTL.
-	return e.Body(), true
+	return e, true
 }
 
 // exprCache keeps parsed filters by text: planners send the same filter

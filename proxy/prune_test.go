@@ -151,6 +151,17 @@ func TestPruneFetchesMissingInBulk(t *testing.T) {
 		t.Fatalf("cold prune: upstream calls %v; want %v", n, want)
 	}
 	caching.Store.Wait()
+	// The fetched partitions share their table's storage-descriptor
+	// segments, and a warm prune writes them as pieces, byte-equal.
+	if n, _ := caching.Store.Segments(); n == 0 {
+		t.Fatal("the prune's fill made no shared segments")
+	}
+	if got, want := call(t, c, "get_partitions_by_filter", args), call(t, direct, "get_partitions_by_filter", args); !sameButSeqID(got, want) {
+		t.Fatalf("warm prune differs\n got %x\nwant %x", got, want)
+	}
+	if n := f.take(); len(n) != 0 {
+		t.Fatalf("warm prune: upstream calls %v; want none", n)
+	}
 	// A different filter over partly cached partitions fetches only the
 	// new ones.
 	args = filterArgs("get_partitions_by_filter", `hr = 5 or hr = 6`, -1)

@@ -101,6 +101,8 @@ type Bus struct {
 	reqs    chan *pubReq  // publishes for the sender
 	stopped chan struct{} // closed when Run has returned
 	seq     uint64        // the sender's numbering; only the sender touches it
+	// settling runs the sender's waits for acknowledgements.
+	settling sync.WaitGroup
 
 	// Synced is computed from these without a lock: reading it is on
 	// every cached read.
@@ -111,10 +113,11 @@ type Bus struct {
 
 	mu       sync.Mutex // guards the fields below
 	peers    map[string]*peer
-	gone     map[string]time.Time // forgotten peers, so their return is noticed
-	acks     map[string]streamID  // how far each node acknowledged, known peer or not
-	changed  chan struct{}        // closed and replaced when peers or acks change
-	mismatch map[string]bool      // peers whose layout differs, logged once each
+	gone     map[string]time.Time    // forgotten peers, so their return is noticed
+	acks     map[string]streamID     // how far each node acknowledged, known peer or not
+	changed  chan struct{}           // closed and replaced when the peers change
+	waiters  map[*ackWaiter]struct{} // publishes waiting for acknowledgements
+	mismatch map[string]bool         // peers whose layout differs, logged once each
 
 	acked   atomic.Value  // streamID: how far this node applied, for the ack sender
 	ackWake chan struct{} // one pending wake-up of the ack sender
@@ -173,6 +176,7 @@ func New(cfg Config) (*Bus, error) {
 		gone:     map[string]time.Time{},
 		acks:     map[string]streamID{},
 		changed:  make(chan struct{}),
+		waiters:  map[*ackWaiter]struct{}{},
 		mismatch: map[string]bool{},
 		ackWake:  make(chan struct{}, 1),
 	}
@@ -213,7 +217,7 @@ func (b *Bus) Publish(ctx context.Context, ents []cache.Entity) error {
 		return ErrStopped
 	default:
 	}
-	req := &pubReq{ents: ents, done: make(chan pubResult, 1)}
+	req := &pubReq{ents: ents, done: make(chan pubDone, 1)}
 	deadline := time.NewTimer(b.timeout)
 	defer deadline.Stop()
 	select {
@@ -223,27 +227,34 @@ func (b *Bus) Publish(ctx context.Context, ents []cache.Entity) error {
 	case <-ctx.Done():
 		return fmt.Errorf("coherence: publish: %w", ctx.Err())
 	}
-	var res pubResult
-	select {
-	case res = <-req.done:
-	case <-deadline.C:
-		// No append since the request was queued has been heard by the
-		// peers without it: they stop serving by now.
-		b.stats.PublishErrors.Add(1)
-		return fmt.Errorf("%w within %v", ErrNotPublished, b.timeout)
-	case <-ctx.Done():
-		return fmt.Errorf("coherence: publish: %w", ctx.Err())
-	}
-	if res.err != nil {
-		// Hold the reply until the peers have stopped hearing this node:
-		// every append they did hear began before the request was queued.
+	expired := deadline.C
+	for {
 		select {
-		case <-deadline.C:
+		case res := <-req.done:
+			if res.hold && expired != nil {
+				// Hold the reply until the peers have stopped hearing this
+				// node: every append they did hear began before the request
+				// was queued.
+				select {
+				case <-expired:
+				case <-ctx.Done():
+				}
+			}
+			return res.err
+		case <-expired:
+			if !req.appended.Load() {
+				// No append since the request was queued has been heard by
+				// the peers without it: they stop serving by now.
+				b.stats.PublishErrors.Add(1)
+				return fmt.Errorf("%w within %v", ErrNotPublished, b.timeout)
+			}
+			// Appended in time: the acknowledgements are awaited until the
+			// heartbeat timeout after Redis answered, which ends the wait.
+			expired = nil
 		case <-ctx.Done():
+			return fmt.Errorf("coherence: publish: %w", ctx.Err())
 		}
-		return fmt.Errorf("%w: %w", ErrNotPublished, res.err)
 	}
-	return b.awaitAcks(ctx, res.id, res.at.Add(b.timeout), res.registry)
 }
 
 // awaitAcks waits until every live peer has acknowledged id, or until
@@ -253,10 +264,18 @@ func (b *Bus) Publish(ctx context.Context, ents []cache.Entity) error {
 // missing from both has begun reading the stream after this entry, and
 // caches nothing older.
 func (b *Bus) awaitAcks(ctx context.Context, id streamID, deadline time.Time, registry map[string]string) error {
-	var timer *time.Timer
+	var (
+		timer *time.Timer
+		w     *ackWaiter
+	)
 	defer func() {
 		if timer != nil {
 			timer.Stop()
+		}
+		if w != nil {
+			b.mu.Lock()
+			delete(b.waiters, w)
+			b.mu.Unlock()
 		}
 	}()
 	for {
@@ -292,6 +311,12 @@ func (b *Bus) awaitAcks(ctx context.Context, id streamID, deadline time.Time, re
 			}
 		}
 		changed := b.changed
+		if !done && w == nil {
+			// Registered under the lock that the check above held: an
+			// acknowledgement that arrives after the check wakes it.
+			w = &ackWaiter{id: id, wake: make(chan struct{}, 1)}
+			b.waiters[w] = struct{}{}
+		}
 		b.mu.Unlock()
 		if done {
 			return nil
@@ -306,11 +331,45 @@ func (b *Bus) awaitAcks(ctx context.Context, id streamID, deadline time.Time, re
 			timer.Reset(wake.Sub(now))
 		}
 		select {
-		case <-changed:
+		case <-w.wake:
 			timer.Stop() // since Go 1.23 no stale tick can follow
+		case <-changed:
+			timer.Stop()
 		case <-timer.C:
 		case <-ctx.Done():
 			return fmt.Errorf("coherence: await acknowledgements: %w", ctx.Err())
+		}
+	}
+}
+
+// ackWaiter is a Publish waiting for acknowledgements of id.
+type ackWaiter struct {
+	id   streamID
+	wake chan struct{} // buffered: one pending wake-up
+}
+
+// wakeWaiters wakes the writers that the known peers' acknowledgements
+// may now satisfy: those waiting for no later entry than every known peer
+// acknowledged. Waking all on every acknowledgement cost each write a
+// wake-up per acknowledgement of an earlier entry. A writer that also
+// waits for a silent peer or one only in the registry wakes by its timer,
+// or here once the others caught up, and checks again. b.mu must be held.
+func (b *Bus) wakeWaiters() {
+	if len(b.waiters) == 0 {
+		return
+	}
+	floor := streamID{math.MaxUint64, math.MaxUint64}
+	for node := range b.peers {
+		if a := b.acks[node]; a.less(floor) {
+			floor = a
+		}
+	}
+	for w := range b.waiters {
+		if !floor.less(w.id) {
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
@@ -721,7 +780,7 @@ func (b *Bus) receiveAck(m redis.XMessage) {
 	b.mu.Lock()
 	if b.acks[node].less(id) {
 		b.acks[node] = id
-		b.notify()
+		b.wakeWaiters()
 	}
 	b.mu.Unlock()
 }

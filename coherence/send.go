@@ -19,16 +19,26 @@ import (
 
 // pubReq is one Publish, a heartbeat or a hello waiting for the sender.
 type pubReq struct {
-	ents  []cache.Entity
-	hello string // non-empty: this node's hello, with its nonce
-	beat  bool   // a heartbeat: also refresh the peer registry
-	done  chan pubResult
+	ents     []cache.Entity
+	hello    string // non-empty: this node's hello, with its nonce
+	beat     bool   // a heartbeat: also refresh the peer registry
+	appended atomic.Bool
+	done     chan pubDone // buffered: the one outcome
+}
+
+// pubDone is the outcome of a request: once its entry is on the stream
+// and every live peer applied it, or why not. The writer is woken once,
+// with the outcome, however many acknowledgements came before.
+type pubDone struct {
+	err  error
+	hold bool // the append failed: hold the writer until its deadline
 }
 
 type pubResult struct {
 	id       streamID
 	at       time.Time         // when Redis answered
 	registry map[string]string // the peer registry right after the entry
+	ents     bool              // the entry carried invalidations
 	err      error
 }
 
@@ -38,6 +48,7 @@ type pubResult struct {
 // rely on to tell a gap from a reordering.
 func (b *Bus) sender(ctx context.Context) {
 	var batch []*pubReq
+	defer b.settling.Wait()
 	for {
 		select {
 		case <-ctx.Done():
@@ -55,12 +66,39 @@ func (b *Bus) sender(ctx context.Context) {
 				break drain
 			}
 		}
-		res := b.append(ctx, batch)
-		for _, r := range batch {
-			r.done <- res
-		}
-		clear(batch)
+		b.settle(ctx, batch, b.append(ctx, batch))
+		batch = nil
 	}
+}
+
+// settle hands a batch its outcome. With invalidations it waits for the
+// peers' acknowledgements in a goroutine of its own, so that the sender
+// goes on with the next batch, and wakes each writer once, at the end.
+// The sender waits for these goroutines before it returns; each ends by
+// the heartbeat timeout after Redis answered, even when Run stops: a
+// writer is answered only once the live peers applied its write.
+func (b *Bus) settle(ctx context.Context, batch []*pubReq, res pubResult) {
+	if res.err != nil {
+		for _, r := range batch {
+			r.done <- pubDone{err: fmt.Errorf("%w: %w", ErrNotPublished, res.err), hold: true}
+		}
+		return
+	}
+	if !res.ents { // heartbeats, a hello: nothing to acknowledge
+		for _, r := range batch {
+			r.done <- pubDone{}
+		}
+		return
+	}
+	for _, r := range batch {
+		r.appended.Store(true)
+	}
+	b.settling.Go(func() {
+		err := b.awaitAcks(context.WithoutCancel(ctx), res.id, res.at.Add(b.timeout), res.registry)
+		for _, r := range batch {
+			r.done <- pubDone{err: err}
+		}
+	})
 }
 
 // maxBatch bounds the requests merged into one entry.
@@ -123,7 +161,7 @@ func (b *Bus) append(ctx context.Context, batch []*pubReq) pubResult {
 	}
 	res := pubResult{id: id, at: at}
 	if reg != nil {
-		res.registry = reg.Val()
+		res.registry, res.ents = reg.Val(), true
 	}
 	return res
 }
@@ -144,9 +182,7 @@ func (b *Bus) finish(batch []*pubReq) {
 	}
 	if len(batch) > 0 {
 		res := b.append(ctx, batch)
-		for _, r := range batch {
-			r.done <- res
-		}
+		b.settle(ctx, batch, res)
 		if res.err != nil {
 			// The peers must not forget this node cleanly: they stop
 			// serving when it falls silent, as for a crash.
@@ -181,7 +217,7 @@ func (b *Bus) heartbeats(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		r := &pubReq{beat: true, done: make(chan pubResult, 1)}
+		r := &pubReq{beat: true, done: make(chan pubDone, 1)}
 		select {
 		case b.reqs <- r:
 		case <-ctx.Done():
@@ -207,7 +243,7 @@ func (b *Bus) sayHello() string {
 	rand.Read(n[:])
 	nonce := hex.EncodeToString(n[:])
 	select {
-	case b.reqs <- &pubReq{hello: nonce, done: make(chan pubResult, 1)}:
+	case b.reqs <- &pubReq{hello: nonce, done: make(chan pubDone, 1)}:
 	default: // the queue is full; the reader asks again after the timeout
 	}
 	return nonce

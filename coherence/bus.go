@@ -101,8 +101,6 @@ type Bus struct {
 	reqs    chan *pubReq  // publishes for the sender
 	stopped chan struct{} // closed when Run has returned
 	seq     uint64        // the sender's numbering; only the sender touches it
-	// settling runs the sender's waits for acknowledgements.
-	settling sync.WaitGroup
 
 	// Synced is computed from these without a lock: reading it is on
 	// every cached read.
@@ -115,7 +113,6 @@ type Bus struct {
 	peers    map[string]*peer
 	gone     map[string]time.Time    // forgotten peers, so their return is noticed
 	acks     map[string]streamID     // how far each node acknowledged, known peer or not
-	changed  chan struct{}           // closed and replaced when the peers change
 	waiters  map[*ackWaiter]struct{} // publishes waiting for acknowledgements
 	mismatch map[string]bool         // peers whose layout differs, logged once each
 
@@ -175,7 +172,6 @@ func New(cfg Config) (*Bus, error) {
 		peers:    map[string]*peer{},
 		gone:     map[string]time.Time{},
 		acks:     map[string]streamID{},
-		changed:  make(chan struct{}),
 		waiters:  map[*ackWaiter]struct{}{},
 		mismatch: map[string]bool{},
 		ackWake:  make(chan struct{}, 1),
@@ -257,103 +253,111 @@ func (b *Bus) Publish(ctx context.Context, ents []cache.Entity) error {
 	}
 }
 
-// awaitAcks waits until every live peer has acknowledged id, or until
-// deadline. The peers are those this node knows and those the registry
-// held when the entry was appended: a node registers atomically with its
-// hello, and is in sync only once it has read that hello back, so a node
-// missing from both has begun reading the stream after this entry, and
-// caches nothing older.
-func (b *Bus) awaitAcks(ctx context.Context, id streamID, deadline time.Time, registry map[string]string) error {
-	var (
-		timer *time.Timer
-		w     *ackWaiter
-	)
-	defer func() {
-		if timer != nil {
-			timer.Stop()
+// ackWaiter is a batch of writes whose entry, id, awaits the live peers'
+// acknowledgements. The peers are those this node knows and those the
+// registry held when the entry was appended: a node registers atomically
+// with its hello, and is in sync only once it has read that hello back,
+// so a node missing from both has begun reading the stream after this
+// entry, and caches nothing older.
+//
+// No goroutine waits: the reader settles a waiter when an
+// acknowledgement or a departing peer completes it, and a timer when a
+// pending peer falls silent or the deadline passes. Each writer is woken
+// once, with the outcome.
+type ackWaiter struct {
+	id       streamID
+	registry map[string]string
+	deadline time.Time
+	reqs     []*pubReq
+	timer    *time.Timer // rechecks at the next silence or the deadline
+}
+
+// awaitAcks settles reqs once every live peer has acknowledged id, or at
+// deadline.
+func (b *Bus) awaitAcks(id streamID, deadline time.Time, registry map[string]string, reqs []*pubReq) {
+	w := &ackWaiter{id: id, registry: registry, deadline: deadline, reqs: reqs}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.settle(w, time.Now()) {
+		return
+	}
+	b.waiters[w] = struct{}{}
+}
+
+// settle checks w at now: it delivers the outcome and reports true once
+// every live peer acknowledged w.id or the deadline passed; otherwise it
+// (re)arms w's timer for when a pending peer falls silent. b.mu must be
+// held.
+func (b *Bus) settle(w *ackWaiter, now time.Time) bool {
+	wake := w.deadline
+	done := true
+	// pending notes a node that has not acknowledged id, and is not
+	// silent yet.
+	pending := func(node string, heard time.Time) {
+		if !b.acks[node].less(w.id) {
+			return
 		}
-		if w != nil {
-			b.mu.Lock()
-			delete(b.waiters, w)
-			b.mu.Unlock()
+		silentAt := heard.Add(b.timeout)
+		if !now.Before(silentAt) {
+			return // silent: it stopped serving its cache
 		}
-	}()
-	for {
-		now := time.Now()
-		wake := deadline
-		done := true
-		// pending notes a node that has not acknowledged id, and is not
-		// silent yet.
-		pending := func(node string, heard time.Time) {
-			if !b.acks[node].less(id) {
-				return
-			}
-			silentAt := heard.Add(b.timeout)
-			if !now.Before(silentAt) {
-				return // silent: it stopped serving its cache
-			}
-			done = false
-			wake = minTime(wake, silentAt)
+		done = false
+		wake = minTime(wake, silentAt)
+	}
+	for node, p := range b.peers {
+		pending(node, p.heard)
+	}
+	for node, v := range w.registry {
+		if _, known := b.peers[node]; known || node == b.cfg.NodeID {
+			continue
 		}
-		b.mu.Lock()
-		for node, p := range b.peers {
-			pending(node, p.heard)
+		if _, gone := b.gone[node]; gone {
+			continue
 		}
-		for node, v := range registry {
-			if _, known := b.peers[node]; known || node == b.cfg.NodeID {
-				continue
-			}
-			if _, gone := b.gone[node]; gone {
-				continue
-			}
-			if heard, _, ok := parseRegistry(v); ok {
-				pending(node, heard)
-			}
+		if heard, _, ok := parseRegistry(v); ok {
+			pending(node, heard)
 		}
-		changed := b.changed
-		if !done && w == nil {
-			// Registered under the lock that the check above held: an
-			// acknowledgement that arrives after the check wakes it.
-			w = &ackWaiter{id: id, wake: make(chan struct{}, 1)}
-			b.waiters[w] = struct{}{}
-		}
-		b.mu.Unlock()
-		if done {
-			return nil
-		}
-		if !now.Before(deadline) {
-			b.stats.AckTimeouts.Add(1)
-			return fmt.Errorf("%w within %v", ErrNotAcknowledged, b.timeout)
-		}
-		if timer == nil {
-			timer = time.NewTimer(wake.Sub(now))
+	}
+	var err error
+	switch {
+	case done:
+	case !now.Before(w.deadline):
+		b.stats.AckTimeouts.Add(uint64(len(w.reqs)))
+		err = fmt.Errorf("%w within %v", ErrNotAcknowledged, b.timeout)
+	default:
+		if w.timer == nil {
+			w.timer = time.AfterFunc(wake.Sub(now), func() { b.recheck(w) })
 		} else {
-			timer.Reset(wake.Sub(now))
+			w.timer.Reset(wake.Sub(now))
 		}
-		select {
-		case <-w.wake:
-			timer.Stop() // since Go 1.23 no stale tick can follow
-		case <-changed:
-			timer.Stop()
-		case <-timer.C:
-		case <-ctx.Done():
-			return fmt.Errorf("coherence: await acknowledgements: %w", ctx.Err())
-		}
+		return false
+	}
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	delete(b.waiters, w)
+	for _, r := range w.reqs {
+		r.done <- pubDone{err: err} // buffered, and sent once
+	}
+	return true
+}
+
+// recheck is w's timer: a pending peer may have fallen silent, or the
+// deadline passed.
+func (b *Bus) recheck(w *ackWaiter) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, waiting := b.waiters[w]; waiting {
+		b.settle(w, time.Now())
 	}
 }
 
-// ackWaiter is a Publish waiting for acknowledgements of id.
-type ackWaiter struct {
-	id   streamID
-	wake chan struct{} // buffered: one pending wake-up
-}
-
-// wakeWaiters wakes the writers that the known peers' acknowledgements
-// may now satisfy: those waiting for no later entry than every known peer
-// acknowledged. Waking all on every acknowledgement cost each write a
-// wake-up per acknowledgement of an earlier entry. A writer that also
-// waits for a silent peer or one only in the registry wakes by its timer,
-// or here once the others caught up, and checks again. b.mu must be held.
+// wakeWaiters settles the waiters an acknowledgement may have completed:
+// those for no later entry than every known peer acknowledged (a waiter
+// also pending on a silent peer or one only in the registry is checked
+// again at each acknowledgement until then). Checking every waiter on
+// every acknowledgement would cost each write a check per acknowledgement
+// of an earlier entry. b.mu must be held.
 func (b *Bus) wakeWaiters() {
 	if len(b.waiters) == 0 {
 		return
@@ -364,13 +368,20 @@ func (b *Bus) wakeWaiters() {
 			floor = a
 		}
 	}
+	now := time.Now()
 	for w := range b.waiters {
 		if !floor.less(w.id) {
-			select {
-			case w.wake <- struct{}{}:
-			default:
-			}
+			b.settle(w, now)
 		}
+	}
+}
+
+// peersChanged rechecks every waiter: a peer that left may have been the
+// last one pending. b.mu must be held.
+func (b *Bus) peersChanged() {
+	now := time.Now()
+	for w := range b.waiters {
+		b.settle(w, now)
 	}
 }
 
@@ -380,12 +391,6 @@ func parseRegistry(v string) (time.Time, string, bool) {
 	ns, layout, _ := strings.Cut(v, " ")
 	t, err := strconv.ParseInt(ns, 10, 64)
 	return time.Unix(0, t), layout, err == nil
-}
-
-// notify wakes every waiter; b.mu must be held.
-func (b *Bus) notify() {
-	close(b.changed)
-	b.changed = make(chan struct{})
 }
 
 // Run keeps the node on the bus until ctx ends: it publishes, reads the
@@ -659,7 +664,7 @@ func (b *Bus) learnPeers(registry map[string]string, now time.Time) {
 		b.checkLayout(node, layout)
 	}
 	b.updateMin()
-	b.notify()
+	b.peersChanged()
 	if len(stale) > 0 {
 		// Best effort: a later node removes them otherwise.
 		b.cfg.Client.HDel(context.Background(), b.peerKey, stale...)
@@ -743,7 +748,7 @@ func (b *Bus) heard(c Cache, msg message, now time.Time) {
 	if changed || msg.Bye {
 		// Only a peer that comes or goes changes what writers wait for; a
 		// later "last heard" only moves their timers, which recheck.
-		b.notify()
+		b.peersChanged()
 	}
 	b.mu.Unlock()
 	if returned != "" {
@@ -813,7 +818,7 @@ func (b *Bus) checkPeers(c Cache, now time.Time) {
 	}
 	if len(gone) > 0 {
 		b.updateMin()
-		b.notify()
+		b.peersChanged()
 	}
 	b.mu.Unlock()
 	for _, node := range silent {

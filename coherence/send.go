@@ -48,7 +48,6 @@ type pubResult struct {
 // rely on to tell a gap from a reordering.
 func (b *Bus) sender(ctx context.Context) {
 	var batch []*pubReq
-	defer b.settling.Wait()
 	for {
 		select {
 		case <-ctx.Done():
@@ -66,18 +65,14 @@ func (b *Bus) sender(ctx context.Context) {
 				break drain
 			}
 		}
-		b.settle(ctx, batch, b.append(ctx, batch))
+		b.deliver(batch, b.append(ctx, batch))
 		batch = nil
 	}
 }
 
-// settle hands a batch its outcome. With invalidations it waits for the
-// peers' acknowledgements in a goroutine of its own, so that the sender
-// goes on with the next batch, and wakes each writer once, at the end.
-// The sender waits for these goroutines before it returns; each ends by
-// the heartbeat timeout after Redis answered, even when Run stops: a
-// writer is answered only once the live peers applied its write.
-func (b *Bus) settle(ctx context.Context, batch []*pubReq, res pubResult) {
+// deliver hands a batch its outcome: at once without invalidations or
+// when the append failed, else once the live peers acknowledged it.
+func (b *Bus) deliver(batch []*pubReq, res pubResult) {
 	if res.err != nil {
 		for _, r := range batch {
 			r.done <- pubDone{err: fmt.Errorf("%w: %w", ErrNotPublished, res.err), hold: true}
@@ -93,12 +88,7 @@ func (b *Bus) settle(ctx context.Context, batch []*pubReq, res pubResult) {
 	for _, r := range batch {
 		r.appended.Store(true)
 	}
-	b.settling.Go(func() {
-		err := b.awaitAcks(context.WithoutCancel(ctx), res.id, res.at.Add(b.timeout), res.registry)
-		for _, r := range batch {
-			r.done <- pubDone{err: err}
-		}
-	})
+	b.awaitAcks(res.id, res.at.Add(b.timeout), res.registry, batch)
 }
 
 // maxBatch bounds the requests merged into one entry.
@@ -182,7 +172,7 @@ func (b *Bus) finish(batch []*pubReq) {
 	}
 	if len(batch) > 0 {
 		res := b.append(ctx, batch)
-		b.settle(ctx, batch, res)
+		b.deliver(batch, res)
 		if res.err != nil {
 			// The peers must not forget this node cleanly: they stop
 			// serving when it falls silent, as for a crash.

@@ -2,6 +2,9 @@ package coherence
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,5 +41,55 @@ func TestPublishSettledBySilence(t *testing.T) {
 	}
 	if n := a.bus.Stats().AckTimeouts.Load(); n != 0 {
 		t.Fatalf("%d acknowledgement timeouts; the silent peer was not live", n)
+	}
+}
+
+// TestConcurrentPublishReadYourWrites: with many writers publishing at
+// once, so that batches of them share entries and several batches wait
+// for acknowledgements together, no Publish returns before every live
+// peer applied its invalidation, even while one peer lags the other, and
+// the peers see no gap in the numbering.
+func TestConcurrentPublishReadYourWrites(t *testing.T) {
+	r := redistest.Start(t)
+	a := run(t, fast(r.Client(), "cryw"), nil)
+	fastPeer := run(t, fast(r.Client(), "cryw"), nil)
+	slowPeer := run(t, fast(r.Client(), "cryw"), &node{applyHook: func() { time.Sleep(2 * time.Millisecond) }})
+	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 2 })
+
+	const writers, each = 16, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*each)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				e := cache.Entity{Level: cache.LevelTable, Cat: "hive", DB: "db", Table: fmt.Sprintf("w%d_%d", w, i)}
+				if err := a.bus.Publish(context.Background(), []cache.Entity{e}); err != nil {
+					errs <- err
+					return
+				}
+				for _, p := range []*node{fastPeer, slowPeer} {
+					if got, _ := p.snapshot(); !slices.Contains(got, e) {
+						errs <- fmt.Errorf("publish of %v returned before a peer applied it", e)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := a.bus.Stats().AckTimeouts.Load(); n != 0 {
+		t.Fatalf("%d publishes timed out waiting for live peers", n)
+	}
+	if n := a.bus.Stats().Batches.Load(); n >= writers*each {
+		t.Fatalf("%d writes in %d entries: no batch was shared, the test shows nothing of concurrent waits", writers*each, n)
+	}
+	for _, p := range []*node{fastPeer, slowPeer} {
+		if _, losses := p.snapshot(); len(losses) != 0 {
+			t.Fatalf("a peer flushed (%v): the numbering broke", losses)
+		}
 	}
 }

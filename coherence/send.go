@@ -20,9 +20,9 @@ import (
 // pubReq is one Publish, a heartbeat or a hello waiting for the sender.
 type pubReq struct {
 	ents     []cache.Entity
-	hello    string // non-empty: this node's hello, with its nonce
-	beat     bool   // a heartbeat: also refresh the peer registry
-	appended atomic.Bool
+	hello    string       // non-empty: this node's hello, with its nonce
+	beat     bool         // a heartbeat: also refresh the peer registry
+	appended atomic.Bool  // on the stream: the writer waits for the acknowledgements
 	done     chan pubDone // buffered: the one outcome
 }
 
@@ -38,7 +38,6 @@ type pubResult struct {
 	id       streamID
 	at       time.Time         // when Redis answered
 	registry map[string]string // the peer registry right after the entry
-	ents     bool              // the entry carried invalidations
 	err      error
 }
 
@@ -66,12 +65,14 @@ func (b *Bus) sender(ctx context.Context) {
 			}
 		}
 		b.deliver(batch, b.append(ctx, batch))
-		batch = nil
+		batch = nil // the writers' waiter keeps it
 	}
 }
 
-// deliver hands a batch its outcome: at once without invalidations or
-// when the append failed, else once the live peers acknowledged it.
+// deliver hands a batch its outcome: at once when the append failed and
+// to heartbeats and hellos, else once the live peers acknowledged it. A
+// heartbeat that shared an entry with writes must not wait with them: its
+// sender would fall silent while a peer is slow.
 func (b *Bus) deliver(batch []*pubReq, res pubResult) {
 	if res.err != nil {
 		for _, r := range batch {
@@ -79,16 +80,18 @@ func (b *Bus) deliver(batch []*pubReq, res pubResult) {
 		}
 		return
 	}
-	if !res.ents { // heartbeats, a hello: nothing to acknowledge
-		for _, r := range batch {
-			r.done <- pubDone{}
-		}
-		return
-	}
+	writes := batch[:0] // in place: the sender gives batch up
 	for _, r := range batch {
+		if len(r.ents) == 0 {
+			r.done <- pubDone{}
+			continue
+		}
 		r.appended.Store(true)
+		writes = append(writes, r)
 	}
-	b.awaitAcks(res.id, res.at.Add(b.timeout), res.registry, batch)
+	if len(writes) > 0 {
+		b.awaitAcks(res.id, res.at.Add(b.timeout), res.registry, writes)
+	}
 }
 
 // maxBatch bounds the requests merged into one entry.
@@ -151,7 +154,7 @@ func (b *Bus) append(ctx context.Context, batch []*pubReq) pubResult {
 	}
 	res := pubResult{id: id, at: at}
 	if reg != nil {
-		res.registry, res.ents = reg.Val(), true
+		res.registry = reg.Val()
 	}
 	return res
 }

@@ -356,11 +356,12 @@ func (b *Bus) recheck(w *ackWaiter) {
 }
 
 // wakeWaiters settles the waiters an acknowledgement may have completed:
-// those for no later entry than every known peer acknowledged (a waiter
-// also pending on a silent peer or one only in the registry is checked
-// again at each acknowledgement until then). Checking every waiter on
-// every acknowledgement would cost each write a check per acknowledgement
-// of an earlier entry. b.mu must be held.
+// those for no later entry than every known peer acknowledged. One held
+// back by a known peer that fell silent is settled by its timer; one that
+// also waits for a peer only in the registry is checked at each
+// acknowledgement. Checking every waiter on every acknowledgement would
+// cost each batch a check per acknowledgement of an earlier entry. b.mu
+// must be held.
 func (b *Bus) wakeWaiters() {
 	if len(b.waiters) == 0 {
 		return

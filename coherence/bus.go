@@ -97,11 +97,10 @@ type Bus struct {
 	timeout time.Duration
 	stats   Stats
 
-	running  atomic.Bool
-	awaiting atomic.Int64  // Publish calls under way: the reader reads acknowledgements
-	reqs     chan *pubReq  // publishes for the sender
-	stopped  chan struct{} // closed when Run has returned
-	seq      uint64        // the sender's numbering; only the sender touches it
+	running atomic.Bool
+	reqs    chan *pubReq  // publishes for the sender
+	stopped chan struct{} // closed when Run has returned
+	seq     uint64        // the sender's numbering; only the sender touches it
 
 	// Synced is computed from these without a lock: reading it is on
 	// every cached read.
@@ -214,8 +213,6 @@ func (b *Bus) Publish(ctx context.Context, ents []cache.Entity) error {
 		return ErrStopped
 	default:
 	}
-	b.awaiting.Add(1) // before the append: see read
-	defer b.awaiting.Add(-1)
 	req := &pubReq{ents: ents, done: make(chan pubDone, 1)}
 	deadline := time.NewTimer(b.timeout)
 	defer deadline.Stop()
@@ -470,18 +467,9 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 		if !b.synced.Load() && time.Since(helloAt) > b.timeout {
 			hello, helloAt = b.sayHello(), time.Now() // the first one was lost
 		}
-		streams := []string{b.key, cursor}
-		if b.awaiting.Load() > 0 {
-			// Acknowledgements matter only to this node's waiting writers;
-			// reading them always woke the reader for every peer's, and
-			// its own. A writer's entry wakes the reader before any peer
-			// can acknowledge it, and acknowledgements are cumulative: those
-			// read late still count.
-			streams = []string{b.key, b.ackKey, cursor, ackCursor}
-		}
 		asked := time.Now()
 		res, err := b.cfg.Client.XRead(ctx, &redis.XReadArgs{
-			Streams: streams, Count: readCount, Block: b.block(),
+			Streams: []string{b.key, b.ackKey, cursor, ackCursor}, Count: readCount, Block: b.block(),
 		}).Result()
 		if errors.Is(err, redis.Nil) {
 			if b.checkStream(ctx, c, &st, cursor) {

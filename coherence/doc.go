@@ -31,8 +31,7 @@
 // peer has acknowledged the writer's entry, or after HeartbeatTimeout.
 // The writers of one entry wait together: the reader settles them when
 // the acknowledgements arrive, a timer when a peer falls silent or time
-// is up, and each writer is woken once. A node reads the acknowledgement
-// stream only while it has writes waiting.
+// is up, and each writer is woken once.
 //
 // The bound is safe: a peer that has not applied an entry within
 // HeartbeatTimeout of it reaching Redis has not caught up with the stream

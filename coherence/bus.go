@@ -291,6 +291,7 @@ func (b *Bus) awaitAcks(id streamID, deadline time.Time, registry map[string]str
 func (b *Bus) settle(w *ackWaiter, now time.Time) bool {
 	wake := w.deadline
 	done := true
+	caughtUp := time.Unix(0, b.caughtUp.Load())
 	// pending notes a node that has not acknowledged id, and is not
 	// silent yet.
 	pending := func(node string, heard time.Time) {
@@ -298,11 +299,21 @@ func (b *Bus) settle(w *ackWaiter, now time.Time) bool {
 			return
 		}
 		silentAt := heard.Add(b.timeout)
-		if !now.Before(silentAt) {
-			return // silent: it stopped serving its cache
+		switch {
+		case now.Before(silentAt):
+			wake = minTime(wake, silentAt)
+		case caughtUp.Before(silentAt):
+			// It only looks silent: this node has not read the stream up
+			// to then, and a lagging reader misses the peer's heartbeats
+			// as it misses its acknowledgement. Taken for silent, a live
+			// peer that had not applied the entry yet was left serving
+			// the old value after the writer's answer. Ask again soon;
+			// the deadline bounds the wait.
+			wake = minTime(wake, now.Add(b.block()/8))
+		default:
+			return // silent, and read so: it stopped serving its cache
 		}
 		done = false
-		wake = minTime(wake, silentAt)
 	}
 	for node, p := range b.peers {
 		pending(node, p.heard)

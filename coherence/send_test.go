@@ -93,3 +93,35 @@ func TestConcurrentPublishReadYourWrites(t *testing.T) {
 		}
 	}
 }
+
+// TestLaggingReaderWaitsForLivePeer: a writer whose own reader lags has
+// not read its peer's heartbeats either, so the peer only looks silent;
+// taken for silent, the peer, live and serving, had not applied the
+// write when the writer answered. The writer waits until its reader has
+// read past the moment the peer would have fallen silent.
+func TestLaggingReaderWaitsForLivePeer(t *testing.T) {
+	r := redistest.Start(t)
+	c := r.Client()
+	stall := &stallReads{gate: make(chan struct{}), appended: make(chan struct{}, 1)}
+	c.AddHook(stall)
+	a := run(t, fast(c, "join"), nil)
+	b := run(t, fast(r.Client(), "join"), &node{applyHook: func() { time.Sleep(100 * time.Millisecond) }})
+	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(b.bus.Peers()) == 1 })
+
+	var release sync.Once
+	t.Cleanup(func() { release.Do(func() { close(stall.gate) }) })
+	stall.armed.Store(true)
+	waitFor(t, "the writer's reader stalled", stall.stalled.Load)
+	// Long enough for the peer to look silent to the writer, whose reader
+	// reads none of its heartbeats.
+	time.Sleep(a.bus.timeout + 2*a.bus.cfg.Heartbeat)
+	go func() {
+		<-stall.appended // the write is on the stream: let the reader catch up
+		stall.armed.Store(false)
+		release.Do(func() { close(stall.gate) })
+	}()
+	err := a.bus.Publish(context.Background(), []cache.Entity{tbl})
+	if got, _ := b.snapshot(); !slices.Contains(got, tbl) {
+		t.Fatalf("publish returned (%v) before the live peer applied the write", err)
+	}
+}

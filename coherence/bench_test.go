@@ -2,10 +2,12 @@ package coherence_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,55 +29,80 @@ import (
 // alter_table calls through one proxy node without Redis and through one
 // with the bus, in alternating rounds of the same size against one demo
 // metastore, so both see the same machine. It reports writes per second
-// of each, their ratio (goal: >= 0.9) and the median write latency of
-// each, whose difference is what the bus adds. With peers=2 the node with
-// the bus has two peers whose acknowledgements every write waits for.
+// of each, their ratio (goal: >= 0.9), the median write latency of each,
+// whose difference is what the bus adds, and the CPU time of the whole
+// process per write in each kind of round (peers included).
+//
+// With peers=N the node with the bus has N peers, in this process, whose
+// acknowledgements every write waits for: peers=1 is the smallest real
+// fleet and the case the goal is read on; peers=0 isolates the publish,
+// peers=2 shows what each further peer costs. writers=32 keeps the plain
+// node short of its capacity, so its ratio is mostly the added latency;
+// writers=128 keeps both nodes busy, so its ratio is one of capacities.
+// -bench.writers replaces both with one count.
 func BenchmarkWriteThroughput(b *testing.B) {
-	for _, peers := range []int{0, 2} {
-		b.Run(fmt.Sprintf("peers=%d", peers), func(b *testing.B) {
-			r := redistest.Start(b)
-			metastore := startDemo(b)
-			plain := startNode(b, metastore, nil)
-			withBus := startNode(b, metastore, r.Client())
-			for range peers {
-				startNode(b, metastore, r.Client())
-			}
-			waitPeers(b, withBus.bus, peers)
-			const workers = 32
-			plainC, busC := make([]*hmsclient.Client, workers), make([]*hmsclient.Client, workers)
-			for i := range workers {
-				plainC[i], busC[i] = dial(b, plain.addr), dial(b, withBus.addr)
-				call(b, plainC[i], "create_table", hmsreq.Args(table(i, 0).Field(1)))
-			}
-			var plainTime, busTime time.Duration
-			var plainLat, busLat []time.Duration
-			v := 0
-			b.ResetTimer()
-			for done := 0; done < b.N; {
-				n := min(b.N-done, 8*workers) // short rounds: both see the same load
-				v++
-				d, lat := round(b, plainC, n, v)
-				plainTime, plainLat = plainTime+d, append(plainLat, lat...)
-				v++
-				d, lat = round(b, busC, n, v)
-				busTime, busLat = busTime+d, append(busLat, lat...)
-				done += n
-			}
-			b.StopTimer()
-			slices.Sort(plainLat)
-			slices.Sort(busLat)
-			pw, bw := float64(b.N)/plainTime.Seconds(), float64(b.N)/busTime.Seconds()
-			b.ReportMetric(pw, "writes/s-alone")
-			b.ReportMetric(bw, "writes/s-redis")
-			b.ReportMetric(bw/pw, "ratio")
-			b.ReportMetric(float64(plainLat[len(plainLat)/2].Microseconds()), "p50-µs-alone")
-			b.ReportMetric(float64(busLat[len(busLat)/2].Microseconds()), "p50-µs-redis")
-			b.ReportMetric(float64(b.N)/float64(withBus.bus.Stats().Batches.Load()), "writes/append")
-			b.ReportMetric(0, "ns/op")
-			if n := withBus.bus.Stats().AckTimeouts.Load(); n > 0 {
-				b.Errorf("%d writes timed out waiting for a peer", n)
-			}
-		})
+	writerCounts := []int{32, 128}
+	if *benchWriters > 0 {
+		writerCounts = []int{*benchWriters}
+	}
+	for _, peers := range []int{0, 1, 2} {
+		for _, workers := range writerCounts {
+			b.Run(fmt.Sprintf("peers=%d/writers=%d", peers, workers), func(b *testing.B) {
+				writeThroughput(b, peers, workers)
+			})
+		}
+	}
+}
+
+var benchWriters = flag.Int("bench.writers", 0, "concurrent writers of BenchmarkWriteThroughput (0: 32 and 128)")
+
+func writeThroughput(b *testing.B, peers, workers int) {
+	r := redistest.Start(b)
+	metastore := startDemo(b)
+	plain := startNode(b, metastore, nil)
+	withBus := startNode(b, metastore, r.Client())
+	for range peers {
+		startNode(b, metastore, r.Client())
+	}
+	waitPeers(b, withBus.bus, peers)
+	plainC, busC := make([]*hmsclient.Client, workers), make([]*hmsclient.Client, workers)
+	for i := range workers {
+		plainC[i], busC[i] = dial(b, plain.addr), dial(b, withBus.addr)
+		call(b, plainC[i], "create_table", hmsreq.Args(table(i, 0).Field(1)))
+	}
+	var plainTime, busTime, plainCPU, busCPU time.Duration
+	var plainLat, busLat []time.Duration
+	v := 0
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		n := min(b.N-done, 8*workers) // short rounds: both see the same load
+		v++
+		c0 := cpuNow()
+		d, lat := round(b, plainC, n, v)
+		plainCPU += cpuNow() - c0
+		plainTime, plainLat = plainTime+d, append(plainLat, lat...)
+		v++
+		c0 = cpuNow()
+		d, lat = round(b, busC, n, v)
+		busCPU += cpuNow() - c0
+		busTime, busLat = busTime+d, append(busLat, lat...)
+		done += n
+	}
+	b.StopTimer()
+	slices.Sort(plainLat)
+	slices.Sort(busLat)
+	pw, bw := float64(b.N)/plainTime.Seconds(), float64(b.N)/busTime.Seconds()
+	b.ReportMetric(pw, "writes/s-alone")
+	b.ReportMetric(bw, "writes/s-redis")
+	b.ReportMetric(bw/pw, "ratio")
+	b.ReportMetric(float64(plainLat[len(plainLat)/2].Microseconds()), "p50-µs-alone")
+	b.ReportMetric(float64(busLat[len(busLat)/2].Microseconds()), "p50-µs-redis")
+	b.ReportMetric(float64(b.N)/float64(withBus.bus.Stats().Batches.Load()), "writes/append")
+	b.ReportMetric(float64(plainCPU.Microseconds())/float64(b.N), "cpu-µs/write-alone")
+	b.ReportMetric(float64(busCPU.Microseconds())/float64(b.N), "cpu-µs/write-redis")
+	b.ReportMetric(0, "ns/op")
+	if n := withBus.bus.Stats().AckTimeouts.Load(); n > 0 {
+		b.Errorf("%d writes timed out waiting for a peer", n)
 	}
 }
 
@@ -161,4 +188,11 @@ func call(b *testing.B, c *hmsclient.Client, method string, args []byte) {
 	if _, err := c.Call(context.Background(), method, args); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// cpuNow is the CPU time this process has used.
+func cpuNow() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -120,10 +120,10 @@ type Bus struct {
 
 	mu       sync.Mutex // guards the fields below
 	peers    map[string]*peer
-	gone     map[string]time.Time // forgotten peers, so their return is noticed
-	acks     map[string]streamID  // how far each node acknowledged, known peer or not
-	changed  chan struct{}        // closed and replaced when peers or acks change
-	mismatch map[string]bool      // peers whose layout differs, logged once each
+	gone     map[string]time.Time    // forgotten peers, so their return is noticed
+	acks     map[string]streamID     // how far each node acknowledged, known peer or not
+	waiters  map[*ackWaiter]struct{} // publishes waiting for acknowledgements
+	mismatch map[string]bool         // peers whose layout differs, logged once each
 
 	acked   atomic.Value  // streamID: how far this node applied, for the ack sender
 	ackWake chan struct{} // one pending wake-up of the ack sender
@@ -193,7 +193,7 @@ func New(cfg Config) (*Bus, error) {
 		peers:    map[string]*peer{},
 		gone:     map[string]time.Time{},
 		acks:     map[string]streamID{},
-		changed:  make(chan struct{}),
+		waiters:  map[*ackWaiter]struct{}{},
 		mismatch: map[string]bool{},
 		ackWake:  make(chan struct{}, 1),
 	}
@@ -238,7 +238,7 @@ func (b *Bus) Publish(ctx context.Context, ents []cache.Entity) error {
 		return ErrStopped
 	default:
 	}
-	req := &pubReq{ents: ents, done: make(chan pubResult, 1)}
+	req := &pubReq{ents: ents, done: make(chan pubDone, 1)}
 	deadline := time.NewTimer(b.timeout)
 	defer deadline.Stop()
 	select {
@@ -248,111 +248,179 @@ func (b *Bus) Publish(ctx context.Context, ents []cache.Entity) error {
 	case <-ctx.Done():
 		return fmt.Errorf("coherence: publish: %w", ctx.Err())
 	}
-	var res pubResult
-	select {
-	case res = <-req.done:
-	case <-deadline.C:
-		// No append since the request was queued has been heard by the
-		// peers without it: they stop serving by now.
-		b.stats.PublishErrors.Add(1)
-		return fmt.Errorf("%w within %v", ErrNotPublished, b.timeout)
-	case <-ctx.Done():
-		return fmt.Errorf("coherence: publish: %w", ctx.Err())
-	}
-	if res.err != nil {
-		// Hold the reply until the peers have stopped hearing this node:
-		// every append they did hear began before the request was queued.
-		select {
-		case <-deadline.C:
-		case <-ctx.Done():
-		}
-		return fmt.Errorf("%w: %w", ErrNotPublished, res.err)
-	}
-	return b.awaitAcks(ctx, res.id, res.at.Add(b.timeout), res.registry)
-}
-
-// awaitAcks waits until every live peer has acknowledged id, or until
-// deadline. The peers are those this node knows and those the registry
-// held when the entry was appended: a node registers atomically with its
-// hello, and is in sync only once it has read that hello back, so a node
-// missing from both has begun reading the stream after this entry, and
-// caches nothing older.
-func (b *Bus) awaitAcks(ctx context.Context, id streamID, deadline time.Time, registry map[string]string) error {
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	expired := deadline.C
 	for {
-		now := time.Now()
-		// A peer only looks silent to a reader that fell behind: it is
-		// silent once this node read the stream to its end, in a read
-		// begun after the peer was due, without hearing it.
-		caught := time.Unix(0, b.caughtUp.Load())
-		wake := deadline
-		done := true
-		// pending notes a node that has not acknowledged id, and is not
-		// silent yet.
-		pending := func(node string, heard time.Time) {
-			if !b.acks[node].less(id) {
-				return
-			}
-			silentAt := heard.Add(b.timeout)
-			if !now.Before(silentAt) && !caught.Before(silentAt) {
-				return // silent: it stopped serving its cache
-			}
-			done = false
-			if now.Before(silentAt) {
-				wake = minTime(wake, silentAt)
-			} else {
-				// Overdue, but this node's reader has not confirmed it:
-				// look again soon (a read does not wake writers).
-				wake = minTime(wake, now.Add(silentPoll))
-			}
-		}
-		b.mu.Lock()
-		for node, p := range b.peers {
-			pending(node, p.heard)
-		}
-		for node, v := range registry {
-			if _, known := b.peers[node]; known || node == b.cfg.NodeID {
-				continue
-			}
-			if _, gone := b.gone[node]; gone {
-				continue
-			}
-			if heard, _, ok := parseRegistry(v); ok {
-				pending(node, heard)
-			}
-		}
-		changed := b.changed
-		b.mu.Unlock()
-		if done {
-			return nil
-		}
-		if !now.Before(deadline) {
-			b.stats.AckTimeouts.Add(1)
-			return fmt.Errorf("%w within %v", ErrNotAcknowledged, b.timeout)
-		}
-		if timer == nil {
-			timer = time.NewTimer(wake.Sub(now))
-		} else {
-			timer.Reset(wake.Sub(now))
-		}
 		select {
-		case <-changed:
-			timer.Stop() // since Go 1.23 no stale tick can follow
-		case <-timer.C:
+		case res := <-req.done:
+			if res.hold && expired != nil {
+				// Hold the reply until the peers have stopped hearing this
+				// node: every append they did hear began before the request
+				// was queued.
+				select {
+				case <-expired:
+				case <-ctx.Done():
+				}
+			}
+			return res.err
+		case <-expired:
+			if !req.appended.Load() {
+				// No append since the request was queued has been heard by
+				// the peers without it: they stop serving by now.
+				b.stats.PublishErrors.Add(1)
+				return fmt.Errorf("%w within %v", ErrNotPublished, b.timeout)
+			}
+			// Appended in time: the acknowledgements are awaited until the
+			// heartbeat timeout after Redis answered, which ends the wait.
+			expired = nil
 		case <-ctx.Done():
-			return fmt.Errorf("coherence: await acknowledgements: %w", ctx.Err())
+			return fmt.Errorf("coherence: publish: %w", ctx.Err())
 		}
 	}
 }
 
-// silentPoll is how often a writer looks again at a peer that is overdue
-// while this node's reader has not read past the time it was due.
-const silentPoll = 5 * time.Millisecond
+// ackWaiter is a batch of writes whose entry, id, awaits the live peers'
+// acknowledgements. The peers are those this node knows and those the
+// registry held when the entry was appended: a node registers atomically
+// with its hello, and is in sync only once it has read that hello back,
+// so a node missing from both has begun reading the stream after this
+// entry, and caches nothing older.
+//
+// No goroutine waits: the reader settles a waiter when an
+// acknowledgement or a departing peer completes it, and a timer when a
+// pending peer falls silent or the deadline passes. Each writer is woken
+// once, with the outcome.
+type ackWaiter struct {
+	id       streamID
+	registry map[string]string
+	deadline time.Time
+	reqs     []*pubReq
+	timer    *time.Timer // rechecks at the next silence or the deadline
+}
+
+// awaitAcks settles reqs once every live peer has acknowledged id, or at
+// deadline.
+func (b *Bus) awaitAcks(id streamID, deadline time.Time, registry map[string]string, reqs []*pubReq) {
+	w := &ackWaiter{id: id, registry: registry, deadline: deadline, reqs: reqs}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.settle(w, time.Now()) {
+		return
+	}
+	b.waiters[w] = struct{}{}
+}
+
+// settle checks w at now: it delivers the outcome and reports true once
+// every live peer acknowledged w.id or the deadline passed; otherwise it
+// (re)arms w's timer for when a pending peer falls silent. b.mu must be
+// held.
+func (b *Bus) settle(w *ackWaiter, now time.Time) bool {
+	wake := w.deadline
+	done := true
+	caughtUp := time.Unix(0, b.caughtUp.Load())
+	// pending notes a node that has not acknowledged id, and is not
+	// silent yet.
+	pending := func(node string, heard time.Time) {
+		if !b.acks[node].less(w.id) {
+			return
+		}
+		silentAt := heard.Add(b.timeout)
+		switch {
+		case now.Before(silentAt):
+			wake = minTime(wake, silentAt)
+		case caughtUp.Before(silentAt):
+			// It only looks silent: this node has not read the stream up
+			// to then, and a lagging reader misses the peer's heartbeats
+			// as it misses its acknowledgement. Taken for silent, a live
+			// peer that had not applied the entry yet was left serving
+			// the old value after the writer's answer. Ask again soon;
+			// the deadline bounds the wait.
+			wake = minTime(wake, now.Add(b.block()/8))
+		default:
+			return // silent, and read so: it stopped serving its cache
+		}
+		done = false
+	}
+	for node, p := range b.peers {
+		pending(node, p.heard)
+	}
+	for node, v := range w.registry {
+		if _, known := b.peers[node]; known || node == b.cfg.NodeID {
+			continue
+		}
+		if _, gone := b.gone[node]; gone {
+			continue
+		}
+		if heard, _, ok := parseRegistry(v); ok {
+			pending(node, heard)
+		}
+	}
+	var err error
+	switch {
+	case done:
+	case !now.Before(w.deadline):
+		b.stats.AckTimeouts.Add(uint64(len(w.reqs)))
+		err = fmt.Errorf("%w within %v", ErrNotAcknowledged, b.timeout)
+	default:
+		if w.timer == nil {
+			w.timer = time.AfterFunc(wake.Sub(now), func() { b.recheck(w) })
+		} else {
+			w.timer.Reset(wake.Sub(now))
+		}
+		return false
+	}
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	delete(b.waiters, w)
+	for _, r := range w.reqs {
+		r.done <- pubDone{err: err} // buffered, and sent once
+	}
+	return true
+}
+
+// recheck is w's timer: a pending peer may have fallen silent, or the
+// deadline passed.
+func (b *Bus) recheck(w *ackWaiter) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, waiting := b.waiters[w]; waiting {
+		b.settle(w, time.Now())
+	}
+}
+
+// wakeWaiters settles the waiters an acknowledgement may have completed:
+// those for no later entry than every known peer acknowledged. One held
+// back by a known peer that fell silent is settled by its timer; one that
+// also waits for a peer only in the registry is checked at each
+// acknowledgement. Checking every waiter on every acknowledgement would
+// cost each batch a check per acknowledgement of an earlier entry. b.mu
+// must be held.
+func (b *Bus) wakeWaiters() {
+	if len(b.waiters) == 0 {
+		return
+	}
+	floor := streamID{math.MaxUint64, math.MaxUint64}
+	for node := range b.peers {
+		if a := b.acks[node]; a.less(floor) {
+			floor = a
+		}
+	}
+	now := time.Now()
+	for w := range b.waiters {
+		if !floor.less(w.id) {
+			b.settle(w, now)
+		}
+	}
+}
+
+// peersChanged rechecks every waiter: a peer that left may have been the
+// last one pending. b.mu must be held.
+func (b *Bus) peersChanged() {
+	now := time.Now()
+	for w := range b.waiters {
+		b.settle(w, now)
+	}
+}
 
 // parseRegistry reads a peer registry value: the node's clock at its
 // latest heartbeat, in unix ns, and its layout.
@@ -360,12 +428,6 @@ func parseRegistry(v string) (time.Time, string, bool) {
 	ns, layout, _ := strings.Cut(v, " ")
 	t, err := strconv.ParseInt(ns, 10, 64)
 	return time.Unix(0, t), layout, err == nil
-}
-
-// notify wakes every waiter; b.mu must be held.
-func (b *Bus) notify() {
-	close(b.changed)
-	b.changed = make(chan struct{})
 }
 
 // Run keeps the node on the bus until ctx ends: it publishes, reads the
@@ -699,7 +761,7 @@ func (b *Bus) learnPeers(registry map[string]string, now time.Time) {
 		b.checkLayout(node, layout)
 	}
 	b.updateMin()
-	b.notify()
+	b.peersChanged()
 	if len(stale) > 0 {
 		// Best effort: a later node removes them otherwise.
 		b.cfg.Client.HDel(context.Background(), b.peerKey, stale...)
@@ -782,7 +844,7 @@ func (b *Bus) heard(c Cache, msg message, now time.Time) {
 	if changed || msg.Bye {
 		// Only a peer that comes or goes changes what writers wait for; a
 		// later "last heard" only moves their timers, which recheck.
-		b.notify()
+		b.peersChanged()
 	}
 	b.mu.Unlock()
 	if returned != "" {
@@ -819,7 +881,7 @@ func (b *Bus) receiveAck(m redis.XMessage) {
 	b.mu.Lock()
 	if b.acks[node].less(id) {
 		b.acks[node] = id
-		b.notify()
+		b.wakeWaiters()
 	}
 	b.mu.Unlock()
 }
@@ -852,7 +914,7 @@ func (b *Bus) checkPeers(c Cache, now time.Time) {
 	}
 	if len(gone) > 0 {
 		b.updateMin()
-		b.notify()
+		b.peersChanged()
 	}
 	b.mu.Unlock()
 	for _, node := range silent {

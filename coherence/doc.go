@@ -29,8 +29,12 @@
 //
 // After applying other nodes' entries a node records how far it got on a
 // second stream (the "acks" key). Publish returns once every live
-// peer has acknowledged the writer's entry, or after HeartbeatTimeout. The
-// bound is safe: a peer that has not applied an entry within
+// peer has acknowledged the writer's entry, or after HeartbeatTimeout.
+// The writers of one entry wait together: the reader settles them when
+// the acknowledgements arrive, a timer when a peer falls silent or time
+// is up, and each writer is woken once.
+//
+// The bound is safe: a peer that has not applied an entry within
 // HeartbeatTimeout of it reaching Redis has not caught up with the stream
 // within that time, and so has stopped serving its cache. A node that
 // cannot publish answers after HeartbeatTimeout too: by then its peers,

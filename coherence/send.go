@@ -20,10 +20,19 @@ import (
 
 // pubReq is one Publish, a heartbeat or a hello waiting for the sender.
 type pubReq struct {
-	ents  []cache.Entity
-	hello string // non-empty: this node's hello, with its nonce
-	beat  bool   // a heartbeat: also refresh the peer registry
-	done  chan pubResult
+	ents     []cache.Entity
+	hello    string       // non-empty: this node's hello, with its nonce
+	beat     bool         // a heartbeat: also refresh the peer registry
+	appended atomic.Bool  // on the stream: the writer waits for the acknowledgements
+	done     chan pubDone // buffered: the one outcome
+}
+
+// pubDone is the outcome of a request: once its entry is on the stream
+// and every live peer applied it, or why not. The writer is woken once,
+// with the outcome, however many acknowledgements came before.
+type pubDone struct {
+	err  error
+	hold bool // the append failed: hold the writer until its deadline
 }
 
 type pubResult struct {
@@ -56,11 +65,33 @@ func (b *Bus) sender(ctx context.Context) {
 				break drain
 			}
 		}
-		res := b.append(ctx, batch)
+		b.deliver(batch, b.append(ctx, batch))
+		batch = nil // the writers' waiter keeps it
+	}
+}
+
+// deliver hands a batch its outcome: at once when the append failed and
+// to heartbeats and hellos, else once the live peers acknowledged it. A
+// heartbeat that shared an entry with writes must not wait with them: its
+// sender would fall silent while a peer is slow.
+func (b *Bus) deliver(batch []*pubReq, res pubResult) {
+	if res.err != nil {
 		for _, r := range batch {
-			r.done <- res
+			r.done <- pubDone{err: fmt.Errorf("%w: %w", ErrNotPublished, res.err), hold: true}
 		}
-		clear(batch)
+		return
+	}
+	writes := batch[:0] // in place: the sender gives batch up
+	for _, r := range batch {
+		if len(r.ents) == 0 {
+			r.done <- pubDone{}
+			continue
+		}
+		r.appended.Store(true)
+		writes = append(writes, r)
+	}
+	if len(writes) > 0 {
+		b.awaitAcks(res.id, res.at.Add(b.timeout), res.registry, writes)
 	}
 }
 
@@ -145,9 +176,7 @@ func (b *Bus) finish(batch []*pubReq) {
 	}
 	if len(batch) > 0 {
 		res := b.append(ctx, batch)
-		for _, r := range batch {
-			r.done <- res
-		}
+		b.deliver(batch, res)
 		if res.err != nil {
 			// The peers must not forget this node cleanly: they stop
 			// serving when it falls silent, as for a crash.
@@ -182,7 +211,7 @@ func (b *Bus) heartbeats(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		r := &pubReq{beat: true, done: make(chan pubResult, 1)}
+		r := &pubReq{beat: true, done: make(chan pubDone, 1)}
 		select {
 		case b.reqs <- r:
 		case <-ctx.Done():
@@ -208,7 +237,7 @@ func (b *Bus) sayHello() string {
 	rand.Read(n[:])
 	nonce := hex.EncodeToString(n[:])
 	select {
-	case b.reqs <- &pubReq{hello: nonce, done: make(chan pubResult, 1)}:
+	case b.reqs <- &pubReq{hello: nonce, done: make(chan pubDone, 1)}:
 	default: // the queue is full; the reader asks again after the timeout
 	}
 	return nonce

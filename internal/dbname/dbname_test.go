@@ -408,17 +408,22 @@ func TestMalformed(t *testing.T) {
 			t.Errorf("truncated at %d: no error", i)
 		}
 	}
-	// A Table nested in itself past the depth bound.
+	// A Table nested in itself past the depth bound, well formed: only
+	// the rewriter's own bound stops it.
 	var e wire.Encoder
-	for i := 0; i < maxDepth+2; i++ {
+	e.FieldBegin(wire.TStruct, 0)
+	for i := 0; i < maxDepth; i++ {
 		e.FieldBegin(wire.TStruct, 16) // creationMetadata
 		e.FieldBegin(wire.TList, 7)    // sourceTables
 		e.ListBegin(wire.TStruct, 1)
 		e.FieldBegin(wire.TStruct, 1) // table
 	}
-	// The wire decoder refuses it first (depth 64) or the rewriter does.
-	if _, err := Reply(nil, lookup(t, "get_table"), wire.Reply, append([]byte{wire.TStruct, 0, 0}, e.B...), add); err == nil {
-		t.Error("deep nesting: no error")
+	e.StringField(2, "sales")
+	for i := 0; i < 3*maxDepth+2; i++ {
+		e.Stop()
+	}
+	if _, err := Reply(nil, lookup(t, "get_table"), wire.Reply, e.B, add); !errors.Is(err, ErrTooDeep) {
+		t.Errorf("deep nesting: got %v; want ErrTooDeep", err)
 	}
 }
 

@@ -239,7 +239,7 @@ func TestRoundTripEveryShape(t *testing.T) {
 				if side.name == "args" {
 					stripped, err = Args(nil, m, in, strip)
 				} else {
-					stripped, err = rewrite(nil, side.s, in, strip)
+					stripped, err = rewrite(nil, side.s, in, rewriter{fn: strip})
 				}
 				if err != nil {
 					t.Fatal(err)
@@ -250,7 +250,7 @@ func TestRoundTripEveryShape(t *testing.T) {
 				if c := bytes.Count(stripped, []byte("pfx_")); c != keep {
 					t.Errorf("after strip: %d prefixed strings left; want only the %d unknown fields and view decoys", c, keep)
 				}
-				back, err := rewrite(nil, side.s, stripped, func(db string) (string, error) { return add(db), nil })
+				back, err := rewrite(nil, side.s, stripped, rewriter{reply: add})
 				if side.name == "reply" {
 					back, err = Reply(nil, m, wire.Reply, stripped, add)
 				}
@@ -260,7 +260,7 @@ func TestRoundTripEveryShape(t *testing.T) {
 				if !bytes.Equal(back, in) {
 					t.Errorf("strip then add:\n got %q\nwant %q", back, in)
 				}
-				id, err := rewrite(nil, side.s, in, same)
+				id, err := rewrite(nil, side.s, in, rewriter{fn: same})
 				if err != nil || !bytes.Equal(id, in) {
 					t.Errorf("identity rewrite changed the bytes (err %v)", err)
 				}

@@ -1,6 +1,8 @@
 package dbname
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -173,13 +175,15 @@ func (r *rewriter) str(k kind) {
 	if r.failed() {
 		return
 	}
+	if k == kDB {
+		r.db(from, v)
+		return
+	}
 	var (
 		s   string
 		err error
 	)
 	switch k {
-	case kDB:
-		s, err = mapCatDB(v, r)
 	case kQualified:
 		s, err = mapQualified(string(v), r)
 	case kTxnWriteIDs:
@@ -193,17 +197,50 @@ func (r *rewriter) str(k kind) {
 		r.err = err
 		return
 	}
-	if s == string(v) {
+	if s != string(v) {
+		r.replace(from, nil, s)
+	}
+}
+
+// db maps a database name v, read at from, that may carry a catalog
+// ("@cat#db"): the catalog part is kept. "@cat#" (every database) and
+// "@cat#!" (the empty name) are not names.
+func (r *rewriter) db(from int, v []byte) {
+	var cat []byte
+	name := v
+	if len(v) > 0 && v[0] == '@' {
+		if i := bytes.IndexByte(v, '#'); i > 0 {
+			name = v[i+1:]
+			if len(name) == 0 || string(name) == "!" {
+				return
+			}
+			cat = v[:i+1]
+		}
+	}
+	n, err := r.mapName(string(name))
+	if err != nil {
+		r.err = err
 		return
 	}
-	if len(s) > 1<<31-1 {
+	if n == string(name) {
+		return
+	}
+	if n == "" && len(cat) > 0 {
+		n = "!"
+	}
+	r.replace(from, cat, n)
+}
+
+// replace writes a+b, with its length, in place of the string read at
+// from (the decoder is past it).
+func (r *rewriter) replace(from int, a []byte, b string) {
+	if len(a)+len(b) > 1<<31-1 {
 		r.err = ErrTooLong
 		return
 	}
 	r.out = append(r.out, r.src[r.mark:from]...)
-	e := wire.Encoder{B: r.out}
-	e.String(s)
-	r.out = e.B
+	r.out = binary.BigEndian.AppendUint32(r.out, uint32(len(a)+len(b)))
+	r.out = append(append(r.out, a...), b...)
 	r.mark = r.d.Pos()
 }
 
@@ -213,27 +250,6 @@ func (r *rewriter) mapName(db string) (string, error) {
 		return r.fn(db)
 	}
 	return r.reply(db), nil
-}
-
-// mapCatDB maps a database name that may carry a catalog ("@cat#db").
-func mapCatDB(v []byte, r *rewriter) (string, error) {
-	if len(v) > 0 && v[0] == '@' {
-		if i := strings.IndexByte(string(v), '#'); i > 0 {
-			cat, db := string(v[:i+1]), string(v[i+1:])
-			if db == "" || db == "!" {
-				return string(v), nil // every database, or the empty name: nothing to map
-			}
-			n, err := r.mapName(db)
-			if err != nil {
-				return "", err
-			}
-			if n == "" {
-				n = "!"
-			}
-			return cat + n, nil
-		}
-	}
-	return r.mapName(string(v))
 }
 
 // mapQualified maps the database of a "db.table" name, or of a

@@ -126,6 +126,37 @@ func TestDBNamePrefixedReal(t *testing.T) {
 			}
 		}
 	})
+	t.Run("get_table_meta", func(t *testing.T) {
+		// The pattern is the router's business and passes as sent.
+		metas := proxyCall("get_table_meta", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, "*"), hmsreq.Strings(3)))[0].([]any)
+		if len(metas) != 2 {
+			t.Fatalf("got %d tables; want 2", len(metas))
+		}
+		for _, m := range metas {
+			if m := m.(map[int16]any); m[1] != pdb {
+				t.Errorf("TableMeta.dbName: got %v; want %s", m[1], pdb)
+			}
+		}
+	})
+	t.Run("create_table through Args", func(t *testing.T) {
+		// A client creates a view in the federated database, naming it
+		// and its source table with the prefix: the metastore must
+		// store its own names.
+		v2 := corpusTable(pdb, "v2", loc+"/t1", false)
+		v2.TableType = "VIRTUAL_VIEW"
+		clientArgs := hmsreq.Args(withFields(v2.Field(1), hmsreq.Str(10, "select id from "+pdb+".t1"), hmsreq.Str(11, "SELECT `t1`.`id` FROM `"+pdb+"`.`t1`")))
+		args, err := dbname.Args(nil, hms.Lookup([]byte("create_table")), clientArgs, strip)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clMustOK(t, "create_table", call(t, direct, "create_table", args))
+		reply := call(t, direct, "get_table", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, "v2")))
+		clMustOK(t, "get_table v2", reply)
+		tbl := thriftDecode(t, "get_table", reply)[0].(map[int16]any)
+		if tbl[2] != db || tbl[10] != "select id from "+db+".t1" || tbl[11] != "SELECT `t1`.`id` FROM `"+db+"`.`t1`" {
+			t.Errorf("stored: dbName %v, view text %q / %q; want the metastore's own names", tbl[2], tbl[10], tbl[11])
+		}
+	})
 	t.Run("refused", func(t *testing.T) {
 		if _, err := dbname.Args(nil, hms.Lookup([]byte("get_table")), hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, "t1")), strip); err == nil {
 			t.Error("an unprefixed name was not refused")

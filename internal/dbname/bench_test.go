@@ -62,3 +62,25 @@ func BenchmarkReplyGetTable(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkArgs: the prefixed-mode cost of a request on the way in (the
+// hit path of a federated read pays it).
+func BenchmarkArgs(b *testing.B) {
+	for _, tc := range []struct {
+		method string
+		args   []byte
+	}{
+		{"get_table", hmsreq.Args(hmsreq.Str(1, "@hive#pfx_sales"), hmsreq.Str(2, "orders"))},
+		{"get_table_req", hmsreq.Req(hmsreq.Str(1, "pfx_sales"), hmsreq.Str(2, "orders"), hmsreq.Str(4, "hive"),
+			hmsreq.Str(6, "pfx_sales.orders:100:100::"), hmsreq.Strings(8, "HIVEFULLACIDREAD", "HIVEMANAGEDINSERTWRITE"))},
+	} {
+		m := lookup(b, tc.method)
+		dst := make([]byte, 0, 2*len(tc.args))
+		b.Run(tc.method, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				dst, _ = Args(dst[:0], m, tc.args, strip)
+			}
+		})
+	}
+}

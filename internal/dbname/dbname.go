@@ -1,24 +1,8 @@
-// Package dbname rewrites database names inside HMS Thrift requests and replies, for federation's prefixed mode.
-//
-// Federation in prefixed mode shows the databases of a federated metastore
-// under a per-group prefix ("sales_" + "orders"). A request names the
-// database as the client sees it; the metastore must see its own name. A
-// reply names the database as the metastore knows it; the client must see
-// the prefixed name. Args and Reply do both directions on the raw Thrift
-// bytes, knowing, per method, which fields of which structs hold a database
-// name (schema.go, methods.go); every other byte is copied as it came, so
-// that a rewrite with an identity function gives back the very bytes it was
-// given.
-//
-// A name may be catalog-qualified as 3.x/4.0 clients send it in legacy
-// string arguments ("@hive#sales_orders"): the catalog part is kept and the
-// callback sees only the database. "@cat#" (no database: every database of
-// the catalog) and "@cat#!" (the empty name) are left alone.
-//
-// What is not rewritten, and why, is listed in doc.go.
 package dbname
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -47,10 +31,10 @@ const maxDepth = 64
 // A malformed struct returns the decoder's error.
 func Args(dst []byte, m *hms.Method, args []byte, fn func(db string) (string, error)) ([]byte, error) {
 	sh := shapeOf(m)
-	if sh == nil || sh.args == nil {
+	if sh.args == nil {
 		return append(dst, args...), nil
 	}
-	out, err := rewrite(dst, sh.args, args, fn)
+	out, err := rewrite(dst, sh.args, args, rewriter{fn: fn})
 	if err != nil {
 		return dst, fmt.Errorf("dbname: %s args: %w", m.Name, err)
 	}
@@ -64,31 +48,30 @@ func Args(dst []byte, m *hms.Method, args []byte, fn func(db string) (string, er
 // doc.go), as are replies of methods whose success value names no database.
 func Reply(dst []byte, m *hms.Method, typ byte, body []byte, fn func(db string) string) ([]byte, error) {
 	sh := shapeOf(m)
-	if typ != wire.Reply || sh == nil || sh.result == nil {
+	if typ != wire.Reply || sh.result == nil {
 		return append(dst, body...), nil
 	}
-	out, err := rewrite(dst, sh.result, body, func(db string) (string, error) { return fn(db), nil })
+	out, err := rewrite(dst, sh.result, body, rewriter{reply: fn})
 	if err != nil {
 		return dst, fmt.Errorf("dbname: %s reply: %w", m.Name, err)
 	}
 	return out, nil
 }
 
-func shapeOf(m *hms.Method) *shape {
+// shapeOf returns m's shape; the zero shape (nothing to rewrite) for a
+// method the table does not know.
+func shapeOf(m *hms.Method) shape {
 	if m == nil {
-		return nil
+		return shape{}
 	}
-	sh, ok := methods[m.Name]
-	if !ok {
-		return nil
-	}
-	return &sh
+	return methods[m.Name]
 }
 
 // rewrite copies the struct in src, as s describes it, to dst. Bytes after
 // the struct's STOP are copied too.
-func rewrite(dst []byte, s *schema, src []byte, fn func(string) (string, error)) ([]byte, error) {
-	r := rewriter{src: src, out: dst, fn: fn}
+// r carries the mapping (fn or reply); the rest of it is set here.
+func rewrite(dst []byte, s *schema, src []byte, r rewriter) ([]byte, error) {
+	r.src, r.out = src, dst
 	r.d.Reset(src)
 	r.structBody(s)
 	if r.err == nil {
@@ -104,11 +87,13 @@ func rewrite(dst []byte, s *schema, src []byte, fn func(string) (string, error))
 // bytes it passes are copied lazily: out holds src up to mark, with the
 // rewritten strings in place; a name that does not change costs no copy.
 type rewriter struct {
-	src   []byte
-	d     wire.Decoder
-	out   []byte
-	mark  int // src[:mark] is in out
+	src  []byte
+	d    wire.Decoder
+	out  []byte
+	mark int // src[:mark] is in out
+	// The mapping: fn (requests, may refuse) or, when it is nil, reply.
 	fn    func(string) (string, error)
+	reply func(string) string
 	err   error // the first error of fn or of a limit; the decoder keeps its own
 	depth int
 }
@@ -190,19 +175,21 @@ func (r *rewriter) str(k kind) {
 	if r.failed() {
 		return
 	}
+	if k == kDB {
+		r.db(from, v)
+		return
+	}
 	var (
 		s   string
 		err error
 	)
 	switch k {
-	case kDB:
-		s, err = mapCatDB(v, r.fn)
 	case kQualified:
-		s, err = mapQualified(string(v), r.fn)
+		s, err = mapQualified(string(v), r)
 	case kTxnWriteIDs:
-		s, err = mapTxnWriteIDs(string(v), r.fn)
+		s, err = mapTxnWriteIDs(string(v), r)
 	case kView:
-		s, err = View(string(v), r.fn)
+		s, err = View(string(v), r.mapName)
 	default:
 		panic("dbname: string of kind " + fmt.Sprint(k))
 	}
@@ -210,45 +197,65 @@ func (r *rewriter) str(k kind) {
 		r.err = err
 		return
 	}
-	if s == string(v) {
+	if s != string(v) {
+		r.replace(from, nil, s)
+	}
+}
+
+// db maps a database name v, read at from, that may carry a catalog
+// ("@cat#db"): the catalog part is kept. "@cat#" (every database) and
+// "@cat#!" (the empty name) are not names.
+func (r *rewriter) db(from int, v []byte) {
+	var cat []byte
+	name := v
+	if len(v) > 0 && v[0] == '@' {
+		if i := bytes.IndexByte(v, '#'); i > 0 {
+			name = v[i+1:]
+			if len(name) == 0 || string(name) == "!" {
+				return
+			}
+			cat = v[:i+1]
+		}
+	}
+	n, err := r.mapName(string(name))
+	if err != nil {
+		r.err = err
 		return
 	}
-	if len(s) > 1<<31-1 {
+	if n == string(name) {
+		return
+	}
+	if n == "" && len(cat) > 0 {
+		n = "!"
+	}
+	r.replace(from, cat, n)
+}
+
+// replace writes a+b, with its length, in place of the string read at
+// from (the decoder is past it).
+func (r *rewriter) replace(from int, a []byte, b string) {
+	if len(a)+len(b) > 1<<31-1 {
 		r.err = ErrTooLong
 		return
 	}
 	r.out = append(r.out, r.src[r.mark:from]...)
-	e := wire.Encoder{B: r.out}
-	e.String(s)
-	r.out = e.B
+	r.out = binary.BigEndian.AppendUint32(r.out, uint32(len(a)+len(b)))
+	r.out = append(append(r.out, a...), b...)
 	r.mark = r.d.Pos()
 }
 
-// mapCatDB maps a database name that may carry a catalog ("@cat#db").
-func mapCatDB(v []byte, fn func(string) (string, error)) (string, error) {
-	if len(v) > 0 && v[0] == '@' {
-		if i := strings.IndexByte(string(v), '#'); i > 0 {
-			cat, db := string(v[:i+1]), string(v[i+1:])
-			if db == "" || db == "!" {
-				return string(v), nil // every database, or the empty name: nothing to map
-			}
-			n, err := fn(db)
-			if err != nil {
-				return "", err
-			}
-			if n == "" {
-				n = "!"
-			}
-			return cat + n, nil
-		}
+// mapName maps one bare database name.
+func (r *rewriter) mapName(db string) (string, error) {
+	if r.fn != nil {
+		return r.fn(db)
 	}
-	return fn(string(v))
+	return r.reply(db), nil
 }
 
 // mapQualified maps the database of a "db.table" name, or of a
 // single-table write-id list "db.table:hwm:min:open:aborted". A string
 // with no '.' before its first ':' is not such a name and is kept.
-func mapQualified(s string, fn func(string) (string, error)) (string, error) {
+func mapQualified(s string, r *rewriter) (string, error) {
 	dot := strings.IndexByte(s, '.')
 	if dot < 0 {
 		return s, nil
@@ -256,7 +263,7 @@ func mapQualified(s string, fn func(string) (string, error)) (string, error) {
 	if c := strings.IndexByte(s, ':'); c >= 0 && c < dot {
 		return s, nil
 	}
-	n, err := fn(s[:dot])
+	n, err := r.mapName(s[:dot])
 	if err != nil {
 		return "", err
 	}
@@ -265,10 +272,10 @@ func mapQualified(s string, fn func(string) (string, error)) (string, error) {
 
 // mapTxnWriteIDs maps a ValidTxnWriteIdList, "txnid$db.t:...$db2.t2:...":
 // each table's write-id list after the first '$'.
-func mapTxnWriteIDs(s string, fn func(string) (string, error)) (string, error) {
+func mapTxnWriteIDs(s string, r *rewriter) (string, error) {
 	parts := strings.Split(s, "$")
 	for i := 1; i < len(parts); i++ {
-		n, err := mapQualified(parts[i], fn)
+		n, err := mapQualified(parts[i], r)
 		if err != nil {
 			return "", err
 		}

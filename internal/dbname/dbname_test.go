@@ -239,7 +239,7 @@ func TestRoundTripEveryShape(t *testing.T) {
 				if side.name == "args" {
 					stripped, err = Args(nil, m, in, strip)
 				} else {
-					stripped, err = rewrite(nil, side.s, in, strip)
+					stripped, err = rewrite(nil, side.s, in, rewriter{fn: strip})
 				}
 				if err != nil {
 					t.Fatal(err)
@@ -250,7 +250,7 @@ func TestRoundTripEveryShape(t *testing.T) {
 				if c := bytes.Count(stripped, []byte("pfx_")); c != keep {
 					t.Errorf("after strip: %d prefixed strings left; want only the %d unknown fields and view decoys", c, keep)
 				}
-				back, err := rewrite(nil, side.s, stripped, func(db string) (string, error) { return add(db), nil })
+				back, err := rewrite(nil, side.s, stripped, rewriter{reply: add})
 				if side.name == "reply" {
 					back, err = Reply(nil, m, wire.Reply, stripped, add)
 				}
@@ -260,7 +260,7 @@ func TestRoundTripEveryShape(t *testing.T) {
 				if !bytes.Equal(back, in) {
 					t.Errorf("strip then add:\n got %q\nwant %q", back, in)
 				}
-				id, err := rewrite(nil, side.s, in, same)
+				id, err := rewrite(nil, side.s, in, rewriter{fn: same})
 				if err != nil || !bytes.Equal(id, in) {
 					t.Errorf("identity rewrite changed the bytes (err %v)", err)
 				}
@@ -408,17 +408,22 @@ func TestMalformed(t *testing.T) {
 			t.Errorf("truncated at %d: no error", i)
 		}
 	}
-	// A Table nested in itself past the depth bound.
+	// A Table nested in itself past the depth bound, well formed: only
+	// the rewriter's own bound stops it.
 	var e wire.Encoder
-	for i := 0; i < maxDepth+2; i++ {
+	e.FieldBegin(wire.TStruct, 0)
+	for i := 0; i < maxDepth; i++ {
 		e.FieldBegin(wire.TStruct, 16) // creationMetadata
 		e.FieldBegin(wire.TList, 7)    // sourceTables
 		e.ListBegin(wire.TStruct, 1)
 		e.FieldBegin(wire.TStruct, 1) // table
 	}
-	// The wire decoder refuses it first (depth 64) or the rewriter does.
-	if _, err := Reply(nil, lookup(t, "get_table"), wire.Reply, append([]byte{wire.TStruct, 0, 0}, e.B...), add); err == nil {
-		t.Error("deep nesting: no error")
+	e.StringField(2, "sales")
+	for i := 0; i < 3*maxDepth+2; i++ {
+		e.Stop()
+	}
+	if _, err := Reply(nil, lookup(t, "get_table"), wire.Reply, e.B, add); !errors.Is(err, ErrTooDeep) {
+		t.Errorf("deep nesting: got %v; want ErrTooDeep", err)
 	}
 }
 

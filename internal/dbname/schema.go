@@ -166,7 +166,8 @@ var (
 	sAddCheck    = sch("AddCheckConstraintRequest", stList(1, sCheck))
 	sAllFuncs    = sch("GetAllFunctionsResponse", stList(1, sFunction))
 	// GetFunctionsResponse (4.1-dev): 2 the Function objects when
-	// returnNames is false; a list of another element type is copied.
+	// returnNames is false. The id is unverified (no 4.1 IDL on hand); a
+	// field of another shape there is copied unchanged.
 	sFuncsResp = sch("GetFunctionsResponse", stList(2, sFunction))
 )
 

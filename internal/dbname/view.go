@@ -2,13 +2,17 @@ package dbname
 
 import "strings"
 
-// View rewrites the database qualifiers of the table references in a
+// View rewrites the database qualifiers of the table references (and
+// qualified function calls) in a
 // HiveQL query (a view's original or expanded text): in `db`.`tbl` or
 // db.tbl right after FROM or JOIN, or after a comma in a FROM list, the
 // db part is replaced by fn's answer. Everything else is copied as it
 // came: string literals ('...' and "..." with backslash escapes),
 // comments (-- to the end of the line, /* ... */), column references
 // (`t`.`col` in a select list or a condition), unqualified tables.
+//
+// A qualified function call (db.fn(...), a permanent UDF) has its db
+// part rewritten too; an unqualified one is left alone.
 //
 // Limits (what it does not see): a table named in a position other than
 // FROM/JOIN/comma-list (INSERT INTO, TABLESAMPLE arguments, a function
@@ -35,8 +39,11 @@ func View(text string, fn func(db string) (string, error)) (string, error) {
 		lists[depth] = on
 	}
 	inList := func() bool { return depth < len(lists) && lists[depth] }
+	prevDot := false // the token before t was a '.': t is no qualifier
 	for {
 		t := v.next()
+		dot := prevDot
+		prevDot = t.kind == tokDot
 		switch t.kind {
 		case tokEOF:
 			if last == 0 {
@@ -59,14 +66,15 @@ func View(text string, fn func(db string) (string, error)) (string, error) {
 					continue
 				}
 			}
-			if !expect {
+			// A table reference right after FROM/JOIN/comma, or a
+			// qualified function call anywhere: db.tbl, db.fn(.
+			table := expect
+			expect = false
+			if !table && dot {
 				continue
 			}
-			expect = false
-			// A table reference: qualified when a '.' and a name follow.
 			save := v.pos
-			dot := v.next()
-			if dot.kind != tokDot {
+			if v.next().kind != tokDot {
 				v.pos = save
 				continue
 			}
@@ -74,6 +82,13 @@ func View(text string, fn func(db string) (string, error)) (string, error) {
 				v.pos = save
 				continue
 			}
+			if !table {
+				if v.next().kind != tokOpen {
+					v.pos = save
+					continue
+				}
+			}
+			v.pos = save
 			name := t.text
 			if t.kind == tokQuoted {
 				name = unquote(t.text)

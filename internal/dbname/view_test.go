@@ -29,6 +29,9 @@ func TestView(t *testing.T) {
 		{"lateral view", "select * from a.x lateral view explode(b.c) t as d", "select * from pfx_a.x lateral view explode(b.c) t as d"},
 		{"unterminated", "select * from `a", "select * from `a"},
 		{"empty", "", ""},
+		{"qualified function", "select sales.to_eur(amount), upper(x) from sales.t", "select pfx_sales.to_eur(amount), upper(x) from pfx_sales.t"},
+		{"quoted function qualifier", "select `sales`.`f` (a) from t", "select `pfx_sales`.`f` (a) from t"},
+		{"column path is no qualifier", "select a.b.c(x), s.f from t", "select a.b.c(x), s.f from t"},
 	} {
 		got, err := View(tc.in, func(db string) (string, error) { return add(db), nil })
 		if err != nil {

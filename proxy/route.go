@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/hmsproxy/hmsproxy/cache"
@@ -55,8 +56,9 @@ type Route struct {
 	// Msg, when its Buf is set, is sent to the group instead of the
 	// client's message (the same name and seqid, names rewritten), and
 	// Reply rewrites the body of the group's REPLY before the client sees
-	// it. Such a call bypasses the group's cache: its entries would hold
-	// the group's names, not the client's.
+	// it. Such a call is cached by the group as any other, under Msg and
+	// with the group's reply bytes: Reply runs on every answer, hit or
+	// miss, so it must be a pure function of its input.
 	Msg   wire.Message
 	Reply func(dst []byte, typ byte, body []byte) ([]byte, error)
 }
@@ -68,57 +70,72 @@ type route struct {
 }
 
 // route applies the router's decision to a call; handled: the call was
-// answered here, else it continues on c.rt.
-func (c *clientConn) route(r Router, meth *hms.Method, m wire.Message) (bool, error) {
+// answered here, else it continues on c.rt as the message returned: the
+// client's, or the one the router renamed for the group, whose replies
+// c.rename then shows under the client's names. A renamed call takes the
+// group's cache like any other: its entries are keyed by the group's
+// request and hold the group's reply bytes, so the group's own
+// invalidations (its writes, event log and bus, all in its names) reach
+// them, and every answer, hit or miss, is rewritten alike.
+func (c *clientConn) route(r Router, meth *hms.Method, m wire.Message) (wire.Message, bool, error) {
 	d := r.Route(meth, m)
 	switch {
 	case d.Refuse != "":
 		c.outcome = OutcomeError
-		return true, c.refuse(meth, m, d.Refuse)
+		return m, true, c.refuse(meth, m, d.Refuse)
 	case d.FanOut:
 		typ, body, err := r.FanOut(c.s.ctx, c.sess, meth, m)
 		if err != nil {
-			return true, err
+			return m, true, err
 		}
-		return true, c.replyWith(m, typ, body)
+		return m, true, c.replyWith(m, typ, body)
 	case d.Group <= 0 || d.Group >= len(c.s.routes):
-		return false, nil
+		return m, false, nil
 	}
 	c.rt = &c.s.routes[d.Group]
 	if d.Msg.Buf == nil {
-		return false, nil
+		return m, false, nil
 	}
-	if meth != nil && meth.Class == hms.Write {
-		c.outcome = OutcomeWrite
-	}
-	sink := renameSink{c: c, m: m, fn: d.Reply}
-	return true, c.forward(upstream.Call{Session: c.sess, Class: classOf(meth), Msg: d.Msg}, &sink)
+	c.rename = d.Reply
+	return d.Msg, false, nil
 }
 
-// renameSink answers the client with a reply whose body the router
-// rewrites (names seen under the client's names).
-type renameSink struct {
-	c  *clientConn
-	m  wire.Message // the client's request: its name and seqid
-	fn func(dst []byte, typ byte, body []byte) ([]byte, error)
-}
-
-func (s *renameSink) Reply(r wire.Message) error {
-	body := r.Body()
-	if s.fn != nil && r.Type == wire.Reply {
-		b, err := s.fn(s.c.scratch[:0], r.Type, body)
-		if err != nil {
-			// The reply cannot be shown under the client's names: a
-			// transport failure, never a half-rewritten answer.
-			return fmt.Errorf("proxy: rewrite the reply of %s: %w", s.m.Name(), err)
-		}
-		s.c.scratch = b
-		body = b
+// renamed is body as the client sees it: rewritten when the call was
+// renamed and body is a REPLY's.
+func (c *clientConn) renamed(typ byte, body []byte) ([]byte, error) {
+	if c.rename == nil || typ != wire.Reply {
+		return body, nil
 	}
-	return s.c.replyWith(s.m, r.Type, body)
+	b, err := c.rename(c.rbuf[:0], typ, body)
+	if err != nil {
+		// The reply cannot be shown under the client's names: a
+		// transport failure, never a half-rewritten answer.
+		return nil, fmt.Errorf("%w: %w", errRename, err)
+	}
+	c.rbuf = b
+	return b, nil
 }
 
-func (s *renameSink) BorrowsReply() {}
+var errRename = errors.New("proxy: rewrite a reply under the client's names")
+
+// writeParts writes a REPLY assembled from pieces (batches and prunes
+// answered from the cache), the header first. A renamed call's body is
+// gathered and rewritten first: the pieces are the group's bytes.
+func (c *clientConn) writeParts(iov [][]byte) error {
+	if c.rename == nil {
+		return c.w.Write(iov...)
+	}
+	flat := c.flat[:0]
+	for _, p := range iov[1:] {
+		flat = append(flat, p...)
+	}
+	c.flat = flat
+	body, err := c.renamed(wire.Reply, flat)
+	if err != nil {
+		return err
+	}
+	return c.w.Write(iov[0], body)
+}
 
 // buildRoutes makes the server's routes: the primary, then each
 // federated group in order.
@@ -199,3 +216,6 @@ func (g *GroupCache) UpstreamName() string { return g.k.Upstream }
 
 // CacheStore is the store the group's entries live in.
 func (g *GroupCache) CacheStore() *cache.Store { return g.k.Store }
+
+// PruneStats are the group's local prune counts.
+func (g *GroupCache) PruneStats() *PruneStats { return &g.k.prune }

@@ -317,13 +317,16 @@ func (c *clientConn) serve() {
 		c.setPhase(phaseBusy)
 		start := time.Now()
 		meth := hms.Lookup(m.Name())
-		c.outcome = OutcomePassthrough
+		c.outcome, c.rt = OutcomePassthrough, nil
 		err = c.handle(meth, m)
 		if err != nil {
 			c.outcome = OutcomeError
 		}
 		now = time.Now()
 		c.s.stats.observe(meth, c.outcome, now.Sub(start))
+		if c.rt != nil {
+			c.rt.calls[c.outcome].Add(1)
+		}
 		if err != nil {
 			if c.writeTimedOut(err) {
 				c.s.stats.clientTimeouts[TimeoutWrite].Add(1)

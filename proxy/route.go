@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
@@ -67,6 +68,10 @@ type Route struct {
 type route struct {
 	up    Forwarder
 	cache *cacher // nil: the group is not cached
+	// calls counts the calls the group alone answered, by outcome
+	// (listings and refusals are no group's). A pointer: routes are
+	// copied into the slice.
+	calls *[numOutcomes]atomic.Uint64
 }
 
 // route applies the router's decision to a call; handled: the call was
@@ -82,8 +87,10 @@ func (c *clientConn) route(r Router, meth *hms.Method, m wire.Message) (wire.Mes
 	switch {
 	case d.Refuse != "":
 		c.outcome = OutcomeError
+		c.rt = nil // no group's call
 		return m, true, c.refuse(meth, m, d.Refuse)
 	case d.FanOut:
+		c.rt = nil // every group's
 		typ, body, err := r.FanOut(c.s.ctx, c.sess, meth, m)
 		if err != nil {
 			return m, true, err
@@ -141,7 +148,7 @@ func (c *clientConn) writeParts(iov [][]byte) error {
 // federated group in order.
 func (s *Server) buildRoutes(cfg Config, up Forwarder) error {
 	s.routes = make([]route, 1, 1+len(cfg.Federated))
-	s.routes[0] = route{up: up, cache: s.cache}
+	s.routes[0] = route{up: up, cache: s.cache, calls: new([numOutcomes]atomic.Uint64)}
 	if len(cfg.Federated) > 0 && cfg.Router == nil {
 		return fmt.Errorf("proxy: %d federated groups without a router", len(cfg.Federated))
 	}
@@ -153,7 +160,7 @@ func (s *Server) buildRoutes(cfg Config, up Forwarder) error {
 		if g.Up == nil {
 			return fmt.Errorf("proxy: federated group %d (%s) has no upstream", i, g.Name)
 		}
-		rt := route{up: g.Up}
+		rt := route{up: g.Up, calls: new([numOutcomes]atomic.Uint64)}
 		if g.Cache != nil {
 			if g.Cache.Store == nil {
 				return fmt.Errorf("proxy: federated group %s: caching without a store", g.Name)
@@ -219,3 +226,14 @@ func (g *GroupCache) CacheStore() *cache.Store { return g.k.Store }
 
 // PruneStats are the group's local prune counts.
 func (g *GroupCache) PruneStats() *PruneStats { return &g.k.prune }
+
+// GroupCalls is how many calls group i (0 the primary, i for
+// Config.Federated[i-1]) answered alone with outcome o; listings that
+// fan out and calls the router refused are counted by no group. 0 when
+// i is out of range.
+func (s *Server) GroupCalls(i int, o Outcome) uint64 {
+	if i < 0 || i >= len(s.routes) || o >= numOutcomes {
+		return 0
+	}
+	return s.routes[i].calls[o].Load()
+}

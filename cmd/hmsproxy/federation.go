@@ -75,6 +75,7 @@ type fedGroup struct {
 	up      *upstream.Group
 	caching *proxy.Caching
 	bus     *coherence.Bus
+	poller  *eventlog.Poller // its event-log poller, nil when off; set by groupCoherence
 }
 
 // newFederatedGroups builds each federated group's upstream and cache
@@ -228,6 +229,7 @@ func groupCoherence(cfg fileConfig, srv *proxy.Server, groups []*fedGroup, rdb r
 			stop()
 			return nil, err
 		}
+		g.poller = poller
 		runner, err := worker.New(worker.Config{Leadership: lead, LeaderCheck: 100 * time.Millisecond,
 			Logger: glog.With("component", "workers")},
 			worker.Task{Name: "eventlog:" + g.cfg.Name, Every: cfg.EventLog.Interval, Jitter: 0.1,
@@ -253,3 +255,38 @@ func (f federationMetrics) FederationGroups() []admin.FederationGroup {
 	}
 	return out
 }
+
+// adminGroups are every group on the admin surface, the primary first:
+// its status, metrics and ?group= flushes.
+func adminGroups(cfg fileConfig, srv *proxy.Server, primary *upstream.Group, bus *coherence.Bus, wk *workers, groups []*fedGroup) []admin.Group {
+	p := admin.Group{Name: cfg.groupName(), Upstreams: primary, Flusher: srv, Calls: groupCalls{srv, 0}}
+	if bus != nil { // a nil pointer in the interface would be called
+		p.Bus = bus
+	}
+	if wk != nil && wk.poller != nil {
+		p.EventLog = wk.poller
+	}
+	out := []admin.Group{p}
+	for i, g := range groups {
+		ag := admin.Group{Name: g.cfg.Name, Upstreams: g.up, Calls: groupCalls{srv, i + 1}}
+		if gc := srv.FederatedCache(i + 1); gc != nil {
+			ag.Flusher = gc
+		}
+		if g.bus != nil {
+			ag.Bus = g.bus
+		}
+		if g.poller != nil {
+			ag.EventLog = g.poller
+		}
+		out = append(out, ag)
+	}
+	return out
+}
+
+// groupCalls counts one group's calls for the admin surface.
+type groupCalls struct {
+	srv *proxy.Server
+	i   int
+}
+
+func (g groupCalls) GroupCalls(o proxy.Outcome) uint64 { return g.srv.GroupCalls(g.i, o) }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -126,6 +127,52 @@ func TestFederationWiring(t *testing.T) {
 	}
 	if streamNames(r, "hmsproxy:inval:main", "nope") {
 		t.Error("the member's write was published on the primary's stream")
+	}
+	for _, want := range []string{`hmsproxy_group_upstream_up{addr="` + fAddr + `",group="lake"} 1`, `hmsproxy_group_bus_synced{group="lake"} 1`,
+		`hmsproxy_group_requests_total{group="lake",outcome="hit"} `, `hmsproxy_group_eventlog_applied_event_id{group="lake"} `} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+
+	// The admin surface: every group's status, and a flush of one group
+	// on its own stream only.
+	res, err = http.Get("http://" + cfg.Admin.Listen + "/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Groups []struct {
+			Name     string `json:"name"`
+			Healthy  *bool  `json:"healthy"`
+			Bus      *struct{ Synced bool }
+			EventLog *struct {
+				Applied int64 `json:"applied_event_id"`
+			} `json:"eventlog"`
+		} `json:"groups"`
+	}
+	err = json.NewDecoder(res.Body).Decode(&st)
+	res.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Groups) != 2 || st.Groups[0].Name != "main" || st.Groups[1].Name != "lake" {
+		t.Fatalf("status groups %+v; want main, lake", st.Groups)
+	}
+	if g := st.Groups[1]; g.Healthy == nil || !*g.Healthy || g.Bus == nil || !g.Bus.Synced || g.EventLog == nil || g.EventLog.Applied <= 0 {
+		t.Errorf("lake's status: healthy %v, bus %+v, event log %+v", g.Healthy, g.Bus, g.EventLog)
+	}
+	res, err = http.Post("http://"+cfg.Admin.Listen+"/cache/flush/flushme?group=lake", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("POST /cache/flush/flushme?group=lake: %d", res.StatusCode)
+	}
+	proxytest.Eventually(t, "the group's flush on its own stream", func() bool { return streamNames(r, "hmsproxy:inval:lake", "flushme") })
+	if streamNames(r, "hmsproxy:inval:main", "flushme") {
+		t.Error("a flush of lake was published on the primary's stream")
 	}
 }
 

@@ -302,7 +302,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 	defer drain.close()
 	// The admin port starts after the proxy: a scrape or a flush always
 	// finds a proxy to report on.
-	adm, aln, err := newAdmin(cfg, log, srv, group, caching, bus, wk, tlsEP, limiter, budget, drain, router)
+	adm, aln, err := newAdmin(cfg, log, srv, group, caching, bus, wk, tlsEP, limiter, budget, drain, router, fedGroups)
 	if err != nil {
 		srv.Shutdown(context.Background())
 		<-errc
@@ -396,7 +396,7 @@ var errCallsCut = errors.New("stopped, but shutdown_timeout cut off calls in fli
 // cfg.Admin.Listen is empty.
 func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstream.Group, caching *proxy.Caching,
 	bus *coherence.Bus, wk *workers, tlsEP *tlsEndpoints, limiter *ratelimit.Limiter,
-	budget *inflight.Budget, drain *drainer, router *federation.Router) (*admin.Server, net.Listener, error) {
+	budget *inflight.Budget, drain *drainer, router *federation.Router, fedGroups []*fedGroup) (*admin.Server, net.Listener, error) {
 	if cfg.Admin.Listen == "" {
 		return nil, nil, nil
 	}
@@ -426,6 +426,7 @@ func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstre
 	}
 	if router != nil {
 		acfg.Federation = federationMetrics{router}
+		acfg.Groups = adminGroups(cfg, srv, group, bus, wk, fedGroups)
 	}
 	if wk != nil && wk.runner != nil {
 		acfg.Workers = workerStatuses{wk.runner}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/proxytest"
@@ -219,5 +220,68 @@ func TestFederationConfigErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("config %q: run returned %v, want an error with %q", tc.extra, err, tc.want)
 		}
+	}
+}
+
+type capRecorder struct{ d time.Duration }
+
+func (c *capRecorder) SetTTLCap(d time.Duration) { c.d = d }
+
+// TestTTLCaps: the groups' health checks share the store's TTL cap: one
+// group's log found (cap 0) does not lift the cap another group's
+// missing log asked for.
+func TestTTLCaps(t *testing.T) {
+	st := &capRecorder{}
+	caps := newTTLCaps(st)
+	caps.For("main").SetTTLCap(0)
+	caps.For("lake").SetTTLCap(30 * time.Second)
+	caps.For("main").SetTTLCap(0)
+	if st.d != 30*time.Second {
+		t.Fatalf("cap %v after the primary's log was found with lake's missing; want 30s", st.d)
+	}
+	caps.For("main").SetTTLCap(10 * time.Second)
+	if st.d != 10*time.Second {
+		t.Fatalf("cap %v with both missing; want the shorter, 10s", st.d)
+	}
+	caps.For("main").SetTTLCap(0)
+	caps.For("lake").SetTTLCap(0)
+	if st.d != 0 {
+		t.Fatalf("cap %v with every log found; want none", st.d)
+	}
+}
+
+// TestFederationEventLogHealthPerGroup: each group's notification log is
+// checked on its own: a member without one is reported missing on the
+// admin surface, the primary's is not.
+func TestFederationEventLogHealthPerGroup(t *testing.T) {
+	_, pAddr := proxytest.Demo(t, proxytest.DemoOptions{})
+	_, fAddr := proxytest.Demo(t, proxytest.DemoOptions{Config: demohms.Config{NoEventLog: true}})
+	// The primary's log has an event (seeding writes none).
+	proxytest.Call(t, proxytest.Dial(t, pAddr, wire.Buffered), "create_database",
+		hmsreq.Args(hmsreq.Database{Name: "logged", Location: "file:/tmp/wh/logged.db"}.Field(1)))
+	cfg := fedYAML(t, pAddr, fAddr, "")
+	cfg.Admin.Listen = freeAddr(t)
+	cfg.EventLog.Interval = 50 * time.Millisecond
+	cfg.EventLog.HealthInterval = 50 * time.Millisecond
+	runInProcess(t, cfg)
+	health := func() (string, string) {
+		res, err := http.Get("http://" + cfg.Admin.Listen + "/status.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var st struct {
+			Groups []struct {
+				EventLog *struct{ Health string } `json:"eventlog"`
+			} `json:"groups"`
+		}
+		if err := json.NewDecoder(res.Body).Decode(&st); err != nil || len(st.Groups) != 2 || st.Groups[0].EventLog == nil || st.Groups[1].EventLog == nil {
+			t.Fatalf("status groups: %+v, %v", st.Groups, err)
+		}
+		return st.Groups[0].EventLog.Health, st.Groups[1].EventLog.Health
+	}
+	proxytest.Eventually(t, "the member's log reported missing", func() bool { _, l := health(); return l == "missing" })
+	if p, _ := health(); p == "missing" {
+		t.Errorf("the primary's log reported missing: the member's verdict leaked")
 	}
 }

@@ -272,8 +272,13 @@ func run(ctx context.Context, cfg fileConfig) error {
 		defer func() { stopBus(); <-busDone }()
 		log.Info("invalidation bus on", "redis", redisName(cfg), "node", bus.NodeID(), "group", bus.Group())
 	}
+	// Every group's event-log health check caps the one store's TTLs.
+	caps := newTTLCaps(nil)
+	if caching != nil {
+		caps = newTTLCaps(caching.Store)
+	}
 	if router != nil {
-		stopGroups, err := groupCoherence(cfg, srv, fedGroups, rdb, upTransport, upAuth, log)
+		stopGroups, err := groupCoherence(cfg, srv, fedGroups, rdb, upTransport, upAuth, caps, log)
 		if err != nil {
 			srv.Shutdown(context.Background())
 			<-errc
@@ -290,7 +295,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 	if bus != nil {
 		coh = bus
 	}
-	wk, err := startWorkers(cfg, log, srv, caching, rdb, coh, writes, nodeID, clientAddr(ln.Addr()), upTransport, clientTransport, upAuth)
+	wk, err := startWorkers(cfg, log, srv, caching, rdb, coh, writes, caps, nodeID, clientAddr(ln.Addr()), upTransport, clientTransport, upAuth)
 	if err != nil {
 		srv.Shutdown(context.Background())
 		<-errc

@@ -232,3 +232,49 @@ func TestRenamedCacheInvalidation(t *testing.T) {
 		t.Errorf("table names rewritten as databases: %s", got)
 	}
 }
+
+// Listings that ask every group are cached as each group's part, in the
+// group's own cache: a second listing asks no metastore; a database
+// created in one group (through the proxy, or on the member and seen as
+// its event log would report it) drops that group's part alone, and the
+// next listing shows it.
+func TestFanOutPartsCached(t *testing.T) {
+	b := newBed(t, bedOptions{cached: true, cfg: func(c *Config) { c.Groups[1].Access = ReadWrite }})
+	c := proxytest.Dial(t, b.addr, wire.Buffered)
+	list := func() []string { return names(t, proxytest.Call(t, c, "get_all_databases", hmsclient.Args())) }
+	asked := func() (int, int) { return b.p.CallCount("get_all_databases"), b.f.CallCount("get_all_databases") }
+	list()
+	b.store.Wait()
+	b.p.ResetCalls()
+	b.f.ResetCalls()
+	if got := list(); !slices.Equal(got, []string{"default", "demo_db0", "demo_db1", "lake"}) {
+		t.Fatalf("merged listing from the cache: %v", got)
+	}
+	if p, f := asked(); p != 0 || f != 0 {
+		t.Fatalf("second listing asked the primary %d and the member %d times; want both parts from the cache", p, f)
+	}
+
+	if r := proxytest.Call(t, c, "create_database", databaseArg("lake_new")); resultField(t, r) != -1 {
+		t.Fatalf("create_database lake_new through the proxy: %q", metaMessage(t, r))
+	}
+	if got := list(); !slices.Contains(got, "lake_new") {
+		t.Errorf("after create_database lake_new through the proxy: %v", got)
+	}
+	if p, f := asked(); p != 0 || f != 1 {
+		t.Errorf("after the member's write the listing asked the primary %d and the member %d times; want 0 and 1", p, f)
+	}
+
+	b.store.Wait()
+	fc := proxytest.Dial(t, b.fAddr, wire.Buffered)
+	if r := proxytest.Call(t, fc, "create_database", databaseArg("lake_direct")); resultField(t, r) != -1 {
+		t.Fatalf("create_database on the member: %q", metaMessage(t, r))
+	}
+	if got := list(); slices.Contains(got, "lake_direct") {
+		t.Fatalf("lake_direct listed before any invalidation: the member's part was not cached, the check below proves nothing")
+	}
+	// What the member's event-log poller applies for a CREATE_DATABASE.
+	b.srv.FederatedCache(1).Flush(proxytest.Ctx(t), []cache.Entity{{Level: cache.LevelDatabase, Cat: "hive", DB: "lake_direct"}})
+	if got := list(); !slices.Contains(got, "lake_direct") {
+		t.Errorf("after the member's invalidation of lake_direct: %v", got)
+	}
+}

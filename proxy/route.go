@@ -39,10 +39,18 @@ type Router interface {
 	// Route says where a call goes.
 	Route(meth *hms.Method, m wire.Message) Route
 	// FanOut answers a call that Route sent to every group (listings):
-	// the reply's type and body. An error is a transport failure: the
-	// client's connection is closed.
-	FanOut(ctx context.Context, sess *upstream.Session, meth *hms.Method, m wire.Message) (typ byte, body []byte, err error)
+	// the reply's type and body. It asks each group through read, which
+	// answers from that group's cache where the method is a cached read,
+	// so that each group's part is kept fresh by that group's own
+	// invalidations and the merge is made afresh on every call. An error
+	// is a transport failure: the client's connection is closed.
+	FanOut(ctx context.Context, sess *upstream.Session, meth *hms.Method, m wire.Message, read GroupReader) (typ byte, body []byte, err error)
 }
+
+// GroupReader asks group i (0 the primary) a read on behalf of sess,
+// from the group's cache when the read is cached: the group's reply, in
+// the group's names. The body is the caller's to keep, never to change.
+type GroupReader func(ctx context.Context, i int, sess *upstream.Session, meth *hms.Method, m wire.Message) (typ byte, body []byte, err error)
 
 // Route is where one call goes.
 type Route struct {
@@ -68,9 +76,9 @@ type Route struct {
 type route struct {
 	up    Forwarder
 	cache *cacher // nil: the group is not cached
-	// calls counts the calls the group alone answered, by outcome
-	// (listings and refusals are no group's). A pointer: routes are
-	// copied into the slice.
+	// calls counts the calls the group answered, by outcome: its own,
+	// and its parts of listings that ask every group (refusals are no
+	// group's). A pointer: routes are copied into the slice.
 	calls *[numOutcomes]atomic.Uint64
 }
 
@@ -91,7 +99,7 @@ func (c *clientConn) route(r Router, meth *hms.Method, m wire.Message) (wire.Mes
 		return m, true, c.refuse(meth, m, d.Refuse)
 	case d.FanOut:
 		c.rt = nil // every group's
-		typ, body, err := r.FanOut(c.s.ctx, c.sess, meth, m)
+		typ, body, err := r.FanOut(c.s.ctx, c.sess, meth, m, c.s.groupRead)
 		if err != nil {
 			return m, true, err
 		}
@@ -228,12 +236,71 @@ func (g *GroupCache) CacheStore() *cache.Store { return g.k.Store }
 func (g *GroupCache) PruneStats() *PruneStats { return &g.k.prune }
 
 // GroupCalls is how many calls group i (0 the primary, i for
-// Config.Federated[i-1]) answered alone with outcome o; listings that
-// fan out and calls the router refused are counted by no group. 0 when
-// i is out of range.
+// Config.Federated[i-1]) answered with outcome o: its own, and its parts
+// of listings that ask every group (hit, miss or coalesced); calls the
+// router refused are counted by no group. 0 when i is out of range.
 func (s *Server) GroupCalls(i int, o Outcome) uint64 {
 	if i < 0 || i >= len(s.routes) || o >= numOutcomes {
 		return 0
 	}
 	return s.routes[i].calls[o].Load()
+}
+
+// groupRead implements GroupReader: a cached read of group i outside any
+// client connection (a listing's part), with the keys, generation checks
+// and flights of cachedRead. It neither refreshes ahead nor samples for
+// shadow validation: a part's entry lives out its TTL.
+func (s *Server) groupRead(ctx context.Context, i int, sess *upstream.Session, meth *hms.Method, m wire.Message) (byte, []byte, error) {
+	if i < 0 || i >= len(s.routes) {
+		return 0, nil, fmt.Errorf("proxy: no upstream group %d", i)
+	}
+	rt := &s.routes[i]
+	forward := func() (byte, []byte, error) {
+		var sink captureSink
+		if err := rt.up.Do(ctx, upstream.Call{Session: sess, Class: upstream.Read, Msg: m}, &sink); err != nil {
+			return 0, nil, err
+		}
+		return sink.res.typ, sink.res.body, nil
+	}
+	k := rt.cache
+	if k == nil || meth == nil || meth.Class != hms.Read || !meth.Cacheable || meth.Batch != nil ||
+		k.Store.Policy(meth.Kind).TTL <= 0 || (k.Coherence != nil && !k.Coherence.Synced()) {
+		return forward()
+	}
+	var r hms.Resolved
+	if err := meth.Resolve(&r, m.Body()); err != nil || r.Bad {
+		return forward()
+	}
+	names := cache.ReadNames(meth, &r, k.DefaultCatalog)
+	if !k.allowed(&names) {
+		return forward()
+	}
+	sc := k.scope(sess)
+	key, _ := cache.ReadKey(nil, sc, meth, &r, k.DefaultCatalog)
+	r.Forget()
+	if e, st := k.Store.Get(key, meth.Kind); st != cache.Miss {
+		rt.calls[OutcomeHit].Add(1)
+		return wire.Reply, e.Body(), nil
+	}
+	deps, ok := k.Store.ReadDeps(nil, sc, meth, &names)
+	if !ok {
+		return forward()
+	}
+	snap, ok := k.Store.Gens().Take(deps)
+	if !ok {
+		return forward()
+	}
+	res, err, shared := k.flights.Do(string(snap.AppendKey(key)), func() (any, error) {
+		return k.load(ctx, rt.up, sess, meth, m, key, &snap)
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	if shared {
+		rt.calls[OutcomeCoalesced].Add(1)
+	} else {
+		rt.calls[OutcomeMiss].Add(1)
+	}
+	ld := res.(loaded)
+	return ld.typ, ld.body, nil
 }

@@ -121,7 +121,7 @@ func newGroupCollector(groups []Group) *groupCollector {
 		up: prometheus.NewDesc("hmsproxy_group_upstream_up",
 			"Whether the group's metastore at addr passes its health check (1) or not (0).", []string{"group", "addr"}, nil),
 		calls: prometheus.NewDesc("hmsproxy_group_requests_total",
-			"Calls the group answered alone, by outcome (listings that ask every group are no group's).", []string{"group", "outcome"}, nil),
+			"Calls the group answered, by outcome; a listing that asks every group counts in each, as its part.", []string{"group", "outcome"}, nil),
 		busSynced: prometheus.NewDesc("hmsproxy_group_bus_synced",
 			"Whether the group's invalidation bus is connected and caught up (1): its cache is served.", []string{"group"}, nil),
 		elApplied: prometheus.NewDesc("hmsproxy_group_eventlog_applied_event_id",

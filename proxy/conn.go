@@ -356,6 +356,10 @@ var (
 	nameShutdown   = []byte("shutdown")
 )
 
+// maxKeptRenameBuf bounds the rewrite buffers a connection keeps between
+// calls.
+const maxKeptRenameBuf = 1 << 20
+
 // errClose asks the loop to drop the connection, as HMS would.
 var errClose = errors.New("proxy: connection closed as the metastore would")
 
@@ -376,6 +380,10 @@ func (c *clientConn) handle(meth *hms.Method, m wire.Message) error {
 		return errClose
 	}
 	c.rt, c.rename = &c.s.routes[0], nil
+	if cap(c.rbuf)+cap(c.flat) > maxKeptRenameBuf {
+		// One large renamed reply must not stay with the connection.
+		c.rbuf, c.flat = nil, nil
+	}
 	name := m.Name()
 	// Only the method table makes a call oneway. An unknown method typed
 	// ONEWAY is forwarded on a connection that is then closed (upstream

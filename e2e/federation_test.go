@@ -305,6 +305,11 @@ func TestFederationCorpusPrefixed(t *testing.T) {
 			continue
 		}
 		equal++
+		// Asked again at once: served by the member's cache where the
+		// read is cached, and the same bytes as the miss.
+		if again := call(t, c, s.method, s.args); !sameButSeqID(again, got) {
+			t.Errorf("step %d %s: asked again, a different reply (a hit must equal the miss)\n got %x\nwant %x", i, s.method, again, got)
+		}
 	}
 	// The member's renamed reads go through its cache (issue 13): the
 	// replies above were hits and misses alike.

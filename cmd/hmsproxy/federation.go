@@ -112,6 +112,7 @@ func newFederatedGroups(cfg fileConfig, base upstream.Config, primary *proxy.Cac
 			c.Upstream = fc.Name
 			// The change-event stream is the primary's alone (README).
 			c.Coherence, c.Writes = nil, g.writes
+			c.Policy = clientPolicy(c.Policy, cfg.Federation, fc)
 			g.caching = &c
 			if rdb != nil {
 				g.bus, err = coherence.New(coherence.Config{Client: rdb, Group: fc.Name, Layout: coherence.Layout(fc.URIs),
@@ -346,4 +347,38 @@ func (a capAsk) SetTTLCap(d time.Duration) {
 	if c.store != nil {
 		c.store.SetTTLCap(least)
 	}
+}
+
+// clientNames is a never-cache policy, written in the names clients use,
+// applied to a group whose calls reach the cache renamed (prefixed mode,
+// database_name_mapping): the cache sees the metastore's names, which
+// the operator's patterns do not.
+type clientNames struct {
+	inner  proxy.Allower
+	prefix string            // prefixed mode: the group's prefix
+	alias  map[string]string // the metastore's name → the client's, lower-cased
+}
+
+func (p clientNames) Allowed(db, table string) bool {
+	if a, ok := p.alias[strings.ToLower(db)]; ok {
+		return p.inner.Allowed(a, table)
+	}
+	return p.inner.Allowed(p.prefix+db, table)
+}
+
+// clientPolicy is the policy of federated group fc's cache: the
+// primary's, in the names its clients use.
+func clientPolicy(pol proxy.Allower, fed federationConfig, fc federatedGroupConfig) proxy.Allower {
+	prefixed := strings.EqualFold(fed.DatabaseResolution, "prefixed")
+	if pol == nil || (!prefixed && len(fc.DatabaseNameMapping) == 0) {
+		return pol
+	}
+	p := clientNames{inner: pol, alias: map[string]string{}}
+	if prefixed {
+		p.prefix = fc.Prefix
+	}
+	for client, local := range fc.DatabaseNameMapping {
+		p.alias[strings.ToLower(local)] = strings.ToLower(client)
+	}
+	return p
 }

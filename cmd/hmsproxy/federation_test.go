@@ -12,12 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/filter"
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/redistest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/proxy"
 )
 
 // fedYAML is a federation config over a primary and a member "lake".
@@ -283,5 +285,34 @@ func TestFederationEventLogHealthPerGroup(t *testing.T) {
 	proxytest.Eventually(t, "the member's log reported missing", func() bool { _, l := health(); return l == "missing" })
 	if p, _ := health(); p == "missing" {
 		t.Errorf("the primary's log reported missing: the member's verdict leaked")
+	}
+}
+
+// TestFederatedPolicyInClientNames: cache.never patterns name databases
+// as clients do; a renamed group's cache sees its metastore's names, so
+// its policy maps them back (issue 13: renamed calls are cached).
+func TestFederatedPolicyInClientNames(t *testing.T) {
+	never, err := filter.Compile(nil, []string{"lk_secret.*", "sales.hidden"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fed := federationConfig{DatabaseResolution: "prefixed"}
+	fc := federatedGroupConfig{Name: "lake", Prefix: "lk_", DatabaseNameMapping: map[string]string{"Sales": "crm"}}
+	pol := clientPolicy(never, fed, fc)
+	for _, tc := range []struct {
+		db, table string
+		want      bool
+	}{
+		{"secret", "t", false}, // lk_secret.t to clients
+		{"open", "t", true},
+		{"crm", "hidden", false}, // sales.hidden to clients
+		{"crm", "shown", true},
+	} {
+		if got := pol.Allowed(tc.db, tc.table); got != tc.want {
+			t.Errorf("the member's %s.%s: cached %v; want %v", tc.db, tc.table, got, tc.want)
+		}
+	}
+	if clientPolicy(never, federationConfig{}, federatedGroupConfig{Name: "m"}) != proxy.Allower(never) {
+		t.Error("a group that renames nothing should keep the policy as it is")
 	}
 }

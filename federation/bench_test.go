@@ -126,3 +126,20 @@ func BenchmarkPrimaryWhileMemberDead(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRenamedHit: a cached get_table hit of the primary and of a
+// prefixed member through one federated proxy (the same table, seeded
+// alike): the cost of answering a renamed call from the cache (the
+// request rewritten before the lookup, the reply after it).
+func BenchmarkRenamedHit(b *testing.B) {
+	bed := newRenamedBed(b, nil)
+	for _, tc := range []struct{ name, db string }{{"primary", "demo_db0"}, {"prefixed", "lake_demo_db0"}} {
+		b.Run(tc.name, func(b *testing.B) {
+			c := proxytest.Dial(b, bed.addr, wire.Buffered)
+			args := hmsclient.Args(tc.db, "t0")
+			proxytest.Call(b, c, "get_table", args) // the fill
+			bed.store.Wait()
+			p50(b, c, "get_table", args)
+		})
+	}
+}

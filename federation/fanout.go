@@ -11,6 +11,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/dbname"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
 
@@ -42,7 +43,12 @@ func (c *capture) Reply(m wire.Message) error {
 var errListing = errors.New("federation: unreadable listing reply")
 
 // FanOut implements proxy.Router: it answers a listing from every group.
-func (r *Router) FanOut(ctx context.Context, sess *upstream.Session, meth *hms.Method, m wire.Message) (byte, []byte, error) {
+// Each group's part is read through read: from the group's cache when
+// the listing is a cached read, so a part is dropped by its own group's
+// invalidations (a database created in one member drops that member's
+// part alone) and the merge, made afresh on every call, is never older
+// than its parts.
+func (r *Router) FanOut(ctx context.Context, sess *upstream.Session, meth *hms.Method, m wire.Message, read proxy.GroupReader) (byte, []byte, error) {
 	replies := make([]groupReply, len(r.groups))
 	// A federated member may be older than the client: a 2.3 metastore
 	// takes "@hive#pattern" literally and lists nothing. The default
@@ -67,7 +73,7 @@ func (r *Router) FanOut(ctx context.Context, sess *upstream.Session, meth *hms.M
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			replies[i] = r.ask(ctx, g, sess, meth, msg)
+			replies[i] = r.ask(ctx, g, sess, meth, msg, read)
 		}()
 	}
 	wg.Wait()
@@ -96,11 +102,17 @@ func (r *Router) FanOut(ctx context.Context, sess *upstream.Session, meth *hms.M
 }
 
 // ask gets one group's part of a listing within the listing timeout.
-func (r *Router) ask(ctx context.Context, g *group, sess *upstream.Session, meth *hms.Method, m wire.Message) groupReply {
+func (r *Router) ask(ctx context.Context, g *group, sess *upstream.Session, meth *hms.Method, m wire.Message, read proxy.GroupReader) groupReply {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	var c capture
-	if err := g.Up.Do(ctx, upstream.Call{Session: sess, Class: upstream.Read, Msg: m}, &c); err != nil {
+	var err error
+	if read != nil {
+		c.typ, c.body, err = read(ctx, g.idx, sess, meth, m)
+	} else {
+		err = g.Up.Do(ctx, upstream.Call{Session: sess, Class: upstream.Read, Msg: m}, &c)
+	}
+	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 			return groupReply{fail: fmt.Sprintf("no answer within %v", r.timeout)}
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -104,7 +105,10 @@ func (r *Router) Route(meth *hms.Method, m wire.Message) proxy.Route {
 	}
 	// The group knows its databases by other names: the request is sent
 	// with its names, the reply shown with the client's.
-	args, err := dbname.Args(m.Header(), meth, m.Body(), g.toLocal)
+	// The header is clipped: appending to it in place would write over
+	// the args being read, whenever a name grows (an alias longer than
+	// the client's name).
+	args, err := dbname.Args(slices.Clip(m.Header()), meth, m.Body(), g.toLocal)
 	if err != nil {
 		return proxy.Route{Refuse: fmt.Sprintf("hmsproxy: %s: the database names cannot be rewritten for group %q: %v", m.Name(), g.Name, err)}
 	}

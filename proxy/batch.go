@@ -200,7 +200,7 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		iov = parts[i].appendPieces(iov)
 	}
 	iov = append(iov, tail)
-	err := c.w.Write(iov...)
+	err := c.writeParts(iov)
 	clear(iov) // don't keep cached entries alive through the buffers
 	c.iov = iov[:0]
 	if err != nil {

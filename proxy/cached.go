@@ -369,6 +369,10 @@ func (k *cacher) admit(meth *hms.Method, key []byte, r loaded, snap *cache.Snaps
 // replyWith answers m with a reply body under the client's own name and
 // seqid: the bytes the metastore would have sent.
 func (c *clientConn) replyWith(m wire.Message, typ byte, body []byte) error {
+	body, err := c.renamed(typ, body)
+	if err != nil {
+		return err
+	}
 	c.hdr = wire.AppendHeader(c.hdr[:0], typ, m.Name(), m.SeqID)
 	if err := c.w.Write(c.hdr, body); err != nil {
 		return errors.Join(errClientWrite, err)

@@ -34,6 +34,13 @@ type clientConn struct {
 	sess    *upstream.Session
 	scratch []byte
 	rt      *route // the group of the call in progress
+	// rename, set when the router renamed the call in progress, shows a
+	// REPLY body under the client's names; every answer to the client
+	// passes through it, cached or not (route.go). rbuf and flat are its
+	// buffers.
+	rename func(dst []byte, typ byte, body []byte) ([]byte, error)
+	rbuf   []byte
+	flat   []byte
 
 	// Buffers reused across calls, so the hit path does not allocate.
 	res  hms.Resolved // the request's args, resolved in one walk
@@ -190,6 +197,9 @@ func (g *requestGate) Shrink(n int) { g.s.cfg.Budget.Release(int64(n)) }
 // Reply writes an upstream reply to the client. The upstream echoed the
 // client's own seqid and name, which the forwarder has checked.
 func (c *clientConn) Reply(m wire.Message) error {
+	if c.rename != nil {
+		return c.replyWith(m, m.Type, m.Body())
+	}
 	if err := c.w.Write(m.Buf); err != nil {
 		return fmt.Errorf("proxy: write reply to client: %w", err)
 	}
@@ -202,6 +212,9 @@ func (c *clientConn) BorrowsReply() {}
 // StreamTo takes a reply too large to hold as it arrives: straight to the
 // socket on buffered transport; on framed only when its size is known.
 func (c *clientConn) StreamTo(size int64) (io.Writer, func(error)) {
+	if c.rename != nil {
+		return nil, nil // the reply is rewritten whole
+	}
 	done := func(error) {
 		// The stream set deadlines of its own: clear them, and make the
 		// writer arm its reply deadline afresh on the next write.
@@ -304,13 +317,16 @@ func (c *clientConn) serve() {
 		c.setPhase(phaseBusy)
 		start := time.Now()
 		meth := hms.Lookup(m.Name())
-		c.outcome = OutcomePassthrough
+		c.outcome, c.rt = OutcomePassthrough, nil
 		err = c.handle(meth, m)
 		if err != nil {
 			c.outcome = OutcomeError
 		}
 		now = time.Now()
 		c.s.stats.observe(meth, c.outcome, now.Sub(start))
+		if c.rt != nil {
+			c.rt.calls[c.outcome].Add(1)
+		}
 		if err != nil {
 			if c.writeTimedOut(err) {
 				c.s.stats.clientTimeouts[TimeoutWrite].Add(1)
@@ -340,6 +356,10 @@ var (
 	nameShutdown   = []byte("shutdown")
 )
 
+// maxKeptRenameBuf bounds the rewrite buffers a connection keeps between
+// calls.
+const maxKeptRenameBuf = 1 << 20
+
 // errClose asks the loop to drop the connection, as HMS would.
 var errClose = errors.New("proxy: connection closed as the metastore would")
 
@@ -359,7 +379,11 @@ func (c *clientConn) handle(meth *hms.Method, m wire.Message) error {
 			fmt.Sprintf("proxy: %s is not a oneway method", m.Name()))
 		return errClose
 	}
-	c.rt = &c.s.routes[0]
+	c.rt, c.rename = &c.s.routes[0], nil
+	if cap(c.rbuf)+cap(c.flat) > maxKeptRenameBuf {
+		// One large renamed reply must not stay with the connection.
+		c.rbuf, c.flat = nil, nil
+	}
 	name := m.Name()
 	// Only the method table makes a call oneway. An unknown method typed
 	// ONEWAY is forwarded on a connection that is then closed (upstream
@@ -386,7 +410,9 @@ func (c *clientConn) handle(meth *hms.Method, m wire.Message) error {
 		}
 	}
 	if rt := c.s.router; rt != nil {
-		if handled, err := c.route(rt, meth, m); handled {
+		var handled bool
+		var err error
+		if m, handled, err = c.route(rt, meth, m); handled {
 			return err
 		}
 	}

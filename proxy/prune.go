@@ -91,7 +91,7 @@ var errPruneForward = errors.New("proxy: prune: forward")
 // pruneRead answers a pruning read (hms.DecodePrune) from the cache.
 // handled false: the caller serves the request as any other read.
 func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope) (bool, error) {
-	k := c.s.cache
+	k := c.rt.cache
 	if k.PruneOff {
 		return false, nil
 	}
@@ -188,7 +188,7 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	c.outcome = OutcomeHit
 	c.hdr = wire.AppendHeader(c.hdr[:0], wire.Reply, m.Name(), m.SeqID)
 	c.iov, c.frame = hms.AppendPruneReply(append(c.iov[:0], c.hdr), c.frame, p.Reply, pieces, len(sel), selNames)
-	err = c.w.Write(c.iov...)
+	err = c.writeParts(c.iov)
 	clear(c.iov) // don't keep cached entries alive through the buffers
 	clear(pieces)
 	if err != nil {
@@ -202,8 +202,8 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 // metastore, or its whole-reply entry), unless the client itself failed.
 func (c *clientConn) pruneFallback(at string, err error) (bool, error) {
 	if errors.Is(err, errPruneForward) {
-		c.s.cache.prune.Raced.Add(1)
-		c.s.cache.log.Debug("prune forwarded", "at", at)
+		c.rt.cache.prune.Raced.Add(1)
+		c.rt.cache.log.Debug("prune forwarded", "at", at)
 		return false, nil
 	}
 	return true, err
@@ -297,7 +297,7 @@ func pruneMatcher(p *hms.Prune, keys []hms.PartitionKey, exprs *exprCache) (matc
 // is not a plain success gives errPruneForward: the client's own request
 // then gets the metastore's answer.
 func (c *clientConn) pruneEntry(sc cache.Scope, method string, args []byte) (body []byte, key string, err error) {
-	k := c.s.cache
+	k := c.rt.cache
 	meth := hms.Lookup([]byte(method))
 	syn, err := c.pruneSynthOf(sc, meth, args)
 	if err != nil {
@@ -321,7 +321,7 @@ func (c *clientConn) pruneEntry(sc cache.Scope, method string, args []byte) (bod
 	}
 	res, err, _ := k.flights.Do(string(snap.AppendKey(kb)), func() (any, error) {
 		k.prune.Upstream.Add(1)
-		return k.load(c.s.ctx, c.s.up, c.sess, meth, m, kb, &snap)
+		return k.load(c.s.ctx, c.rt.up, c.sess, meth, m, kb, &snap)
 	})
 	if err != nil {
 		return nil, "", err
@@ -363,7 +363,7 @@ func (c *clientConn) pruneSynthOf(sc cache.Scope, meth *hms.Method, args []byte)
 	if syn, ok := c.psynth[string(memo)]; ok {
 		return syn, nil
 	}
-	k := c.s.cache
+	k := c.rt.cache
 	msg := wire.AppendHeader(nil, wire.Call, []byte(meth.Name), 0)
 	msg = append(msg, args...)
 	m, err := wire.Parse(msg, wire.Limits{MaxMessage: len(msg)})
@@ -399,7 +399,7 @@ func (c *clientConn) pruneSynthOf(sc cache.Scope, meth *hms.Method, args []byte)
 // it with UNKNOWN_METHOD) the get_table_req one; once the legacy form
 // failed and the request form answered, only the latter is asked.
 func (c *clientConn) pruneTable(sc cache.Scope, p *hms.Prune) ([]byte, error) {
-	k := c.s.cache
+	k := c.rt.cache
 	if !k.pruneTableReq.Load() {
 		c.pargs = hms.AppendTableArgs(c.pargs[:0], p.DB, p.Table)
 		body, _, err := c.pruneEntry(sc, "get_table", c.pargs)
@@ -434,7 +434,7 @@ func okBody(b []byte) ([]byte, error) {
 // spec's partitions and evaluates the rest of the filter on them: the
 // next filter over that day, with other regions, finds them cached.
 func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameIndex, sel, cands []int32, snap *cache.Snapshot) ([][]byte, error) {
-	k := c.s.cache
+	k := c.rt.cache
 	meth := hms.Lookup([]byte("get_partitions_by_names"))
 	c.pargs = hms.AppendPartitionsByNamesArgs(c.pargs[:0], p.DB, p.Table, nil)
 	syn, err := c.pruneSynthOf(sc, meth, c.pargs) // copies what it keeps
@@ -488,7 +488,7 @@ func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameInde
 		chunk := missing[:min(len(missing), k.BatchChunk)]
 		missing = missing[len(chunk):]
 		k.prune.Upstream.Add(1)
-		got, failed, err := k.fetchParts(c.s.ctx, c.s.up, c.sess,
+		got, failed, err := k.fetchParts(c.s.ctx, c.rt.up, c.sess,
 			meth.Batch.AppendRequest(nil, hdr, args, chunk), meth.Batch, chunk)
 		if err != nil {
 			return nil, err

@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
@@ -37,10 +39,18 @@ type Router interface {
 	// Route says where a call goes.
 	Route(meth *hms.Method, m wire.Message) Route
 	// FanOut answers a call that Route sent to every group (listings):
-	// the reply's type and body. An error is a transport failure: the
-	// client's connection is closed.
-	FanOut(ctx context.Context, sess *upstream.Session, meth *hms.Method, m wire.Message) (typ byte, body []byte, err error)
+	// the reply's type and body. It asks each group through read, which
+	// answers from that group's cache where the method is a cached read,
+	// so that each group's part is kept fresh by that group's own
+	// invalidations and the merge is made afresh on every call. An error
+	// is a transport failure: the client's connection is closed.
+	FanOut(ctx context.Context, sess *upstream.Session, meth *hms.Method, m wire.Message, read GroupReader) (typ byte, body []byte, err error)
 }
+
+// GroupReader asks group i (0 the primary) a read on behalf of sess,
+// from the group's cache when the read is cached: the group's reply, in
+// the group's names. The body is the caller's to keep, never to change.
+type GroupReader func(ctx context.Context, i int, sess *upstream.Session, meth *hms.Method, m wire.Message) (typ byte, body []byte, err error)
 
 // Route is where one call goes.
 type Route struct {
@@ -55,8 +65,9 @@ type Route struct {
 	// Msg, when its Buf is set, is sent to the group instead of the
 	// client's message (the same name and seqid, names rewritten), and
 	// Reply rewrites the body of the group's REPLY before the client sees
-	// it. Such a call bypasses the group's cache: its entries would hold
-	// the group's names, not the client's.
+	// it. Such a call is cached by the group as any other, under Msg and
+	// with the group's reply bytes: Reply runs on every answer, hit or
+	// miss, so it must be a pure function of its input.
 	Msg   wire.Message
 	Reply func(dst []byte, typ byte, body []byte) ([]byte, error)
 }
@@ -65,66 +76,87 @@ type Route struct {
 type route struct {
 	up    Forwarder
 	cache *cacher // nil: the group is not cached
+	// calls counts the calls the group answered, by outcome: its own,
+	// and its parts of listings that ask every group (refusals are no
+	// group's). A pointer: routes are copied into the slice.
+	calls *[numOutcomes]atomic.Uint64
 }
 
 // route applies the router's decision to a call; handled: the call was
-// answered here, else it continues on c.rt.
-func (c *clientConn) route(r Router, meth *hms.Method, m wire.Message) (bool, error) {
+// answered here, else it continues on c.rt as the message returned: the
+// client's, or the one the router renamed for the group, whose replies
+// c.rename then shows under the client's names. A renamed call takes the
+// group's cache like any other: its entries are keyed by the group's
+// request and hold the group's reply bytes, so the group's own
+// invalidations (its writes, event log and bus, all in its names) reach
+// them, and every answer, hit or miss, is rewritten alike.
+func (c *clientConn) route(r Router, meth *hms.Method, m wire.Message) (wire.Message, bool, error) {
 	d := r.Route(meth, m)
 	switch {
 	case d.Refuse != "":
 		c.outcome = OutcomeError
-		return true, c.refuse(meth, m, d.Refuse)
+		c.rt = nil // no group's call
+		return m, true, c.refuse(meth, m, d.Refuse)
 	case d.FanOut:
-		typ, body, err := r.FanOut(c.s.ctx, c.sess, meth, m)
+		c.rt = nil // every group's
+		typ, body, err := r.FanOut(c.s.ctx, c.sess, meth, m, c.s.groupRead)
 		if err != nil {
-			return true, err
+			return m, true, err
 		}
-		return true, c.replyWith(m, typ, body)
+		return m, true, c.replyWith(m, typ, body)
 	case d.Group <= 0 || d.Group >= len(c.s.routes):
-		return false, nil
+		return m, false, nil
 	}
 	c.rt = &c.s.routes[d.Group]
 	if d.Msg.Buf == nil {
-		return false, nil
+		return m, false, nil
 	}
-	if meth != nil && meth.Class == hms.Write {
-		c.outcome = OutcomeWrite
-	}
-	sink := renameSink{c: c, m: m, fn: d.Reply}
-	return true, c.forward(upstream.Call{Session: c.sess, Class: classOf(meth), Msg: d.Msg}, &sink)
+	c.rename = d.Reply
+	return d.Msg, false, nil
 }
 
-// renameSink answers the client with a reply whose body the router
-// rewrites (names seen under the client's names).
-type renameSink struct {
-	c  *clientConn
-	m  wire.Message // the client's request: its name and seqid
-	fn func(dst []byte, typ byte, body []byte) ([]byte, error)
-}
-
-func (s *renameSink) Reply(r wire.Message) error {
-	body := r.Body()
-	if s.fn != nil && r.Type == wire.Reply {
-		b, err := s.fn(s.c.scratch[:0], r.Type, body)
-		if err != nil {
-			// The reply cannot be shown under the client's names: a
-			// transport failure, never a half-rewritten answer.
-			return fmt.Errorf("proxy: rewrite the reply of %s: %w", s.m.Name(), err)
-		}
-		s.c.scratch = b
-		body = b
+// renamed is body as the client sees it: rewritten when the call was
+// renamed and body is a REPLY's.
+func (c *clientConn) renamed(typ byte, body []byte) ([]byte, error) {
+	if c.rename == nil || typ != wire.Reply {
+		return body, nil
 	}
-	return s.c.replyWith(s.m, r.Type, body)
+	b, err := c.rename(c.rbuf[:0], typ, body)
+	if err != nil {
+		// The reply cannot be shown under the client's names: a
+		// transport failure, never a half-rewritten answer.
+		return nil, fmt.Errorf("%w: %w", errRename, err)
+	}
+	c.rbuf = b
+	return b, nil
 }
 
-func (s *renameSink) BorrowsReply() {}
+var errRename = errors.New("proxy: rewrite a reply under the client's names")
+
+// writeParts writes a REPLY assembled from pieces (batches and prunes
+// answered from the cache), the header first. A renamed call's body is
+// gathered and rewritten first: the pieces are the group's bytes.
+func (c *clientConn) writeParts(iov [][]byte) error {
+	if c.rename == nil {
+		return c.w.Write(iov...)
+	}
+	flat := c.flat[:0]
+	for _, p := range iov[1:] {
+		flat = append(flat, p...)
+	}
+	c.flat = flat
+	body, err := c.renamed(wire.Reply, flat)
+	if err != nil {
+		return err
+	}
+	return c.w.Write(iov[0], body)
+}
 
 // buildRoutes makes the server's routes: the primary, then each
 // federated group in order.
 func (s *Server) buildRoutes(cfg Config, up Forwarder) error {
 	s.routes = make([]route, 1, 1+len(cfg.Federated))
-	s.routes[0] = route{up: up, cache: s.cache}
+	s.routes[0] = route{up: up, cache: s.cache, calls: new([numOutcomes]atomic.Uint64)}
 	if len(cfg.Federated) > 0 && cfg.Router == nil {
 		return fmt.Errorf("proxy: %d federated groups without a router", len(cfg.Federated))
 	}
@@ -136,7 +168,7 @@ func (s *Server) buildRoutes(cfg Config, up Forwarder) error {
 		if g.Up == nil {
 			return fmt.Errorf("proxy: federated group %d (%s) has no upstream", i, g.Name)
 		}
-		rt := route{up: g.Up}
+		rt := route{up: g.Up, calls: new([numOutcomes]atomic.Uint64)}
 		if g.Cache != nil {
 			if g.Cache.Store == nil {
 				return fmt.Errorf("proxy: federated group %s: caching without a store", g.Name)
@@ -199,3 +231,76 @@ func (g *GroupCache) UpstreamName() string { return g.k.Upstream }
 
 // CacheStore is the store the group's entries live in.
 func (g *GroupCache) CacheStore() *cache.Store { return g.k.Store }
+
+// PruneStats are the group's local prune counts.
+func (g *GroupCache) PruneStats() *PruneStats { return &g.k.prune }
+
+// GroupCalls is how many calls group i (0 the primary, i for
+// Config.Federated[i-1]) answered with outcome o: its own, and its parts
+// of listings that ask every group (hit, miss or coalesced); calls the
+// router refused are counted by no group. 0 when i is out of range.
+func (s *Server) GroupCalls(i int, o Outcome) uint64 {
+	if i < 0 || i >= len(s.routes) || o >= numOutcomes {
+		return 0
+	}
+	return s.routes[i].calls[o].Load()
+}
+
+// groupRead implements GroupReader: a cached read of group i outside any
+// client connection (a listing's part), with the keys, generation checks
+// and flights of cachedRead. It neither refreshes ahead nor samples for
+// shadow validation: a part's entry lives out its TTL.
+func (s *Server) groupRead(ctx context.Context, i int, sess *upstream.Session, meth *hms.Method, m wire.Message) (byte, []byte, error) {
+	if i < 0 || i >= len(s.routes) {
+		return 0, nil, fmt.Errorf("proxy: no upstream group %d", i)
+	}
+	rt := &s.routes[i]
+	forward := func() (byte, []byte, error) {
+		var sink captureSink
+		if err := rt.up.Do(ctx, upstream.Call{Session: sess, Class: upstream.Read, Msg: m}, &sink); err != nil {
+			return 0, nil, err
+		}
+		return sink.res.typ, sink.res.body, nil
+	}
+	k := rt.cache
+	if k == nil || meth == nil || meth.Class != hms.Read || !meth.Cacheable || meth.Batch != nil ||
+		k.Store.Policy(meth.Kind).TTL <= 0 || (k.Coherence != nil && !k.Coherence.Synced()) {
+		return forward()
+	}
+	var r hms.Resolved
+	if err := meth.Resolve(&r, m.Body()); err != nil || r.Bad {
+		return forward()
+	}
+	names := cache.ReadNames(meth, &r, k.DefaultCatalog)
+	if !k.allowed(&names) {
+		return forward()
+	}
+	sc := k.scope(sess)
+	key, _ := cache.ReadKey(nil, sc, meth, &r, k.DefaultCatalog)
+	r.Forget()
+	if e, st := k.Store.Get(key, meth.Kind); st != cache.Miss {
+		rt.calls[OutcomeHit].Add(1)
+		return wire.Reply, e.Body(), nil
+	}
+	deps, ok := k.Store.ReadDeps(nil, sc, meth, &names)
+	if !ok {
+		return forward()
+	}
+	snap, ok := k.Store.Gens().Take(deps)
+	if !ok {
+		return forward()
+	}
+	res, err, shared := k.flights.Do(string(snap.AppendKey(key)), func() (any, error) {
+		return k.load(ctx, rt.up, sess, meth, m, key, &snap)
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	if shared {
+		rt.calls[OutcomeCoalesced].Add(1)
+	} else {
+		rt.calls[OutcomeMiss].Add(1)
+	}
+	ld := res.(loaded)
+	return ld.typ, ld.body, nil
+}

@@ -77,7 +77,7 @@ func (c *clientConn) tableRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		c.hdr = wire.AppendHeader(c.hdr[:0], wire.Reply, m.Name(), m.SeqID)
 		c.objs = append(c.objs[:0], e.Body())
 		c.iov, c.frame = meth.Batch.AppendReply(append(c.iov[:0], c.hdr), c.frame, c.objs)
-		err := c.w.Write(c.iov...)
+		err := c.writeParts(c.iov)
 		clear(c.iov) // don't keep cached entries alive through the buffers
 		clear(c.objs)
 		if err != nil {

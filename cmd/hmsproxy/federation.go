@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -75,6 +76,10 @@ type fedGroup struct {
 	up      *upstream.Group
 	caching *proxy.Caching
 	bus     *coherence.Bus
+	poller  *eventlog.Poller // its event-log poller, nil when off; set by groupCoherence
+	// writes feeds its event-log health check the writes through the
+	// proxy to its metastore (attached by groupCoherence).
+	writes *writeObservers
 }
 
 // newFederatedGroups builds each federated group's upstream and cache
@@ -100,12 +105,14 @@ func newFederatedGroups(cfg fileConfig, base upstream.Config, primary *proxy.Cac
 		if err != nil {
 			return out, fmt.Errorf("federation group %s: %w", fc.Name, err)
 		}
-		g := &fedGroup{cfg: fc, up: up}
+		g := &fedGroup{cfg: fc, up: up, writes: &writeObservers{}}
 		out = append(out, g)
 		if primary != nil {
 			c := *primary
 			c.Upstream = fc.Name
-			c.Coherence, c.Writes = nil, nil
+			// The change-event stream is the primary's alone (README).
+			c.Coherence, c.Writes = nil, g.writes
+			c.Policy = clientPolicy(c.Policy, cfg.Federation, fc)
 			g.caching = &c
 			if rdb != nil {
 				g.bus, err = coherence.New(coherence.Config{Client: rdb, Group: fc.Name, Layout: coherence.Layout(fc.URIs),
@@ -159,7 +166,7 @@ func newRouter(cfg fileConfig, primary *upstream.Group, groups []*fedGroup, log 
 // the group's own Redis lease, or here without Redis). The returned stop
 // ends them all.
 func groupCoherence(cfg fileConfig, srv *proxy.Server, groups []*fedGroup, rdb redis.UniversalClient, upTransport wire.Transport,
-	upAuth func(context.Context, net.Conn, string) (net.Conn, error), log *slog.Logger) (func(), error) {
+	upAuth func(context.Context, net.Conn, string) (net.Conn, error), caps *ttlCaps, log *slog.Logger) (func(), error) {
 	var stops []func()
 	stop := func() {
 		for i := len(stops) - 1; i >= 0; i-- {
@@ -228,10 +235,25 @@ func groupCoherence(cfg fileConfig, srv *proxy.Server, groups []*fedGroup, rdb r
 			stop()
 			return nil, err
 		}
+		g.poller = poller
+		tasks := []worker.Task{{Name: "eventlog:" + g.cfg.Name, Every: cfg.EventLog.Interval, Jitter: 0.1,
+			Timeout: time.Minute, Scope: worker.LeaderOnly, Run: poller.Poll}}
+		if cfg.EventLog.HealthInterval > 0 {
+			// As the primary's: every node, on the writes through itself.
+			// A member without a log caps the TTLs of the shared store.
+			h, err := eventlog.NewHealth(eventlog.HealthConfig{Caller: caller, Stats: poller.Stats(),
+				OnChange: eventlog.CapWhileMissing(caps.For(g.cfg.Name), cfg.Cache.TTLWithoutEventLog),
+				Logger:   glog.With("component", "eventlog-health")})
+			if err != nil {
+				stop()
+				return nil, err
+			}
+			g.writes.health.Store(h)
+			tasks = append(tasks, worker.Task{Name: "eventlog-health:" + g.cfg.Name, Every: cfg.EventLog.HealthInterval,
+				Timeout: time.Minute, Scope: worker.EveryNode, Run: h.Check})
+		}
 		runner, err := worker.New(worker.Config{Leadership: lead, LeaderCheck: 100 * time.Millisecond,
-			Logger: glog.With("component", "workers")},
-			worker.Task{Name: "eventlog:" + g.cfg.Name, Every: cfg.EventLog.Interval, Jitter: 0.1,
-				Timeout: time.Minute, Scope: worker.LeaderOnly, Run: poller.Poll})
+			Logger: glog.With("component", "workers")}, tasks...)
 		if err != nil {
 			stop()
 			return nil, err
@@ -252,4 +274,111 @@ func (f federationMetrics) FederationGroups() []admin.FederationGroup {
 			ListingFailures: g.ListingFailures, ListingOmitted: g.ListingOmitted})
 	}
 	return out
+}
+
+// adminGroups are every group on the admin surface, the primary first:
+// its status, metrics and ?group= flushes.
+func adminGroups(cfg fileConfig, srv *proxy.Server, primary *upstream.Group, bus *coherence.Bus, wk *workers, groups []*fedGroup) []admin.Group {
+	p := admin.Group{Name: cfg.groupName(), Upstreams: primary, Flusher: srv, Calls: groupCalls{srv, 0}}
+	if bus != nil { // a nil pointer in the interface would be called
+		p.Bus = bus
+	}
+	if wk != nil && wk.poller != nil {
+		p.EventLog = wk.poller
+	}
+	out := []admin.Group{p}
+	for i, g := range groups {
+		ag := admin.Group{Name: g.cfg.Name, Upstreams: g.up, Calls: groupCalls{srv, i + 1}}
+		if gc := srv.FederatedCache(i + 1); gc != nil {
+			ag.Flusher = gc
+		}
+		if g.bus != nil {
+			ag.Bus = g.bus
+		}
+		if g.poller != nil {
+			ag.EventLog = g.poller
+		}
+		out = append(out, ag)
+	}
+	return out
+}
+
+// groupCalls counts one group's calls for the admin surface.
+type groupCalls struct {
+	srv *proxy.Server
+	i   int
+}
+
+func (g groupCalls) GroupCalls(o proxy.Outcome) uint64 { return g.srv.GroupCalls(g.i, o) }
+
+// ttlCaps combines the TTL caps that several groups' event-log health
+// checks ask of the one store they share: the shortest cap asked holds,
+// so one group's log found again never lifts the cap another's missing
+// log needs.
+type ttlCaps struct {
+	store eventlog.TTLCapper // nil: no cache
+	mu    sync.Mutex         // guards asks
+	asks  map[string]time.Duration
+}
+
+func newTTLCaps(store eventlog.TTLCapper) *ttlCaps {
+	return &ttlCaps{store: store, asks: map[string]time.Duration{}}
+}
+
+// For is what group name's health check caps the store through.
+func (c *ttlCaps) For(name string) eventlog.TTLCapper { return capAsk{c, name} }
+
+type capAsk struct {
+	c    *ttlCaps
+	name string
+}
+
+func (a capAsk) SetTTLCap(d time.Duration) {
+	c := a.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.asks[a.name] = d
+	var least time.Duration
+	for _, v := range c.asks {
+		if v > 0 && (least == 0 || v < least) {
+			least = v
+		}
+	}
+	if c.store != nil {
+		c.store.SetTTLCap(least)
+	}
+}
+
+// clientNames is a never-cache policy, written in the names clients use,
+// applied to a group whose calls reach the cache renamed (prefixed mode,
+// database_name_mapping): the cache sees the metastore's names, which
+// the operator's patterns do not.
+type clientNames struct {
+	inner  proxy.Allower
+	prefix string            // prefixed mode: the group's prefix
+	alias  map[string]string // the metastore's name → the client's, lower-cased
+}
+
+func (p clientNames) Allowed(db, table string) bool {
+	if a, ok := p.alias[strings.ToLower(db)]; ok {
+		return p.inner.Allowed(a, table)
+	}
+	return p.inner.Allowed(p.prefix+db, table)
+}
+
+// clientPolicy is the policy of federated group fc's cache: the
+// primary's, in the names its clients use.
+func clientPolicy(pol proxy.Allower, fed federationConfig, fc federatedGroupConfig) proxy.Allower {
+	prefixed := strings.EqualFold(fed.DatabaseResolution, "prefixed")
+	if pol == nil || (!prefixed && len(fc.DatabaseNameMapping) == 0) {
+		return pol
+	}
+	p := clientNames{inner: pol, alias: map[string]string{}}
+	if prefixed {
+		p.prefix = fc.Prefix
+	}
+	for client, local := range fc.DatabaseNameMapping {
+		p.alias[strings.ToLower(local)] = strings.ToLower(client)
+	}
+	return p
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -11,11 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/filter"
+	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/redistest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/proxy"
 )
 
 // fedYAML is a federation config over a primary and a member "lake".
@@ -127,6 +131,52 @@ func TestFederationWiring(t *testing.T) {
 	if streamNames(r, "hmsproxy:inval:main", "nope") {
 		t.Error("the member's write was published on the primary's stream")
 	}
+	for _, want := range []string{`hmsproxy_group_upstream_up{addr="` + fAddr + `",group="lake"} 1`, `hmsproxy_group_bus_synced{group="lake"} 1`,
+		`hmsproxy_group_requests_total{group="lake",outcome="hit"} `, `hmsproxy_group_eventlog_applied_event_id{group="lake"} `} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+
+	// The admin surface: every group's status, and a flush of one group
+	// on its own stream only.
+	res, err = http.Get("http://" + cfg.Admin.Listen + "/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Groups []struct {
+			Name     string `json:"name"`
+			Healthy  *bool  `json:"healthy"`
+			Bus      *struct{ Synced bool }
+			EventLog *struct {
+				Applied int64 `json:"applied_event_id"`
+			} `json:"eventlog"`
+		} `json:"groups"`
+	}
+	err = json.NewDecoder(res.Body).Decode(&st)
+	res.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Groups) != 2 || st.Groups[0].Name != "main" || st.Groups[1].Name != "lake" {
+		t.Fatalf("status groups %+v; want main, lake", st.Groups)
+	}
+	if g := st.Groups[1]; g.Healthy == nil || !*g.Healthy || g.Bus == nil || !g.Bus.Synced || g.EventLog == nil || g.EventLog.Applied <= 0 {
+		t.Errorf("lake's status: healthy %v, bus %+v, event log %+v", g.Healthy, g.Bus, g.EventLog)
+	}
+	res, err = http.Post("http://"+cfg.Admin.Listen+"/cache/flush/flushme?group=lake", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("POST /cache/flush/flushme?group=lake: %d", res.StatusCode)
+	}
+	proxytest.Eventually(t, "the group's flush on its own stream", func() bool { return streamNames(r, "hmsproxy:inval:lake", "flushme") })
+	if streamNames(r, "hmsproxy:inval:main", "flushme") {
+		t.Error("a flush of lake was published on the primary's stream")
+	}
 }
 
 // streamNames reports whether an entry of a Redis stream mentions what
@@ -172,5 +222,97 @@ func TestFederationConfigErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("config %q: run returned %v, want an error with %q", tc.extra, err, tc.want)
 		}
+	}
+}
+
+type capRecorder struct{ d time.Duration }
+
+func (c *capRecorder) SetTTLCap(d time.Duration) { c.d = d }
+
+// TestTTLCaps: the groups' health checks share the store's TTL cap: one
+// group's log found (cap 0) does not lift the cap another group's
+// missing log asked for.
+func TestTTLCaps(t *testing.T) {
+	st := &capRecorder{}
+	caps := newTTLCaps(st)
+	caps.For("main").SetTTLCap(0)
+	caps.For("lake").SetTTLCap(30 * time.Second)
+	caps.For("main").SetTTLCap(0)
+	if st.d != 30*time.Second {
+		t.Fatalf("cap %v after the primary's log was found with lake's missing; want 30s", st.d)
+	}
+	caps.For("main").SetTTLCap(10 * time.Second)
+	if st.d != 10*time.Second {
+		t.Fatalf("cap %v with both missing; want the shorter, 10s", st.d)
+	}
+	caps.For("main").SetTTLCap(0)
+	caps.For("lake").SetTTLCap(0)
+	if st.d != 0 {
+		t.Fatalf("cap %v with every log found; want none", st.d)
+	}
+}
+
+// TestFederationEventLogHealthPerGroup: each group's notification log is
+// checked on its own: a member without one is reported missing on the
+// admin surface, the primary's is not.
+func TestFederationEventLogHealthPerGroup(t *testing.T) {
+	_, pAddr := proxytest.Demo(t, proxytest.DemoOptions{})
+	_, fAddr := proxytest.Demo(t, proxytest.DemoOptions{Config: demohms.Config{NoEventLog: true}})
+	// The primary's log has an event (seeding writes none).
+	proxytest.Call(t, proxytest.Dial(t, pAddr, wire.Buffered), "create_database",
+		hmsreq.Args(hmsreq.Database{Name: "logged", Location: "file:/tmp/wh/logged.db"}.Field(1)))
+	cfg := fedYAML(t, pAddr, fAddr, "")
+	cfg.Admin.Listen = freeAddr(t)
+	cfg.EventLog.Interval = 50 * time.Millisecond
+	cfg.EventLog.HealthInterval = 50 * time.Millisecond
+	runInProcess(t, cfg)
+	health := func() (string, string) {
+		res, err := http.Get("http://" + cfg.Admin.Listen + "/status.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var st struct {
+			Groups []struct {
+				EventLog *struct{ Health string } `json:"eventlog"`
+			} `json:"groups"`
+		}
+		if err := json.NewDecoder(res.Body).Decode(&st); err != nil || len(st.Groups) != 2 || st.Groups[0].EventLog == nil || st.Groups[1].EventLog == nil {
+			t.Fatalf("status groups: %+v, %v", st.Groups, err)
+		}
+		return st.Groups[0].EventLog.Health, st.Groups[1].EventLog.Health
+	}
+	proxytest.Eventually(t, "the member's log reported missing", func() bool { _, l := health(); return l == "missing" })
+	if p, _ := health(); p == "missing" {
+		t.Errorf("the primary's log reported missing: the member's verdict leaked")
+	}
+}
+
+// TestFederatedPolicyInClientNames: cache.never patterns name databases
+// as clients do; a renamed group's cache sees its metastore's names, so
+// its policy maps them back (issue 13: renamed calls are cached).
+func TestFederatedPolicyInClientNames(t *testing.T) {
+	never, err := filter.Compile(nil, []string{"lk_secret.*", "sales.hidden"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fed := federationConfig{DatabaseResolution: "prefixed"}
+	fc := federatedGroupConfig{Name: "lake", Prefix: "lk_", DatabaseNameMapping: map[string]string{"Sales": "crm"}}
+	pol := clientPolicy(never, fed, fc)
+	for _, tc := range []struct {
+		db, table string
+		want      bool
+	}{
+		{"secret", "t", false}, // lk_secret.t to clients
+		{"open", "t", true},
+		{"crm", "hidden", false}, // sales.hidden to clients
+		{"crm", "shown", true},
+	} {
+		if got := pol.Allowed(tc.db, tc.table); got != tc.want {
+			t.Errorf("the member's %s.%s: cached %v; want %v", tc.db, tc.table, got, tc.want)
+		}
+	}
+	if clientPolicy(never, federationConfig{}, federatedGroupConfig{Name: "m"}) != proxy.Allower(never) {
+		t.Error("a group that renames nothing should keep the policy as it is")
 	}
 }

@@ -272,8 +272,13 @@ func run(ctx context.Context, cfg fileConfig) error {
 		defer func() { stopBus(); <-busDone }()
 		log.Info("invalidation bus on", "redis", redisName(cfg), "node", bus.NodeID(), "group", bus.Group())
 	}
+	// Every group's event-log health check caps the one store's TTLs.
+	caps := newTTLCaps(nil)
+	if caching != nil {
+		caps = newTTLCaps(caching.Store)
+	}
 	if router != nil {
-		stopGroups, err := groupCoherence(cfg, srv, fedGroups, rdb, upTransport, upAuth, log)
+		stopGroups, err := groupCoherence(cfg, srv, fedGroups, rdb, upTransport, upAuth, caps, log)
 		if err != nil {
 			srv.Shutdown(context.Background())
 			<-errc
@@ -290,7 +295,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 	if bus != nil {
 		coh = bus
 	}
-	wk, err := startWorkers(cfg, log, srv, caching, rdb, coh, writes, nodeID, clientAddr(ln.Addr()), upTransport, clientTransport, upAuth)
+	wk, err := startWorkers(cfg, log, srv, caching, rdb, coh, writes, caps, nodeID, clientAddr(ln.Addr()), upTransport, clientTransport, upAuth)
 	if err != nil {
 		srv.Shutdown(context.Background())
 		<-errc
@@ -302,7 +307,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 	defer drain.close()
 	// The admin port starts after the proxy: a scrape or a flush always
 	// finds a proxy to report on.
-	adm, aln, err := newAdmin(cfg, log, srv, group, caching, bus, wk, tlsEP, limiter, budget, drain, router)
+	adm, aln, err := newAdmin(cfg, log, srv, group, caching, bus, wk, tlsEP, limiter, budget, drain, router, fedGroups)
 	if err != nil {
 		srv.Shutdown(context.Background())
 		<-errc
@@ -396,7 +401,7 @@ var errCallsCut = errors.New("stopped, but shutdown_timeout cut off calls in fli
 // cfg.Admin.Listen is empty.
 func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstream.Group, caching *proxy.Caching,
 	bus *coherence.Bus, wk *workers, tlsEP *tlsEndpoints, limiter *ratelimit.Limiter,
-	budget *inflight.Budget, drain *drainer, router *federation.Router) (*admin.Server, net.Listener, error) {
+	budget *inflight.Budget, drain *drainer, router *federation.Router, fedGroups []*fedGroup) (*admin.Server, net.Listener, error) {
 	if cfg.Admin.Listen == "" {
 		return nil, nil, nil
 	}
@@ -426,6 +431,7 @@ func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstre
 	}
 	if router != nil {
 		acfg.Federation = federationMetrics{router}
+		acfg.Groups = adminGroups(cfg, srv, group, bus, wk, fedGroups)
 	}
 	if wk != nil && wk.runner != nil {
 		acfg.Workers = workerStatuses{wk.runner}

@@ -83,7 +83,7 @@ type workers struct {
 // housekeeping tasks. Cluster-singleton tasks run on the node holding the
 // upstream's Redis lease, or on this node when there is no Redis.
 func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *proxy.Caching, rdb redis.UniversalClient,
-	coh proxy.Coherence, writes *writeObservers, nodeID, proxyAddr string, upTransport, clientTransport wire.Transport,
+	coh proxy.Coherence, writes *writeObservers, caps *ttlCaps, nodeID, proxyAddr string, upTransport, clientTransport wire.Transport,
 	upAuth func(context.Context, net.Conn, string) (net.Conn, error)) (*workers, error) {
 	w := &workers{}
 	var lead worker.Leadership = leader.Solo{}
@@ -154,7 +154,7 @@ func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *
 			// Every node: each sees only the writes through itself, and
 			// each caps its own cache's TTLs.
 			w.health, err = eventlog.NewHealth(eventlog.HealthConfig{Caller: caller, Stats: w.poller.Stats(),
-				OnChange: eventlog.CapWhileMissing(caching.Store, cfg.Cache.TTLWithoutEventLog),
+				OnChange: eventlog.CapWhileMissing(caps.For(cfg.groupName()), cfg.Cache.TTLWithoutEventLog),
 				Logger:   log.With("component", "eventlog-health")})
 			if err != nil {
 				return nil, err

@@ -134,6 +134,12 @@ type Config struct {
 	RateLimit RateLimits
 	// Federation feeds hmsproxy_federation_*{group}. Nil: left out.
 	Federation Federation
+	// Groups are every upstream group of a federated proxy, the primary
+	// first (its parts are the same as the fields above). They feed
+	// hmsproxy_group_*{group}, the "groups" of /status.json and the
+	// status page, and ?group= on the flush endpoints. Nil: one group;
+	// ?group= names none.
+	Groups []Group
 	// InFlight feeds hmsproxy_inflight_bytes,
 	// hmsproxy_inflight_limit_bytes and hmsproxy_inflight_waits_total.
 	// Nil: left out.
@@ -249,6 +255,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Federation != nil {
 		optional = append(optional, newFederationCollector(cfg.Federation))
+	}
+	if len(cfg.Groups) > 0 {
+		optional = append(optional, newGroupCollector(cfg.Groups))
 	}
 	if err := s.register(optional...); err != nil {
 		s.unregister()
@@ -484,9 +493,28 @@ func (s *Server) authorised(next http.Handler) http.Handler {
 func (s *Server) flushAll(w http.ResponseWriter, r *http.Request) {
 	s.flush(w, r, cache.Entity{Level: cache.LevelAll}, "all", func() {
 		if s.cfg.Store != nil {
-			s.cfg.Store.Clear() // invalidated already; this releases the memory
+			// Invalidated already; this releases the memory. The store is
+			// every group's: a flush of one federated group leaves the
+			// others' entries, and its own go as they are met or evicted.
+			s.cfg.Store.Clear()
 		}
 	})
+}
+
+// flusherFor is the Flusher of the group a flush request names with
+// ?group= (the primary's when it names none, or the first group), false
+// when it names no group there is (answered here).
+func (s *Server) flusherFor(w http.ResponseWriter, r *http.Request) (Flusher, string, bool) {
+	name := r.URL.Query().Get("group")
+	if name == "" || (len(s.cfg.Groups) > 0 && name == s.cfg.Groups[0].Name) {
+		return s.cfg.Flusher, "", true
+	}
+	g := s.group(name)
+	if g == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no upstream group %q", name)})
+		return nil, "", false
+	}
+	return g.Flusher, name, true
 }
 
 func (s *Server) flushEntity(level cache.Level) http.HandlerFunc {
@@ -511,11 +539,21 @@ func (s *Server) flushEntity(level cache.Level) http.HandlerFunc {
 
 // flush invalidates e, runs then (if set) once that succeeded, and answers.
 func (s *Server) flush(w http.ResponseWriter, r *http.Request, e cache.Entity, name string, then func()) {
-	if s.cfg.Flusher == nil {
+	fl, group, ok := s.flusherFor(w, r)
+	if !ok {
+		return
+	}
+	if group != "" {
+		// Another group's store is this one: clearing it would drop
+		// every group's entries.
+		then = nil
+		name = group + ":" + name
+	}
+	if fl == nil {
 		writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "no cache to flush"})
 		return
 	}
-	if err := s.cfg.Flusher.Flush(r.Context(), []cache.Entity{e}); err != nil {
+	if err := fl.Flush(r.Context(), []cache.Entity{e}); err != nil {
 		code := http.StatusInternalServerError
 		if errors.Is(err, proxy.ErrNoCache) {
 			code = http.StatusConflict

@@ -37,6 +37,9 @@ type status struct {
 	EventLog  *eventLogStatus `json:"eventlog"`
 	Shadow    *shadowStatus   `json:"shadow"`
 	WarmUp    *warmUpStatus   `json:"warm_up"`
+	// Groups are every upstream group of a federated proxy, the primary
+	// first; null with one group.
+	Groups []groupStatus `json:"groups"`
 }
 
 // eventLogStatus is the notification log as this node sees it.
@@ -190,6 +193,9 @@ func (s *Server) status(snap *snapshot) *status {
 		for _, p := range b.peers {
 			st.Bus.Peers = append(st.Bus.Peers, peerStatus{Node: p.Node, LastHeard: p.Heard, Silent: p.Silent, LayoutMismatch: p.LayoutMismatch})
 		}
+	}
+	for i := range s.cfg.Groups {
+		st.Groups = append(st.Groups, takeGroup(&s.cfg.Groups[i]))
 	}
 	if el := s.cfg.EventLog; el != nil {
 		es := el.Stats()

@@ -6,7 +6,7 @@ SHELL := bash
 GO ?= go
 LISTEN ?= 127.0.0.1:9083
 
-.PHONY: run test unit lint tidy-check bench bench-go fuzz e2e build bench-tool deps deploy-check fleet-check
+.PHONY: run test unit lint tidy-check bench bench-go bench-e2e fuzz e2e build bench-tool deps deploy-check fleet-check
 
 build: ## Build the binaries into bin/
 	$(GO) build -o bin/ ./cmd/...
@@ -39,10 +39,14 @@ fleet-check: ## Three nodes behind a real HAProxy (SIGTERM and SIGKILL under loa
 
 test: lint unit deploy-check fleet-check e2e ## Everything CI runs
 
-bench: bench-tool bench-go ## The demo comparison table, then the Go benchmarks (ratios measured side by side)
+bench: bench-tool bench-go bench-e2e ## The demo comparison table, the Go benchmarks, then the real-metastore ones (ratios measured side by side)
 
 bench-go: ## Go benchmarks next to the code they measure
 	$(GO) test -run='^$$' -bench=. -benchtime=2000x ./...
+
+bench-e2e: ## Write throughput through one node with and without the Redis bus, against a real HMS 3.1 (about 2 minutes)
+	bash testbed/hms.sh fetch 3.1
+	HMSPROXY_E2E=3.1 HMSPROXY_E2E_BENCH=1 $(GO) test -count=1 -v -timeout 15m -run='^TestWriteThroughputReal$$' ./e2e | grep -E '^(e2e:|ok|FAIL|---|\s+\S+_test\.go:)'
 
 FUZZTIME ?= 10m
 fuzz: ## Fuzz the message reader (FUZZTIME=10m)

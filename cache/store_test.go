@@ -86,11 +86,11 @@ func TestPutRefusesStale(t *testing.T) {
 		write Entity
 		admit bool
 	}{
-		{"same table", Entity{LevelTable, "hive", "db0", "t1"}, false},
-		{"database", Entity{LevelDatabase, "hive", "db0", ""}, false},
+		{"same table", Entity{Level: LevelTable, Cat: "hive", DB: "db0", Table: "t1"}, false},
+		{"database", Entity{Level: LevelDatabase, Cat: "hive", DB: "db0", Table: ""}, false},
 		{"all", Entity{Level: LevelAll}, false},
-		{"other table", Entity{LevelTable, "hive", "db0", "t2"}, true},
-		{"partitions only", Entity{LevelPartitions, "hive", "db0", "t1"}, true},
+		{"other table", Entity{Level: LevelTable, Cat: "hive", DB: "db0", Table: "t2"}, true},
+		{"partitions only", Entity{Level: LevelPartitions, Cat: "hive", DB: "db0", Table: "t1"}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -122,7 +122,7 @@ func TestGetMissesAfterBump(t *testing.T) {
 	if _, st := s.Get(l.key, hms.KindPartition); st != Hit {
 		t.Fatalf("Get before write: got %v; want Hit", st)
 	}
-	s.Apply("a", []Entity{{LevelPartitions, "hive", "db0", "t1"}})
+	s.Apply("a", []Entity{{Level: LevelPartitions, Cat: "hive", DB: "db0", Table: "t1"}})
 	if _, st := s.Get(l.key, hms.KindPartition); st != Miss {
 		t.Fatalf("Get after write: got %v; want Miss", st)
 	}

@@ -170,6 +170,14 @@ type Effect struct {
 	// GetPartitionsByNamesRequest); 2.3 takes it as a literal name.
 	// testdata/catalog_prefixed.txt lists every entry that has it.
 	DBInName bool
+	// Adds (ScopePartition) marks a write that only creates partitions
+	// and never changes one that exists: add_partition*, add_partitions*
+	// and append_partition* fail with AlreadyExistsException (or, with
+	// ifNotExists, skip the partition) when one is there, and leave the
+	// table object alone. Such a write changes the table's partition
+	// set (lists, names, filters, counts, aggregates, not-found answers)
+	// but no existing partition's own entries.
+	Adds bool
 }
 
 // Method is one Thrift method name and what the proxy does with it.

@@ -102,7 +102,8 @@ func (k Kind) String() string {
 //     plus the table-name / table-meta lists of its database.
 //   - ScopePartition: the named partitions and their statistics, plus every
 //     partition list, name list, filter result and aggregate statistic of the
-//     table; not the table object.
+//     table; not the table object. An effect marked Adds changes only the
+//     table's partition set: not the partitions that exist.
 //   - ScopeFunction: the function (its name is located by Effect.Table) and the
 //     function lists.
 //   - ScopeTxn: the tables the proxy learnt for the transaction(s) named in the

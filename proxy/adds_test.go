@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/eventlog"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
@@ -235,19 +236,44 @@ func TestAddFromEventLog(t *testing.T) {
 }
 
 // TestAddFromPeer: an add through one node reaches another over the bus
-// narrowed, and the other keeps its existing partitions.
+// narrowed, and the other keeps its existing partitions; from a node
+// writing the previous bus format (no add marker) it arrives as the
+// table's whole partitions, which the reader drops, answering right.
 func TestAddFromPeer(t *testing.T) {
-	r := redistest.Start(t)
-	d, metastore := startDemo(t, wire.Buffered)
-	nodes := startCluster(t, r, 2, metastore, clusterOpts{caching: func(c *Caching) {
-		kinds := cache.DefaultKinds()
-		kinds[hms.KindPartition].Negative = true
-		c.Store = proxytest.Store(t, cache.Config{Kinds: kinds})
-	}})
-	b, direct := dial(t, nodes[1].addr, wire.Buffered), dial(t, metastore, wire.Buffered)
-	warmForAdd(t, d, b, nodes[1].st)
-	call(t, dial(t, nodes[0].addr, wire.Buffered), "add_partitions", addArgs("add_partitions"))
-	checkAdded(t, d, b, direct, nodes[1].st)
+	for _, tc := range []struct {
+		name   string
+		format int
+	}{{"current format", coherence.FormatVersion}, {"previous format", coherence.FormatVersion - 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := redistest.Start(t)
+			d, metastore := startDemo(t, wire.Buffered)
+			nodes := startCluster(t, r, 2, metastore, clusterOpts{formats: []int{tc.format, coherence.FormatVersion}, caching: func(c *Caching) {
+				kinds := cache.DefaultKinds()
+				kinds[hms.KindPartition].Negative = true
+				c.Store = proxytest.Store(t, cache.Config{Kinds: kinds})
+			}})
+			b, direct := dial(t, nodes[1].addr, wire.Buffered), dial(t, metastore, wire.Buffered)
+			warmForAdd(t, d, b, nodes[1].st)
+			call(t, dial(t, nodes[0].addr, wire.Buffered), "add_partitions", addArgs("add_partitions"))
+			if tc.format == coherence.FormatVersion {
+				checkAdded(t, d, b, direct, nodes[1].st)
+				return
+			}
+			d.ResetCalls()
+			got, want := call(t, b, "get_partition", existingPart), call(t, direct, "get_partition", existingPart)
+			if n := d.CallCount("get_partition"); n != 2 || !sameButSeqID(got, want) {
+				t.Errorf("an add in the previous format: existing partition read %d times (want 2: dropped whole), same reply %v", n, sameButSeqID(got, want))
+			}
+			for _, r := range []struct {
+				method string
+				args   []byte
+			}{{"get_partition_names", allNames}, {"get_partition_by_name", addedByName}, {"get_partitions_by_filter", dayFilter}} {
+				if !sameButSeqID(call(t, b, r.method, r.args), call(t, direct, r.method, r.args)) {
+					t.Errorf("%s after an add in the previous format differs from the metastore's", r.method)
+				}
+			}
+		})
+	}
 }
 
 // replyHold holds the reply of the next call of one method between

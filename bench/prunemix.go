@@ -15,6 +15,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
+	"github.com/hmsproxy/hmsproxy/internal/eventlog"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
@@ -42,9 +43,9 @@ type PruneMixConfig struct {
 	Days int
 	// Queries planned in all. Default 20,000.
 	Queries int
-	// NewDayEvery: a new day's partitions are added (and the tables'
-	// cached partitions invalidated, as the event log would) after this
-	// many queries. Default 2,000.
+	// NewDayEvery: a new day's partitions are added (and the proxies
+	// invalidate what the event log's ADD_PARTITION events say) after
+	// this many queries. Default 2,000.
 	NewDayEvery int
 	// ZipfS is the skew of the day and region choices. Default 1.2.
 	ZipfS float64
@@ -250,8 +251,10 @@ func RunPruneMix(ctx context.Context, cfg PruneMixConfig) (_ *PruneMixReport, er
 				if err := addDay(t, days); err != nil {
 					return nil, err
 				}
+				// What the event log applies for the ADD_PARTITION event.
+				ents := eventlog.Entities(eventlog.Event{Type: "ADD_PARTITION", DB: db, Table: t}, "hive")
 				for _, p := range modes {
-					p.srv.Flush(ctx, []cache.Entity{{Level: cache.LevelPartitions, Cat: "hive", DB: db, Table: t}})
+					p.srv.Flush(ctx, ents)
 				}
 			}
 			days++

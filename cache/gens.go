@@ -22,12 +22,22 @@ type Generations struct {
 	mask  uint64
 }
 
-// Dep is one entity an entry depends on: the counter's index.
+// Dep is one entity an entry depends on: the counter's index, and in
+// the top bit (depPartSet) whether it is a table's partition set, the
+// one dependency an entry of an existing partition may shed
+// (Snapshot.Existing).
 type Dep uint32
 
-// NewGenerations makes 2^bits counters (4 bytes each). A counter would
-// have to be bumped 2^32 times while one entry lives to be mistaken.
+const (
+	depPartSet Dep = 1 << 31
+	depIndex       = depPartSet - 1
+)
+
+// NewGenerations makes 2^bits counters (4 bytes each), bits at most 30.
+// A counter would have to be bumped 2^32 times while one entry lives to
+// be mistaken.
 func NewGenerations(bits uint) *Generations {
+	bits = min(bits, maxGenerationBits)
 	n := 1 << bits
 	return &Generations{seed: maphash.MakeSeed(), slots: make([]atomic.Uint32, n), mask: uint64(n - 1)}
 }
@@ -37,11 +47,14 @@ func (g *Generations) Of(key []byte) Dep {
 	return Dep(maphash.Bytes(g.seed, key) & g.mask)
 }
 
+// maxGenerationBits keeps counter indexes clear of depPartSet.
+const maxGenerationBits = 30
+
 // Load reads a counter.
-func (g *Generations) Load(d Dep) uint32 { return g.slots[d].Load() }
+func (g *Generations) Load(d Dep) uint32 { return g.slots[d&depIndex].Load() }
 
 // Bump invalidates everything that depends on d.
-func (g *Generations) Bump(d Dep) { g.slots[d].Add(1) }
+func (g *Generations) Bump(d Dep) { g.slots[d&depIndex].Add(1) }
 
 // Snapshot records deps' counters.
 type Snapshot struct {
@@ -64,7 +77,7 @@ func (g *Generations) Take(deps []Dep) (Snapshot, bool) {
 	}
 	for i, d := range deps {
 		s.deps[i] = d
-		s.gens[i] = g.slots[d].Load()
+		s.gens[i] = g.slots[d&depIndex].Load()
 	}
 	s.n = uint8(len(deps))
 	return s, true
@@ -73,11 +86,29 @@ func (g *Generations) Take(deps []Dep) (Snapshot, bool) {
 // Current reports whether no dependency was bumped since the snapshot.
 func (g *Generations) Current(s *Snapshot) bool {
 	for i := uint8(0); i < s.n; i++ {
-		if g.slots[s.deps[i]].Load() != s.gens[i] {
+		if g.slots[s.deps[i]&depIndex].Load() != s.gens[i] {
 			return false
 		}
 	}
 	return true
+}
+
+// Existing is s without its dependency on a table's partition set, for
+// the entry of one partition the metastore returned: adding partitions
+// never changes a partition that exists (an add of it fails or skips
+// it), so only writes that invalidate the table's partitions as a
+// whole, or more, may drop the entry. A not-found answer, a list or
+// anything assembled over several names must keep the full snapshot.
+func (s Snapshot) Existing() Snapshot {
+	var out Snapshot
+	for i := uint8(0); i < s.n; i++ {
+		if s.deps[i]&depPartSet != 0 {
+			continue
+		}
+		out.deps[out.n], out.gens[out.n] = s.deps[i], s.gens[i]
+		out.n++
+	}
+	return out
 }
 
 // AppendKey appends the snapshot as bytes, to tell apart loads started
@@ -108,7 +139,7 @@ func (g *Generations) currentEncoded(b []byte) (ok bool, size int) {
 	n := int(b[0])
 	for i := 0; i < n; i++ {
 		off := 1 + 8*i
-		d := binary.LittleEndian.Uint32(b[off:])
+		d := Dep(binary.LittleEndian.Uint32(b[off:])) & depIndex
 		if g.slots[d].Load() != binary.LittleEndian.Uint32(b[off+4:]) {
 			return false, snapshotSize(n)
 		}

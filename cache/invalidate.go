@@ -20,7 +20,8 @@ const (
 	// table lists of its database.
 	LevelTable
 	// LevelPartitions is the partitions (and their names, filters and
-	// statistics) of a table, not the table object.
+	// statistics) of a table, not the table object. With Entity.Added it
+	// is narrower: see there.
 	LevelPartitions
 	// LevelFunction is the functions of a database.
 	LevelFunction
@@ -47,6 +48,15 @@ func (l Level) String() string {
 type Entity struct {
 	Level          Level
 	Cat, DB, Table string
+	// Added narrows a LevelPartitions entity to a write that only added
+	// partitions (hms.Effect.Adds): the table's partition set changed,
+	// so its partition lists, names, filter and count replies,
+	// statistics over several partitions and every not-found answer go,
+	// but the entries of partitions that exist stay, since an add never
+	// changes one. Whatever reads only Level takes the entity as
+	// LevelPartitions and invalidates more, never less: old bus nodes
+	// and the change stream do.
+	Added bool
 }
 
 // Counter names. Reads depend on some of them, writes bump some of them.
@@ -60,6 +70,7 @@ const (
 	ctrFuncs
 	ctrFuncsAll
 	ctrTablesAll // every table of a catalog: cross-database table lists
+	ctrPartSet   // which partitions a table has (bumped by adds too)
 )
 
 // dep returns the counter of one entity.
@@ -109,14 +120,24 @@ func (s *Store) ReadDeps(dst []Dep, sc Scope, m *hms.Method, n *Names) ([]Dep, b
 		if len(n.Tables) == 0 {
 			dst = append(dst, s.dep(&b, ctrTableList, up, n.Cat, n.DB))
 		}
-		if len(dst)+len(n.Tables) > maxDeps-1 {
+		room := maxDeps - 1
+		if t.Scope == hms.ScopePartition {
+			room-- // the partitions and the partition set
+		}
+		if len(dst)+len(n.Tables) > room {
 			return dst, false
 		}
 		for _, tbl := range n.Tables {
 			dst = append(dst, s.dep(&b, ctrTable, up, n.Cat, n.DB, tbl))
 		}
 		if t.Scope == hms.ScopePartition && len(n.Tables) == 1 {
-			dst = append(dst, s.dep(&b, ctrParts, up, n.Cat, n.DB, n.Tables[0]))
+			// Every partition read depends on the partition set too, its
+			// snapshot included: an entry that holds one existing
+			// partition drops it on admission (Snapshot.Existing), a
+			// not-found answer or a list keeps it, and loads before and
+			// after an add never share a flight.
+			dst = append(dst, s.dep(&b, ctrParts, up, n.Cat, n.DB, n.Tables[0]),
+				s.dep(&b, ctrPartSet, up, n.Cat, n.DB, n.Tables[0])|depPartSet)
 		}
 	case hms.ScopeFunction:
 		dst = append(dst, s.dep(&b, ctrFuncs, up, n.Cat, n.DB), s.dep(&b, ctrFuncsAll, up, n.Cat))
@@ -143,6 +164,11 @@ func (s *Store) Apply(up string, ents []Entity) {
 			s.gens.Bump(s.dep(&b, ctrTableList, up, e.Cat, e.DB))
 			s.gens.Bump(s.dep(&b, ctrTablesAll, up, e.Cat))
 		case LevelPartitions:
+			if e.Added {
+				s.gens.Bump(s.dep(&b, ctrPartSet, up, e.Cat, e.DB, e.Table))
+				break
+			}
+			// Every read of the partition set depends on ctrParts too.
 			s.gens.Bump(s.dep(&b, ctrParts, up, e.Cat, e.DB, e.Table))
 		case LevelFunction:
 			s.gens.Bump(s.dep(&b, ctrFuncs, up, e.Cat, e.DB))
@@ -183,8 +209,9 @@ func writeEntities(dst []Entity, m *hms.Method, args []byte, defaultCat string) 
 				dst = append(dst, dbOrAll(n))
 				break
 			}
+			added := e.Scope == hms.ScopePartition && e.Adds
 			for _, t := range n.Tables {
-				dst = append(dst, Entity{Level: lvl, Cat: n.Cat, DB: n.DB, Table: t})
+				dst = append(dst, Entity{Level: lvl, Cat: n.Cat, DB: n.DB, Table: t, Added: added})
 			}
 			if e.NewTable != nil {
 				nn, err := ExtractNames(&hms.Effect{DB: e.NewDB, Table: e.NewTable}, args, n.Cat)

@@ -68,12 +68,19 @@ func TestApplyInvalidates(t *testing.T) {
 		stale []string // every other read stays current
 	}{
 		{"table", Entity{Level: LevelTable, Cat: "hive", DB: "db0", Table: "t1"},
-			[]string{"table db0.t1", "table req db0.t1", "partition db0.t1", "part names db0.t1", "by names db0.t1", "tables db0"}},
+			[]string{"table db0.t1", "table req db0.t1", "partition db0.t1", "part names db0.t1", "by names db0.t1", "tables db0",
+				"existing partition db0.t1", "existing by names db0.t1"}},
 		{"partitions", Entity{Level: LevelPartitions, Cat: "hive", DB: "db0", Table: "t1"},
+			[]string{"partition db0.t1", "part names db0.t1", "by names db0.t1", "existing partition db0.t1", "existing by names db0.t1"}},
+		// An add changes the partition set: lists and whatever was read
+		// under the full snapshot (a not-found answer, a load in flight)
+		// go; the entries of existing partitions stay.
+		{"partitions added", Entity{Level: LevelPartitions, Cat: "hive", DB: "db0", Table: "t1", Added: true},
 			[]string{"partition db0.t1", "part names db0.t1", "by names db0.t1"}},
 		{"database", Entity{Level: LevelDatabase, Cat: "hive", DB: "db0"},
 			[]string{"table db0.t1", "table req db0.t1", "table db0.t2", "partition db0.t1", "partition db0.t2", "part names db0.t1",
-				"by names db0.t1", "database db0", "tables db0", "databases", "all functions", "function db0.f", "function db1.f"}},
+				"by names db0.t1", "database db0", "tables db0", "databases", "all functions", "function db0.f", "function db1.f",
+				"existing partition db0.t1", "existing by names db0.t1"}},
 		{"function", Entity{Level: LevelFunction, Cat: "hive", DB: "db0"},
 			// Function reads also depend on the catalog-wide function
 			// counter, so db1.f goes too (extra misses, never stale).
@@ -83,7 +90,8 @@ func TestApplyInvalidates(t *testing.T) {
 		{"all", Entity{Level: LevelAll},
 			[]string{"table db0.t1", "table req db0.t1", "table db0.t2", "table db1.t1", "partition db0.t1", "partition db0.t2",
 				"part names db0.t1", "by names db0.t1", "database db0", "database db1", "tables db0", "tables db1", "databases",
-				"all functions", "function db0.f", "function db1.f", "spark table db0.t1"}},
+				"all functions", "function db0.f", "function db1.f", "spark table db0.t1",
+				"existing partition db0.t1", "existing by names db0.t1"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,8 +100,12 @@ func TestApplyInvalidates(t *testing.T) {
 			for name, r := range reads {
 				snaps[name] = snapOf(t, s, r)
 			}
+			// The entries of partitions the metastore returned.
+			for _, name := range []string{"partition db0.t1", "by names db0.t1"} {
+				snaps["existing "+name] = snaps[name].Existing()
+			}
 			s.Apply("a", []Entity{tc.ent})
-			for name := range reads {
+			for name := range snaps {
 				snap := snaps[name]
 				got := s.Gens().Current(&snap)
 				want := !slices.Contains(tc.stale, name)
@@ -149,40 +161,47 @@ func TestWriteEntities(t *testing.T) {
 		want []Entity
 	}{
 		{"create_table", "create_table", hmsreq.Args(hmsreq.Struct(1, hmsreq.Str(1, "Orders"), hmsreq.Str(2, "DB0"))),
-			[]Entity{{LevelTable, "hive", "db0", "orders"}}},
+			[]Entity{{Level: LevelTable, Cat: "hive", DB: "db0", Table: "orders"}}},
 		{"create_table catalog", "create_table", hmsreq.Args(hmsreq.Struct(1, hmsreq.Str(1, "t1"), hmsreq.Str(2, "db0"), hmsreq.Str(17, "Spark"))),
-			[]Entity{{LevelTable, "spark", "db0", "t1"}}},
+			[]Entity{{Level: LevelTable, Cat: "spark", DB: "db0", Table: "t1"}}},
 		{"create_table no table name", "create_table", hmsreq.Args(hmsreq.Struct(1, hmsreq.Str(2, "db0"))),
-			[]Entity{{LevelDatabase, "hive", "db0", ""}}},
+			[]Entity{{Level: LevelDatabase, Cat: "hive", DB: "db0", Table: ""}}},
 		{"create_table no names", "create_table", hmsreq.Args(hmsreq.Struct(1)),
 			[]Entity{{Level: LevelAll}}},
 		{"drop_table", "drop_table", hmsreq.Args(hmsreq.Str(1, "db0"), hmsreq.Str(2, "T1")),
-			[]Entity{{LevelTable, "hive", "db0", "t1"}}},
+			[]Entity{{Level: LevelTable, Cat: "hive", DB: "db0", Table: "t1"}}},
 		{"drop_table @cat#db", "drop_table", hmsreq.Args(hmsreq.Str(1, "@spark#db0"), hmsreq.Str(2, "t1")),
-			[]Entity{{LevelTable, "spark", "db0", "t1"}}},
+			[]Entity{{Level: LevelTable, Cat: "spark", DB: "db0", Table: "t1"}}},
 		{"drop_table no table", "drop_table", hmsreq.Args(hmsreq.Str(1, "db0")),
-			[]Entity{{LevelDatabase, "hive", "db0", ""}}},
+			[]Entity{{Level: LevelDatabase, Cat: "hive", DB: "db0", Table: ""}}},
 		{"drop_table garbage", "drop_table", []byte{0x0b, 0, 1, 0xff},
 			[]Entity{{Level: LevelAll}}},
 		{"alter_table rename across databases", "alter_table",
 			hmsreq.Args(hmsreq.Str(1, "db0"), hmsreq.Str(2, "Old"), hmsreq.Struct(3, hmsreq.Str(1, "New"), hmsreq.Str(2, "DB1"))),
-			[]Entity{{LevelTable, "hive", "db0", "old"}, {LevelTable, "hive", "db1", "new"}}},
+			[]Entity{{Level: LevelTable, Cat: "hive", DB: "db0", Table: "old"}, {Level: LevelTable, Cat: "hive", DB: "db1", Table: "new"}}},
 		{"alter_table in place", "alter_table",
 			hmsreq.Args(hmsreq.Str(1, "@spark#db0"), hmsreq.Str(2, "t1"), hmsreq.Struct(3, hmsreq.Str(1, "t1"), hmsreq.Str(2, "db0"))),
-			[]Entity{{LevelTable, "spark", "db0", "t1"}, {LevelTable, "spark", "db0", "t1"}}},
+			[]Entity{{Level: LevelTable, Cat: "spark", DB: "db0", Table: "t1"}, {Level: LevelTable, Cat: "spark", DB: "db0", Table: "t1"}}},
 		{"add_partitions", "add_partitions",
 			hmsreq.Args(hmsreq.StructList(1, part("1", "DB0", "t1"), part("2", "db0", "T1"))),
-			[]Entity{{LevelPartitions, "hive", "db0", "t1"}}},
+			[]Entity{{Level: LevelPartitions, Cat: "hive", DB: "db0", Table: "t1", Added: true}}},
+		{"append_partition", "append_partition", hmsreq.Args(hmsreq.Str(1, "db0"), hmsreq.Str(2, "t1"), hmsreq.Strings(3, "1")),
+			[]Entity{{Level: LevelPartitions, Cat: "hive", DB: "db0", Table: "t1", Added: true}}},
+		{"drop_partition", "drop_partition", hmsreq.Args(hmsreq.Str(1, "db0"), hmsreq.Str(2, "t1"), hmsreq.Strings(3, "1")),
+			[]Entity{{Level: LevelPartitions, Cat: "hive", DB: "db0", Table: "t1"}}},
+		{"alter_partitions", "alter_partitions",
+			hmsreq.Args(hmsreq.Str(1, "db0"), hmsreq.Str(2, "t1"), hmsreq.StructList(3, part("1", "db0", "t1"))),
+			[]Entity{{Level: LevelPartitions, Cat: "hive", DB: "db0", Table: "t1"}}},
 		{"add_partitions empty", "add_partitions", hmsreq.Args(hmsreq.StructList(1)),
 			[]Entity{{Level: LevelAll}}},
 		{"drop_database", "drop_database", hmsreq.Args(hmsreq.Str(1, "DB0")),
-			[]Entity{{LevelDatabase, "hive", "db0", ""}}},
+			[]Entity{{Level: LevelDatabase, Cat: "hive", DB: "db0", Table: ""}}},
 		{"drop_database @cat#db", "drop_database", hmsreq.Args(hmsreq.Str(1, "@spark#db0")),
-			[]Entity{{LevelDatabase, "spark", "db0", ""}}},
+			[]Entity{{Level: LevelDatabase, Cat: "spark", DB: "db0", Table: ""}}},
 		{"drop_database no args", "drop_database", hmsreq.Args(),
 			[]Entity{{Level: LevelAll}}},
 		{"create_function", "create_function", hmsreq.Args(hmsreq.Struct(1, hmsreq.Str(1, "f"), hmsreq.Str(2, "DB0"))),
-			[]Entity{{LevelFunction, "hive", "db0", ""}}},
+			[]Entity{{Level: LevelFunction, Cat: "hive", DB: "db0", Table: ""}}},
 		{"create_function no db", "create_function", hmsreq.Args(hmsreq.Struct(1, hmsreq.Str(1, "f"))),
 			[]Entity{{Level: LevelAll}}},
 	}
@@ -229,7 +248,7 @@ func TestTxnTracker(t *testing.T) {
 		return hmsreq.Args(hmsreq.Struct(1, hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.I64s(3, txns...)))
 	}
 	commit := func(txn int64) []byte { return hmsreq.Args(hmsreq.Struct(1, hmsreq.I64(1, txn))) }
-	db0t := Entity{LevelTable, "hive", "db0", "t"}
+	db0t := Entity{Level: LevelTable, Cat: "hive", DB: "db0", Table: "t"}
 
 	tr := NewTxnTracker(10)
 	if got := tr.Observe("allocate_table_write_ids", alloc("DB0", "T", 7), "hive"); got != nil {
@@ -237,13 +256,13 @@ func TestTxnTracker(t *testing.T) {
 	}
 	tr.Observe("allocate_table_write_ids", alloc("db0", "t", 7), "hive") // again: remembered once
 	tr.Observe("allocate_table_write_ids", alloc("@spark#db1", "u", 7, 8), "hive")
-	if got, want := tr.Observe("commit_txn", commit(7), "hive"), []Entity{db0t, {LevelTable, "spark", "db1", "u"}}; !slices.Equal(got, want) {
+	if got, want := tr.Observe("commit_txn", commit(7), "hive"), []Entity{db0t, {Level: LevelTable, Cat: "spark", DB: "db1", Table: "u"}}; !slices.Equal(got, want) {
 		t.Errorf("commit_txn(7): got %v; want %v", got, want)
 	}
 	if got := tr.Observe("commit_txn", commit(7), "hive"); got != nil {
 		t.Errorf("commit_txn(7) twice: got %v; want nil", got)
 	}
-	if got, want := tr.Observe("abort_txn", commit(8), "hive"), []Entity{{LevelTable, "spark", "db1", "u"}}; !slices.Equal(got, want) {
+	if got, want := tr.Observe("abort_txn", commit(8), "hive"), []Entity{{Level: LevelTable, Cat: "spark", DB: "db1", Table: "u"}}; !slices.Equal(got, want) {
 		t.Errorf("abort_txn(8): got %v; want %v", got, want)
 	}
 	if got := tr.Observe("commit_txn", commit(99), "hive"); got != nil {

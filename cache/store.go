@@ -45,7 +45,7 @@ type Config struct {
 	// uncached. DefaultKinds gives the documented defaults.
 	Kinds [NumKinds]KindConfig
 	// GenerationBits sizes the invalidation counter array (2^bits counters
-	// of 8 bytes). Default 18.
+	// of 4 bytes). Default 18; at most 30 (more is taken as 30).
 	GenerationBits uint
 	// Now is the clock; a seam for tests. Default time.Now.
 	Now func() time.Time

@@ -86,11 +86,11 @@ func TestPutRefusesStale(t *testing.T) {
 		write Entity
 		admit bool
 	}{
-		{"same table", Entity{LevelTable, "hive", "db0", "t1"}, false},
-		{"database", Entity{LevelDatabase, "hive", "db0", ""}, false},
+		{"same table", Entity{Level: LevelTable, Cat: "hive", DB: "db0", Table: "t1"}, false},
+		{"database", Entity{Level: LevelDatabase, Cat: "hive", DB: "db0", Table: ""}, false},
 		{"all", Entity{Level: LevelAll}, false},
-		{"other table", Entity{LevelTable, "hive", "db0", "t2"}, true},
-		{"partitions only", Entity{LevelPartitions, "hive", "db0", "t1"}, true},
+		{"other table", Entity{Level: LevelTable, Cat: "hive", DB: "db0", Table: "t2"}, true},
+		{"partitions only", Entity{Level: LevelPartitions, Cat: "hive", DB: "db0", Table: "t1"}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -122,7 +122,7 @@ func TestGetMissesAfterBump(t *testing.T) {
 	if _, st := s.Get(l.key, hms.KindPartition); st != Hit {
 		t.Fatalf("Get before write: got %v; want Hit", st)
 	}
-	s.Apply("a", []Entity{{LevelPartitions, "hive", "db0", "t1"}})
+	s.Apply("a", []Entity{{Level: LevelPartitions, Cat: "hive", DB: "db0", Table: "t1"}})
 	if _, st := s.Get(l.key, hms.KindPartition); st != Miss {
 		t.Fatalf("Get after write: got %v; want Miss", st)
 	}
@@ -367,5 +367,42 @@ func TestTTLCap(t *testing.T) {
 	c.Advance(35 * time.Second)
 	if _, st := s.Get(l.key, hms.KindTable); st != Hit {
 		t.Fatalf("35s-old entry with the cap lifted: got %v; want Hit (TTL 10m)", st)
+	}
+}
+
+// TestAddedKeepsExisting (#12): stored entries follow the narrowed
+// invalidation of an add. The entry of an existing partition (admitted
+// under Snapshot.Existing) survives it, a not-found answer and a name
+// list do not, and a plain partitions write drops all three. A load
+// that raced the add is admitted only as an existing partition.
+func TestAddedKeepsExisting(t *testing.T) {
+	s := newTestStore(t, Config{Kinds: func() [NumKinds]KindConfig {
+		k := DefaultKinds()
+		k[hms.KindPartition].Negative = true
+		return k
+	}()})
+	names := req{"get_partition_names", hmsreq.Args(hmsreq.Str(1, "db0"), hmsreq.Str(2, "t1")), scA}
+	existing, absent, list := startLoad(t, s, getPartition("db0", "t1", "1")), startLoad(t, s, getPartition("db0", "t1", "2")), startLoad(t, s, names)
+	existing.snap = existing.snap.Existing()
+	for _, l := range []*load{&existing, &absent, &list} {
+		if !l.put(s, "x", l == &absent) {
+			t.Fatal("Put: refused")
+		}
+	}
+	s.Wait()
+	added := Entity{Level: LevelPartitions, Cat: "hive", DB: "db0", Table: "t1", Added: true}
+	racing, racingAbsent := startLoad(t, s, getPartition("db0", "t1", "3")), startLoad(t, s, getPartition("db0", "t1", "4"))
+	s.Apply("a", []Entity{added})
+	hit := func(l load) bool { _, st := s.Get(l.key, l.kind); return st != Miss }
+	if !hit(existing) || hit(absent) || hit(list) {
+		t.Fatalf("after an add: existing %v, not found %v, list %v; want true, false, false", hit(existing), hit(absent), hit(list))
+	}
+	racing.snap = racing.snap.Existing()
+	if !racing.put(s, "p3", false) || racingAbsent.put(s, "none", true) {
+		t.Fatal("a load that raced an add: want an existing partition admitted and a not-found answer refused")
+	}
+	s.Apply("a", []Entity{{Level: LevelPartitions, Cat: "hive", DB: "db0", Table: "t1"}})
+	if hit(existing) {
+		t.Fatal("an existing partition's entry survived a partitions write")
 	}
 }

@@ -86,6 +86,8 @@
 //	e  [][]string the invalidated entities, each [level, catalog,
 //	              database, table]; level is cache.Level's name, and an
 //	              unknown one reads as "all"
+//	a  []int      indexes into e of "partitions" entities that only
+//	              added partitions (cache.Entity.Added); may be absent
 //	v  int        the format version; absent in version 1
 //
 // for example
@@ -94,6 +96,19 @@
 //
 // Version 1 is the format before versioning (no "v"); version 2 adds
 // only "v", so a version 1 node, which ignores unknown fields, reads it.
+//
+// An add of partitions travels as the entity ["partitions", cat, db,
+// table] that every release reads, and its index in "a" (written since
+// the release that narrowed adds, in version 2 messages only). A node
+// that reads "a" drops only what an add can change: the table's
+// partition lists, names, filters, counts, aggregates and not-found
+// answers, keeping the entries of the partitions that exist. A node
+// that does not (any earlier release: Go's JSON decoding drops an
+// unknown field) drops the table's partitions whole: more than needed,
+// never less. "a" needs no new version for the same reason: every
+// reader of versions 1 and 2 may ignore it, and a new version would
+// make this release refuse version 1 writers for nothing. An index
+// that names no "partitions" entity narrows nothing.
 // A node reads the previous, its own and the next version: the next may
 // only add fields (to the object, or after the four of an entity) that
 // this one may ignore. An entry of any other version, or one that does

@@ -2,6 +2,7 @@ package coherence
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/redistest"
 )
 
@@ -134,5 +136,119 @@ func TestMixedFormats(t *testing.T) {
 		if n.bus.Stats().AckTimeouts.Load() != 0 {
 			t.Fatal("a publish timed out waiting for the other node")
 		}
+	}
+}
+
+// prevRelease decodes an entry as the releases before narrowed adds did
+// (versions 1 and 2 read entities alike): their wire struct, which has
+// no "a", and their entity loop, taken from that release's decoder.
+func prevRelease(t *testing.T, raw string) []cache.Entity {
+	t.Helper()
+	var w struct {
+		Node string     `json:"n"`
+		Ents [][]string `json:"e,omitempty"`
+	}
+	if err := json.Unmarshal([]byte(raw), &w); err != nil {
+		t.Fatalf("the previous release cannot decode %s: %v", raw, err)
+	}
+	var ents []cache.Entity
+	for _, f := range w.Ents {
+		if len(f) != 4 {
+			t.Fatalf("the previous release refuses an entity of %d fields in %s", len(f), raw)
+		}
+		ents = append(ents, cache.Entity{Level: parseLevel(f[0]), Cat: f[1], DB: f[2], Table: f[3]})
+	}
+	return ents
+}
+
+// partitionsKept applies ents to a fresh store and reports whether a
+// name list of db.t and the entry of one of its existing partitions
+// (by names) are still current.
+func partitionsKept(t *testing.T, ents []cache.Entity) (list, existing bool) {
+	t.Helper()
+	s, err := cache.New(cache.Config{Kinds: cache.DefaultKinds()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	n := cache.Names{Cat: "hive", DB: "db", Tables: []string{"t"}, HasDB: true}
+	sc := cache.Scope{Upstream: "u"}
+	take := func(method string) cache.Snapshot {
+		deps, ok := s.ReadDeps(nil, sc, hms.Lookup([]byte(method)), &n)
+		snap, took := s.Gens().Take(deps)
+		if !ok || !took {
+			t.Fatalf("%s: not cacheable", method)
+		}
+		return snap
+	}
+	names, part := take("get_partition_names"), take("get_partitions_by_names").Existing()
+	s.Apply("u", ents)
+	return s.Gens().Current(&names), s.Gens().Current(&part)
+}
+
+// TestAddedPartitionsMixedFormats (#12): an add of partitions crosses a
+// bus of old and new nodes. The previous release reads a new node's add
+// as the table's whole partitions, so it still drops the lists and the
+// partitions it has; a new node reads it narrowed and keeps the existing
+// partitions; a node writing the previous format sends what that
+// release sent (no "a"), which a new node applies whole.
+func TestAddedPartitionsMixedFormats(t *testing.T) {
+	r := redistest.Start(t)
+	oldCfg := fast(r.Client(), "adds")
+	oldCfg.Format = FormatVersion - 1
+	old := run(t, oldCfg, nil)
+	cur := run(t, fast(r.Client(), "adds"), nil)
+	waitFor(t, "peers known", func() bool { return len(old.bus.Peers()) == 1 && len(cur.bus.Peers()) == 1 })
+	add := cache.Entity{Level: cache.LevelPartitions, Cat: "hive", DB: "db", Table: "t", Added: true}
+	whole := add
+	whole.Added = false
+	last := func() string {
+		t.Helper()
+		xs, err := r.Client().XRevRangeN(context.Background(), "hmsproxy:inval:adds", "+", "-", 1).Result()
+		if err != nil || len(xs) != 1 {
+			t.Fatalf("read the stream: %v", err)
+		}
+		return xs[0].Values["m"].(string)
+	}
+
+	if err := cur.bus.Publish(context.Background(), []cache.Entity{tbl, add}); err != nil {
+		t.Fatal(err)
+	}
+	raw := last()
+	if got := prevRelease(t, raw); !slices.Equal(got, []cache.Entity{tbl, whole}) {
+		t.Fatalf("the previous release reads %s as %v; want the table and its whole partitions", raw, got)
+	}
+	if list, existing := partitionsKept(t, prevRelease(t, raw)); list || existing {
+		t.Fatalf("the previous release keeps the name list (%v) or an existing partition (%v) after an add; want both dropped", list, existing)
+	}
+	if got, _ := old.snapshot(); !slices.Equal(got, []cache.Entity{tbl, add}) {
+		t.Fatalf("a new node applied %v; want the add narrowed", got)
+	}
+	if list, existing := partitionsKept(t, []cache.Entity{add}); list || !existing {
+		t.Fatalf("narrowed add: name list kept %v, existing partition kept %v; want false, true", list, existing)
+	}
+
+	if err := old.bus.Publish(context.Background(), []cache.Entity{add}); err != nil {
+		t.Fatal(err)
+	}
+	if raw := last(); strings.Contains(raw, `"a":`) {
+		t.Fatalf("the previous format carries the add marker: %s", raw)
+	}
+	if got, _ := cur.snapshot(); !slices.Equal(got, []cache.Entity{whole}) {
+		t.Fatalf("from a previous-format node, a new node applied %v; want the whole partitions", got)
+	}
+}
+
+// TestAddedIndexes: "a" narrows only "partitions" entities it names;
+// anything else in it is ignored, never widened into an error.
+func TestAddedIndexes(t *testing.T) {
+	m, err := decode(`{"n":"x","s":1,"t":1,"e":[["table","hive","db","t"],["partitions","hive","db","t"],["partitions","hive","db","u"]],"a":[0,1,7,-1],"v":2}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []cache.Entity{tbl, {Level: cache.LevelPartitions, Cat: "hive", DB: "db", Table: "t", Added: true},
+		{Level: cache.LevelPartitions, Cat: "hive", DB: "db", Table: "u"}}
+	if !slices.Equal(m.Ents, want) {
+		t.Fatalf("decoded %v; want %v", m.Ents, want)
 	}
 }

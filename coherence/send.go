@@ -316,6 +316,10 @@ type wireMessage struct {
 	Hello  string     `json:"h,omitempty"`
 	Bye    bool       `json:"b,omitempty"`
 	Ents   [][]string `json:"e,omitempty"` // level, catalog, database, table
+	// Added lists the entities of Ents that only added partitions
+	// (cache.Entity.Added), by index; written in version 2 only. A
+	// node that does not read it takes them as whole "partitions".
+	Added []int `json:"a,omitempty"`
 	// Version is the format version, absent in version 1. Last, so that
 	// version 1's entries and a node's own prefix are unchanged.
 	Version int `json:"v,omitempty"`
@@ -333,6 +337,10 @@ func (m message) encode() (string, error) {
 		w.Ents = make([][]string, len(m.Ents))
 		for i, e := range m.Ents {
 			w.Ents[i] = []string{e.Level.String(), e.Cat, e.DB, e.Table}
+			// Version 1 goes as that release wrote it: whole partitions.
+			if e.Added && e.Level == cache.LevelPartitions && w.Version != 0 {
+				w.Added = append(w.Added, i)
+			}
 		}
 	}
 	b, err := json.Marshal(w)
@@ -366,6 +374,12 @@ func decode(raw string) (message, error) {
 				return message{}, fmt.Errorf("coherence: decode entry: entity has %d fields, want 4", len(f))
 			}
 			m.Ents[i] = cache.Entity{Level: parseLevel(f[0]), Cat: f[1], DB: f[2], Table: f[3]}
+		}
+		for _, i := range w.Added {
+			// An index that names no partitions entity narrows nothing.
+			if i >= 0 && i < len(m.Ents) && m.Ents[i].Level == cache.LevelPartitions {
+				m.Ents[i].Added = true
+			}
 		}
 	}
 	return m, nil

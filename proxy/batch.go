@@ -354,6 +354,12 @@ func (k *cacher) putParts(base []byte, kind hms.Kind, names *cache.Names, got []
 		tbl = names.Tables[0]
 	}
 	group := cache.TableGroup(nil, k.Upstream, names.Cat, names.DB, tbl)
+	// Each entry holds a partition the metastore returned: adds of
+	// others cannot change it. (What was absent leaves no entry; the
+	// flights of a load keep the full snapshot, so a request after an
+	// add never takes a load from before it for an answer.)
+	ex := snap.Existing()
+	snap = &ex
 	var runs []hms.Run
 	base = base[:len(base):len(base)]
 	for _, p := range got {

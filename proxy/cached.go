@@ -359,6 +359,10 @@ func (k *cacher) admit(meth *hms.Method, key []byte, r loaded, snap *cache.Snaps
 		return
 	}
 	switch {
+	case field <= 0 && meth.Kind == hms.KindPartition:
+		// One partition that exists: adds of others cannot change it.
+		ex := snap.Existing()
+		k.Store.Put(key, meth.Kind, r.body, &ex, started, false)
 	case field <= 0:
 		k.Store.Put(key, meth.Kind, r.body, snap, started, false)
 	case field == cache.NotFoundField(meth.Name):

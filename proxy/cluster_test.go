@@ -42,6 +42,8 @@ type clusterOpts struct {
 	client func() redis.UniversalClient
 	// formats, if set, is the bus message format node i writes.
 	formats []int
+	// caching, if set, adjusts each node's Caching before it serves.
+	caching func(*Caching)
 }
 
 // startCluster runs n proxy nodes in front of one metastore, sharing
@@ -77,6 +79,9 @@ func startCluster(t *testing.T, r *redistest.Server, n int, metastore string, o 
 		caching := newCaching(t, nil)
 		caching.Upstream = "cluster"
 		caching.Coherence = bus // a failed publish shows as a gap on the other nodes
+		if o.caching != nil {
+			o.caching(caching)
+		}
 		s, addr := serve(t, Config{Cache: caching}, g)
 		wg.Add(1)
 		go func() { defer wg.Done(); bus.Run(ctx, s) }()

@@ -53,7 +53,10 @@ import (
 //
 // Consistency. The three kinds of entries depend on the same generations
 // as the filter read itself (the database, the table, the table's
-// partitions). A snapshot of them is taken before the first lookup and
+// partitions), except that a partition's own entry does not depend on the
+// table's partition set: an add drops the name list and leaves the
+// partitions that exist cached, so the next prune refetches the list and
+// only the new partitions. A snapshot of them is taken before the first lookup and
 // checked again once the reply is assembled: if an invalidation came in
 // between, the name list and the partitions may come from either side of
 // it, a combination the metastore never gave, and the request is

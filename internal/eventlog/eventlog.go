@@ -348,7 +348,13 @@ func Entities(ev Event, defaultCat string) []cache.Entity {
 		return []cache.Entity{{Level: cache.LevelDatabase, Cat: cat, DB: db}}
 	case "CREATE_FUNCTION", "DROP_FUNCTION":
 		return []cache.Entity{{Level: cache.LevelFunction, Cat: cat, DB: db}}
-	case "ADD_PARTITION", "DROP_PARTITION", "ALTER_PARTITION",
+	case "ADD_PARTITION":
+		// New partitions only (see hms.Effect.Adds): the table's
+		// partition set, not its existing partitions.
+		if db != "" && tbl != "" {
+			return []cache.Entity{{Level: cache.LevelPartitions, Cat: cat, DB: db, Table: tbl, Added: true}}
+		}
+	case "DROP_PARTITION", "ALTER_PARTITION",
 		"UPDATE_PART_COL_STAT_EVENT", "UPDATE_PART_COL_STAT_EVENT_BATCH", "DELETE_PART_COL_STAT_EVENT":
 		if db != "" && tbl != "" {
 			return []cache.Entity{{Level: cache.LevelPartitions, Cat: cat, DB: db, Table: tbl}}

@@ -33,7 +33,10 @@ func TestEntities(t *testing.T) {
 		want []cache.Entity
 	}{
 		{"create table", Event{Type: "CREATE_TABLE", DB: "DB", Table: "T"}, []cache.Entity{tbl("db", "t")}},
-		{"add partition", Event{Type: "ADD_PARTITION", DB: "db", Table: "t"}, []cache.Entity{{Level: cache.LevelPartitions, Cat: "hive", DB: "db", Table: "t"}}},
+		{"add partition", Event{Type: "ADD_PARTITION", DB: "db", Table: "t"}, []cache.Entity{{Level: cache.LevelPartitions, Cat: "hive", DB: "db", Table: "t", Added: true}}},
+		// Only an add is narrowed: a drop or an alter changes partitions that exist.
+		{"drop partition", Event{Type: "DROP_PARTITION", DB: "db", Table: "t"}, []cache.Entity{{Level: cache.LevelPartitions, Cat: "hive", DB: "db", Table: "t"}}},
+		{"alter partition", Event{Type: "ALTER_PARTITION", DB: "db", Table: "t"}, []cache.Entity{{Level: cache.LevelPartitions, Cat: "hive", DB: "db", Table: "t"}}},
 		{"drop database", Event{Type: "DROP_DATABASE", DB: "db"}, []cache.Entity{{Level: cache.LevelDatabase, Cat: "hive", DB: "db"}}},
 		{"catalog from event", Event{Type: "DROP_DATABASE", Cat: "Spark", DB: "db"}, []cache.Entity{{Level: cache.LevelDatabase, Cat: "spark", DB: "db"}}},
 		{"function", Event{Type: "CREATE_FUNCTION", DB: "db"}, []cache.Entity{{Level: cache.LevelFunction, Cat: "hive", DB: "db"}}},

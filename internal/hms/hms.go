@@ -102,7 +102,8 @@ func (k Kind) String() string {
 //     plus the table-name / table-meta lists of its database.
 //   - ScopePartition: the named partitions and their statistics, plus every
 //     partition list, name list, filter result and aggregate statistic of the
-//     table; not the table object.
+//     table; not the table object. An effect marked Adds changes only the
+//     table's partition set: not the partitions that exist.
 //   - ScopeFunction: the function (its name is located by Effect.Table) and the
 //     function lists.
 //   - ScopeTxn: the tables the proxy learnt for the transaction(s) named in the
@@ -170,6 +171,14 @@ type Effect struct {
 	// GetPartitionsByNamesRequest); 2.3 takes it as a literal name.
 	// testdata/catalog_prefixed.txt lists every entry that has it.
 	DBInName bool
+	// Adds (ScopePartition) marks a write that only creates partitions
+	// and never changes one that exists: add_partition*, add_partitions*
+	// and append_partition* fail with AlreadyExistsException (or, with
+	// ifNotExists, skip the partition) when one is there, and leave the
+	// table object alone. Such a write changes the table's partition
+	// set (lists, names, filters, counts, aggregates, not-found answers)
+	// but no existing partition's own entries.
+	Adds bool
 }
 
 // Method is one Thrift method name and what the proxy does with it.

@@ -44,6 +44,9 @@ func wr(name, since string, e ...Effect) Method {
 	return Method{Name: name, Class: Write, Since: since, Effects: e}
 }
 
+// adds marks a partition effect as only creating partitions (Effect.Adds).
+func adds(e Effect) Effect { e.Adds = true; return e }
+
 // batch marks a read that names a list of objects.
 func (m Method) batch(of BatchOf, names Path, inStruct bool) Method {
 	m.Batch = &Batch{Of: of, Names: names, InStruct: inStruct}
@@ -300,19 +303,20 @@ var table = []Method{
 	look("translate_table_dryrun", "4.0"), // dry run: returns the Table the server would create
 
 	// ---- §4.4 partition writes ------------------------------------------
-	wr("add_partition", "2.3", partArg1),
-	wr("add_partition_with_environment_context", "2.3", partArg1),
-	wr("add_partitions", "2.3", Effect{Scope: ScopePartition, Cat: Path{1, Each, 9}, DB: Path{1, Each, 2}, Table: Path{1, Each, 3}, Part: Path{1, Each, 1}}),
+	// Adds and appends only create partitions (Effect.Adds).
+	wr("add_partition", "2.3", adds(partArg1)),
+	wr("add_partition_with_environment_context", "2.3", adds(partArg1)),
+	wr("add_partitions", "2.3", adds(Effect{Scope: ScopePartition, Cat: Path{1, Each, 9}, DB: Path{1, Each, 2}, Table: Path{1, Each, 3}, Part: Path{1, Each, 1}})),
 	// PartitionSpec values sit in one of two arms (4 sharedSDPartitionSpec,
 	// 5 partitionList): Part nil = every partition of the table.
-	wr("add_partitions_pspec", "2.3", Effect{Scope: ScopePartition, Cat: Path{1, Each, 6}, DB: Path{1, Each, 1}, Table: Path{1, Each, 2}}),
-	wr("add_partitions_req", "2.3", Effect{Scope: ScopePartition, Cat: Path{1, 6}, DB: Path{1, 1}, Table: Path{1, 2}, Part: Path{1, 3, Each, 1}}),
-	wr("append_partition", "2.3", argPartVals),
-	wr("append_partition_with_environment_context", "2.3", argPartVals),
-	wr("append_partition_by_name", "2.3", argPartVals),
-	wr("append_partition_by_name_with_environment_context", "2.3", argPartVals),
+	wr("add_partitions_pspec", "2.3", adds(Effect{Scope: ScopePartition, Cat: Path{1, Each, 6}, DB: Path{1, Each, 1}, Table: Path{1, Each, 2}})),
+	wr("add_partitions_req", "2.3", adds(Effect{Scope: ScopePartition, Cat: Path{1, 6}, DB: Path{1, 1}, Table: Path{1, 2}, Part: Path{1, 3, Each, 1}})),
+	wr("append_partition", "2.3", adds(argPartVals)),
+	wr("append_partition_with_environment_context", "2.3", adds(argPartVals)),
+	wr("append_partition_by_name", "2.3", adds(argPartVals)),
+	wr("append_partition_by_name_with_environment_context", "2.3", adds(argPartVals)),
 	// AppendPartitionsRequest: name 4 or partVals 5, either may be set: Part nil.
-	wr("append_partition_req", "4.1", Effect{Scope: ScopePartition, Cat: Path{1, 1}, DB: Path{1, 2}, Table: Path{1, 3}}),
+	wr("append_partition_req", "4.1", adds(Effect{Scope: ScopePartition, Cat: Path{1, 1}, DB: Path{1, 2}, Table: Path{1, 3}})),
 	wr("drop_partition", "2.3", argPartVals),
 	wr("drop_partition_with_environment_context", "2.3", argPartVals),
 	wr("drop_partition_by_name", "2.3", argPartVals),

@@ -61,7 +61,14 @@ func runWarmupRate(t *testing.T, v string) {
 
 	// Bulk creation: add_partitions of 1,000 at a time, several in flight.
 	begin := time.Now()
-	const addBatch, adders = 1000, 4
+	addBatch, adders := 1000, 4
+	if v == "2.3" {
+		// 2.3's notification listener stores one JSON message per
+		// add_partitions, and Derby refuses one over 32,700 bytes (about
+		// 50 of these partitions): "Exception thrown flushing changes to
+		// datastore".
+		addBatch = 25
+	}
 	errs := make(chan error, adders)
 	for a := range adders {
 		go func() {
@@ -76,7 +83,7 @@ func runWarmupRate(t *testing.T, v string) {
 				r, err := c.Call(context.Background(), "add_partitions", hmsreq.Args(hmsreq.Partitions(1, ps...)))
 				if err == nil {
 					if o := outcome(t, append([]byte(nil), r.Buf...)); o != "ok" {
-						err = fmt.Errorf("add_partitions: %s", o)
+						err = fmt.Errorf("add_partitions: %s %q", o, r.Buf[max(0, len(r.Buf)-200):])
 					}
 				}
 				if err != nil {

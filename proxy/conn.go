@@ -324,7 +324,7 @@ func (c *clientConn) serve() {
 		}
 		now = time.Now()
 		c.s.stats.observe(meth, c.outcome, now.Sub(start))
-		if c.rt != nil {
+		if c.rt != nil && c.s.router != nil {
 			c.rt.calls[c.outcome].Add(1)
 		}
 		if err != nil {

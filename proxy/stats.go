@@ -117,6 +117,16 @@ func (s *Stats) Method(name string, o Outcome) uint64 {
 	return s.methods[m].n[o].Load()
 }
 
+// Outcome reports the count of calls, of every method, with outcome o.
+// Read off the per-method counters, so the hot path keeps no other.
+func (s *Stats) Outcome(o Outcome) uint64 {
+	n := s.unknown.n[o].Load()
+	for _, c := range s.methods {
+		n += c.n[o].Load()
+	}
+	return n
+}
+
 // Kind reports the count of cacheable reads of kind k with outcome o.
 func (s *Stats) Kind(k hms.Kind, o Outcome) uint64 { return s.kinds[k][o].Load() }
 

@@ -104,7 +104,10 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		}
 	}
 	p, ok := hms.DecodePrune(meth.Name, m.Body(), k.DefaultCatalog)
-	if !ok {
+	if !ok || len(p.DB) > maxPruneName || len(p.Table) > maxPruneName {
+		// A name longer than the metastore's schema columns hold names
+		// nothing: pruning it would only make the connection keep the
+		// made-up reads of a hostile client's megabyte names.
 		return false, nil
 	}
 	if _, known := k.answered.Load(meth.Name); p.Newer && !known {
@@ -349,6 +352,12 @@ type pruneSynth struct {
 // asks about a few tables over and over on one connection.
 const maxPruneSynths = 64
 
+// maxPruneName is the longest database or table name a prune takes: the
+// metastore schema's name columns (DBS.NAME, TBLS.TBL_NAME) hold at most
+// 256 characters, so with maxPruneSynths a connection keeps a few
+// hundred KiB of made-up reads at most.
+const maxPruneName = 256
+
 // pruneSynthOf returns the made-up read of meth with args under sc,
 // building it (message, key, names) only the first time on this
 // connection.
@@ -562,8 +571,14 @@ type exprCache struct {
 	m  map[string]*filter.Expr
 }
 
-// maxExprs bounds the filters kept.
-const maxExprs = 4096
+// maxExprs bounds the filters kept, and maxKeptFilter the length of one
+// (4 KiB: a planner's filter over a few keys; a longer one, an IN list of
+// thousands of values say, is parsed on each call), so that the cache,
+// shared by every client, holds at most 16 MiB of filter text.
+const (
+	maxExprs      = 4096
+	maxKeptFilter = 4 << 10
+)
 
 func (x *exprCache) parse(s string) (*filter.Expr, error) {
 	x.mu.Lock()
@@ -573,8 +588,8 @@ func (x *exprCache) parse(s string) (*filter.Expr, error) {
 		return e, nil
 	}
 	e, err := filter.Parse(s)
-	if err != nil {
-		return nil, err
+	if err != nil || len(s) > maxKeptFilter {
+		return e, err
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()

@@ -3,6 +3,8 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -289,5 +291,29 @@ func TestNameIndexesBounded(t *testing.T) {
 	}
 	if x.names != 2*len(x.m) {
 		t.Fatalf("counted %d names for %d indexes of 2; want %d", x.names, len(x.m), 2*len(x.m))
+	}
+}
+
+// TestPruneRefusesHugeNames: a hostile client's megabyte table names are
+// forwarded as they came, never pruned, so its connection keeps no
+// made-up reads of them (a prune would first ask for the table: the
+// seam that shows it was tried). A schema-sized name is pruned.
+func TestPruneRefusesHugeNames(t *testing.T) {
+	_, addr := startDemo(t, wire.Buffered)
+	caching := newCaching(t, nil)
+	f := &countingForwarder{}
+	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { f.up = up; return f })
+	c := dial(t, paddr, wire.Buffered)
+	for i := range 4 {
+		huge := strings.Repeat("t", 1<<20) + strconv.Itoa(i)
+		call(t, c, "get_partitions_by_filter", hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, huge), hmsreq.Str(3, `hr = 1`), hmsreq.I16(4, -1)))
+	}
+	if n := f.take(); len(n) != 1 || n["get_partitions_by_filter"] != 4 {
+		t.Fatalf("huge names: upstream calls %v; want the 4 filters forwarded, nothing made up", n)
+	}
+	name := strings.Repeat("t", maxPruneName)
+	call(t, c, "get_partitions_by_filter", hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, name), hmsreq.Str(3, `hr = 1`), hmsreq.I16(4, -1)))
+	if n := f.take(); n["get_table"] != 1 {
+		t.Fatalf("a %d-byte name: upstream calls %v; want the prune to ask for its table", maxPruneName, n)
 	}
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/federation"
 	"github.com/hmsproxy/hmsproxy/internal/admin"
@@ -196,23 +195,16 @@ func groupCoherence(cfg fileConfig, srv *proxy.Server, groups []*fedGroup, rdb r
 			continue
 		}
 		var lead worker.Leadership = leader.Solo{}
-		var cursor eventlog.Cursor = &eventlog.MemCursor{}
+		var el *leader.Elector
 		if rdb != nil {
-			el, err := leader.New(leader.Config{Client: rdb, Key: coherence.Key("hmsproxy", g.cfg.Name, "leader", coherence.Tagged(rdb)), NodeID: nodeID,
-				Logger: glog.With("component", "leader")})
-			if err != nil {
+			var stopLeader func()
+			var err error
+			if el, stopLeader, err = runLeader(rdb, g.cfg.Name, nodeID, glog); err != nil {
 				stop()
 				return nil, err
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				el.Run(ctx, func(ctx context.Context, token int64) { <-ctx.Done() })
-			}()
-			stops = append(stops, func() { cancel(); <-done })
+			stops = append(stops, stopLeader)
 			lead = el
-			cursor = &eventlog.RedisCursor{Client: rdb, Lease: el, Key: coherence.Key("hmsproxy", g.cfg.Name, "eventlog", coherence.Tagged(rdb))}
 		}
 		var addrs []string
 		for _, u := range g.cfg.URIs {
@@ -225,32 +217,17 @@ func groupCoherence(cfg fileConfig, srv *proxy.Server, groups []*fedGroup, rdb r
 			return nil, err
 		}
 		stops = append(stops, func() { caller.Close() })
-		all := []cache.Entity{{Level: cache.LevelAll}}
-		poller, err := eventlog.New(eventlog.Config{Caller: caller, Cursor: cursor, Batch: cfg.EventLog.Batch,
-			DefaultCatalog: g.caching.DefaultCatalog,
-			Apply:          func(ctx context.Context, ents []cache.Entity) { gc.Flush(ctx, ents) },
-			Drop:           func(string) { gc.Flush(context.Background(), all) },
-			Logger:         glog.With("component", "eventlog")})
+		// As the primary's; a member without a log caps the TTLs of the
+		// shared store.
+		poller, health, tasks, err := eventLogTasks(cfg, eventLogGroup{name: g.cfg.Name, caller: caller, rdb: rdb, lease: el,
+			catalog: g.caching.DefaultCatalog, flush: gc.Flush, suffix: ":" + g.cfg.Name}, caps, glog)
 		if err != nil {
 			stop()
 			return nil, err
 		}
 		g.poller = poller
-		tasks := []worker.Task{{Name: "eventlog:" + g.cfg.Name, Every: cfg.EventLog.Interval, Jitter: 0.1,
-			Timeout: time.Minute, Scope: worker.LeaderOnly, Run: poller.Poll}}
-		if cfg.EventLog.HealthInterval > 0 {
-			// As the primary's: every node, on the writes through itself.
-			// A member without a log caps the TTLs of the shared store.
-			h, err := eventlog.NewHealth(eventlog.HealthConfig{Caller: caller, Stats: poller.Stats(),
-				OnChange: eventlog.CapWhileMissing(caps.For(g.cfg.Name), cfg.Cache.TTLWithoutEventLog),
-				Logger:   glog.With("component", "eventlog-health")})
-			if err != nil {
-				stop()
-				return nil, err
-			}
-			g.writes.health.Store(h)
-			tasks = append(tasks, worker.Task{Name: "eventlog-health:" + g.cfg.Name, Every: cfg.EventLog.HealthInterval,
-				Timeout: time.Minute, Scope: worker.EveryNode, Run: h.Check})
+		if health != nil {
+			g.writes.health.Store(health)
 		}
 		runner, err := worker.New(worker.Config{Leadership: lead, LeaderCheck: 100 * time.Millisecond,
 			Logger: glog.With("component", "workers")}, tasks...)

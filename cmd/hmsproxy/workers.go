@@ -89,21 +89,11 @@ func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *
 	var lead worker.Leadership = leader.Solo{}
 	upName := cfg.groupName()
 	if rdb != nil {
-		el, err := leader.New(leader.Config{Client: rdb, Key: coherence.Key("hmsproxy", upName, "leader", coherence.Tagged(rdb)), NodeID: nodeID,
-			Logger: log.With("component", "leader")})
+		el, stop, err := runLeader(rdb, upName, nodeID, log)
 		if err != nil {
 			return nil, err
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			el.Run(ctx, func(ctx context.Context, token int64) {
-				log.Info("this node now runs the cluster-singleton workers", "token", token)
-				<-ctx.Done()
-			})
-		}()
-		w.closers = append(w.closers, func() { cancel(); <-done })
+		w.closers = append(w.closers, stop)
 		w.elector, lead = el, el
 	}
 	w.changes = writes.changes
@@ -127,41 +117,21 @@ func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *
 		if err != nil {
 			return nil, err
 		}
-		var cursor eventlog.Cursor = &eventlog.MemCursor{}
-		if rdb != nil && w.elector != nil {
-			cursor = &eventlog.RedisCursor{Client: rdb, Lease: w.elector, Key: coherence.Key("hmsproxy", upName, "eventlog", coherence.Tagged(rdb))}
-		}
-		all := []cache.Entity{{Level: cache.LevelAll}}
-		w.poller, err = eventlog.New(eventlog.Config{
-			Caller: caller, Cursor: cursor, Batch: cfg.EventLog.Batch, DefaultCatalog: caching.DefaultCatalog,
+		var evTasks []worker.Task
+		w.poller, w.health, evTasks, err = eventLogTasks(cfg, eventLogGroup{
+			name: upName, caller: caller, rdb: rdb, lease: w.elector, catalog: caching.DefaultCatalog,
 			// Through Flush: applied here and published to the other nodes.
-			Apply: func(ctx context.Context, ents []cache.Entity) { srv.Flush(ctx, ents) },
-			Drop:  func(string) { srv.Flush(context.Background(), all) },
-			Changed: func(ev eventlog.Event, ents []cache.Entity) {
+			flush: srv.Flush,
+			changed: func(ev eventlog.Event, ents []cache.Entity) {
 				if w.changes != nil {
 					w.changes.Add(changes.FromEntities(ev.Type, "eventlog", true, ev.ID, time.Unix(int64(ev.Time), 0), ents)...)
 				}
 			},
-			Logger: log.With("component", "eventlog"),
-		})
+		}, caps, log)
 		if err != nil {
 			return nil, err
 		}
-		tasks = append(tasks, worker.Task{Name: "eventlog", Every: cfg.EventLog.Interval, Jitter: 0.1,
-			Timeout: time.Minute, Scope: worker.LeaderOnly, Run: w.poller.Poll})
-
-		if cfg.EventLog.HealthInterval > 0 {
-			// Every node: each sees only the writes through itself, and
-			// each caps its own cache's TTLs.
-			w.health, err = eventlog.NewHealth(eventlog.HealthConfig{Caller: caller, Stats: w.poller.Stats(),
-				OnChange: eventlog.CapWhileMissing(caps.For(cfg.groupName()), cfg.Cache.TTLWithoutEventLog),
-				Logger:   log.With("component", "eventlog-health")})
-			if err != nil {
-				return nil, err
-			}
-			tasks = append(tasks, worker.Task{Name: "eventlog-health", Every: cfg.EventLog.HealthInterval,
-				Timeout: time.Minute, Scope: worker.EveryNode, Run: w.health.Check})
-		}
+		tasks = append(tasks, evTasks...)
 	}
 
 	hk := cfg.Housekeeping
@@ -326,4 +296,77 @@ func (w workerStatuses) Snapshot() []admin.WorkerStatus {
 			LastSuccess: t.LastSuccess, LastError: t.LastError})
 	}
 	return out
+}
+
+// runLeader campaigns for group's Redis lease until the returned stop:
+// the holder runs the group's cluster-singleton tasks.
+func runLeader(rdb redis.UniversalClient, group, nodeID string, log *slog.Logger) (*leader.Elector, func(), error) {
+	el, err := leader.New(leader.Config{Client: rdb, Key: coherence.Key("hmsproxy", group, "leader", coherence.Tagged(rdb)), NodeID: nodeID,
+		Logger: log.With("component", "leader")})
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		el.Run(ctx, func(ctx context.Context, token int64) {
+			log.Info("this node now runs the cluster-singleton workers", "token", token)
+			<-ctx.Done()
+		})
+	}()
+	return el, func() { cancel(); <-done }, nil
+}
+
+// eventLogGroup is what one upstream group's event-log poller works on.
+type eventLogGroup struct {
+	name    string // the group's name in Redis keys and TTL caps
+	caller  *housekeeping.Client
+	rdb     redis.UniversalClient // nil: the cursor lives in memory
+	lease   *leader.Elector       // the group's lease, with rdb
+	catalog string
+	// flush applies the event log's invalidations to the group's cache
+	// (and publishes them to the other nodes).
+	flush   func(context.Context, []cache.Entity) error
+	changed func(eventlog.Event, []cache.Entity) // nil: no change stream
+	// suffix ends the names of its tasks: "" for the primary, ":name"
+	// for a federated group.
+	suffix string
+}
+
+// eventLogTasks builds a group's event-log poller and, when configured,
+// its health check, with their worker tasks: the poller on the lease
+// holder, the health check on every node (each sees only the writes
+// through itself, and caps the TTLs of its own cache). health is nil when
+// the check is off.
+func eventLogTasks(cfg fileConfig, g eventLogGroup, caps *ttlCaps, log *slog.Logger) (*eventlog.Poller, *eventlog.Health, []worker.Task, error) {
+	var cursor eventlog.Cursor = &eventlog.MemCursor{}
+	if g.rdb != nil && g.lease != nil {
+		cursor = &eventlog.RedisCursor{Client: g.rdb, Lease: g.lease, Key: coherence.Key("hmsproxy", g.name, "eventlog", coherence.Tagged(g.rdb))}
+	}
+	all := []cache.Entity{{Level: cache.LevelAll}}
+	poller, err := eventlog.New(eventlog.Config{
+		Caller: g.caller, Cursor: cursor, Batch: cfg.EventLog.Batch, DefaultCatalog: g.catalog,
+		Apply:   func(ctx context.Context, ents []cache.Entity) { g.flush(ctx, ents) },
+		Drop:    func(string) { g.flush(context.Background(), all) },
+		Changed: g.changed,
+		Logger:  log.With("component", "eventlog"),
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tasks := []worker.Task{{Name: "eventlog" + g.suffix, Every: cfg.EventLog.Interval, Jitter: 0.1,
+		Timeout: time.Minute, Scope: worker.LeaderOnly, Run: poller.Poll}}
+	if cfg.EventLog.HealthInterval <= 0 {
+		return poller, nil, tasks, nil
+	}
+	health, err := eventlog.NewHealth(eventlog.HealthConfig{Caller: g.caller, Stats: poller.Stats(),
+		OnChange: eventlog.CapWhileMissing(caps.For(g.name), cfg.Cache.TTLWithoutEventLog),
+		Logger:   log.With("component", "eventlog-health")})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tasks = append(tasks, worker.Task{Name: "eventlog-health" + g.suffix, Every: cfg.EventLog.HealthInterval,
+		Timeout: time.Minute, Scope: worker.EveryNode, Run: health.Check})
+	return poller, health, tasks, nil
 }

@@ -126,5 +126,22 @@ func runInProcess(t *testing.T, cfg fileConfig) *hmsclient.Client {
 			t.Errorf("run: %v", err)
 		}
 	})
-	return dialWhenUp(t, cfg.Listen, done)
+	c := dialWhenUp(t, cfg.Listen, done)
+	if cfg.Admin.Listen != "" {
+		// run binds the admin port after the proxy's: a test that asks it
+		// right away must not find it closed.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			ac, err := net.Dial("tcp", cfg.Admin.Listen)
+			if err == nil {
+				ac.Close()
+				break
+			}
+			if time.Now().After(deadline) || !errors.Is(err, syscall.ECONNREFUSED) {
+				t.Fatalf("dial the admin port: %v", err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return c
 }

@@ -136,6 +136,11 @@ func checkAdded(t *testing.T, d *demohms.Server, c, direct *hmsclient.Client, st
 	got := make([][]byte, len(reads))
 	for i, r := range reads {
 		got[i] = call(t, c, r.method, r.args)
+		if i == 0 {
+			// The store admits asynchronously; without this the prune
+			// could race the new name list's admission and read it again.
+			st.Wait()
+		}
 	}
 	if n := d.CallCount("get_partition_names"); n != 1 {
 		t.Errorf("the name list was read %d times after the add; want once (it changed)", n)

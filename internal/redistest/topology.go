@@ -21,6 +21,7 @@ type Sentinel struct {
 	Primary   *Server
 	Replica   *Server
 	Sentinels []string // the sentinels' addresses
+	logs      []string // the sentinels' log files, shown when a wait times out
 	t         testing.TB
 }
 
@@ -66,11 +67,13 @@ func (s *Sentinel) startSentinel(downAfter, failoverTimeout time.Duration) strin
 	port := freePort(s.t)
 	dir := s.t.TempDir()
 	host, pport, _ := strings.Cut(s.Primary.Addr, ":")
-	conf := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile \"\"\n"+
+	logPath := filepath.Join(dir, "sentinel.log")
+	s.logs = append(s.logs, logPath)
+	conf := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %q\n"+
 		"sentinel monitor %s %s %s 2\n"+
 		"sentinel down-after-milliseconds %s %d\n"+
 		"sentinel failover-timeout %s %d\n",
-		port, dir, s.Master, host, pport, s.Master, downAfter.Milliseconds(), s.Master, failoverTimeout.Milliseconds())
+		port, dir, logPath, s.Master, host, pport, s.Master, downAfter.Milliseconds(), s.Master, failoverTimeout.Milliseconds())
 	path := filepath.Join(dir, "sentinel.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		s.t.Fatal(err)
@@ -92,11 +95,26 @@ func (s *Sentinel) waitFor(limit time.Duration, what string, ok func(*redis.Sent
 		for !ok(c) {
 			if time.Now().After(deadline) {
 				c.Close()
+				s.dumpLogs()
 				s.t.Fatalf("redistest: waited %v for %s", limit, what)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 		c.Close()
+	}
+}
+
+// dumpLogs writes the tail of each sentinel's log to the test output:
+// why a failover did not happen is only ever in there.
+func (s *Sentinel) dumpLogs() {
+	for i, path := range s.logs {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			s.t.Logf("redistest: sentinel %d log: %v", i, err)
+			continue
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		s.t.Logf("redistest: sentinel %d log (last %d lines):\n%s", i, min(len(lines), 30), strings.Join(lines[max(0, len(lines)-30):], "\n"))
 	}
 }
 

@@ -48,8 +48,9 @@ type clientConn struct {
 	// psynth are the made-up reads of prunes on this connection, by
 	// method, identity and args (pruneSynthOf).
 	psynth map[string]*pruneSynth
-	pmemo  []byte // the key of psynth being looked up
-	pargs  []byte // the args of a made-up read being built
+	pmemo  []byte     // the key of psynth being looked up
+	pargs  []byte     // the args of a made-up read being built
+	ptk    *tableKeys // the partition keys of the table pruned last
 	key    []byte
 	ekey   []byte // a batch's entry key prefix
 	hdr    []byte

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
@@ -315,5 +316,55 @@ func TestPruneRefusesHugeNames(t *testing.T) {
 	call(t, c, "get_partitions_by_filter", hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, name), hmsreq.Str(3, `hr = 1`), hmsreq.I16(4, -1)))
 	if n := f.take(); n["get_table"] != 1 {
 		t.Fatalf("a %d-byte name: upstream calls %v; want the prune to ask for its table", maxPruneName, n)
+	}
+}
+
+// tableKeysOf builds the keys a prune reads from a table, for tests of
+// plans: name and type pairs, in order.
+func tableKeysOf(pairs ...string) *tableKeys {
+	tk := &tableKeys{typeOf: map[string]string{}}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		tk.keys = append(tk.keys, hms.PartitionKey{Name: pairs[i], Type: pairs[i+1]})
+		tk.lower = append(tk.lower, strings.ToLower(pairs[i]))
+		tk.types = append(tk.types, pairs[i+1])
+		tk.typeOf[strings.ToLower(pairs[i])] = pairs[i+1]
+		tk.sig += strings.ToLower(pairs[i]) + "\x00" + pairs[i+1] + "\x00"
+	}
+	return tk
+}
+
+// TestPrunePlanFollowsKeys: a filter's plan is kept with its parsed text,
+// but only for tables whose keys have the names, order and types it was
+// made for: the same text over another table is planned again (an int
+// key compares numbers, a string key bytes; positions follow the order).
+func TestPrunePlanFollowsKeys(t *testing.T) {
+	var exprs exprCache
+	p := &hms.Prune{ByFilter: true, Filter: `ds = 'a' and hr = 7`}
+	intHr := tableKeysOf("ds", "string", "hr", "int")
+	strHr := tableKeysOf("ds", "string", "hr", "string")
+	swapped := tableKeysOf("hr", "int", "ds", "string")
+	for _, step := range []struct {
+		name  string
+		tk    *tableKeys
+		exact bool
+		vals  []string
+		want  bool
+	}{
+		{"int key", intHr, true, []string{"a", "7"}, true},
+		{"string key: int literal is inexact", strHr, false, nil, false},
+		{"int key again", intHr, true, []string{"a", "07"}, true},
+		{"keys in another order", swapped, true, []string{"7", "a"}, true},
+		{"another order, no match", swapped, true, []string{"a", "7"}, false},
+	} {
+		pl, exact := prunePlanOf(p, step.tk, &exprs)
+		if exact != step.exact {
+			t.Fatalf("%s: exact %v; want %v", step.name, exact, step.exact)
+		}
+		if !exact {
+			continue
+		}
+		if got, err := pl.match(step.vals); got != step.want {
+			t.Fatalf("%s: match(%q) = %v, %v; want %v", step.name, step.vals, got, err, step.want)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/hmsproxy/hmsproxy/cache"
@@ -155,7 +156,8 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 			return false, nil
 		}
 	}
-	var sel []int32
+	sel := c.psel[:0]
+	defer func() { c.psel = sel }()
 	cands := idx.candidates(plan.pins)
 	for _, i := range cands {
 		if p.MaxParts >= 0 && len(sel) >= p.MaxParts {
@@ -180,6 +182,8 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		}
 	case hms.PrunePartitions:
 		pieces, err = c.prunePartitions(sc, &p, idx, sel, cands, &snap)
+		// Don't keep cached entries alive through the buffer.
+		defer clear(pieces)
 		if err != nil {
 			return c.pruneFallback("partitions", err)
 		}
@@ -196,7 +200,6 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	c.iov, c.frame = hms.AppendPruneReply(append(c.iov[:0], c.hdr), c.frame, p.Reply, pieces, len(sel), selNames)
 	err = c.writeParts(c.iov)
 	clear(c.iov) // don't keep cached entries alive through the buffers
-	clear(pieces)
 	if err != nil {
 		return true, errors.Join(errClientWrite, err)
 	}
@@ -531,22 +534,34 @@ func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameInde
 	// A cached partition is served as its entry's pieces (its shared
 	// storage-descriptor segments included, uncopied); a fetched one as
 	// the bytes the metastore sent.
-	parts := make([]prunePart, len(sel))
+	parts := slices.Grow(c.pparts[:0], len(sel))[:len(sel)]
+	c.pparts = parts
+	defer clear(parts) // don't keep cached entries alive through the buffer
 	var missing []string
 	var at []int // where each missing name goes in parts
+	now := k.Store.Now()
 	for j, i := range sel {
+		// The index remembers the entry each name was found at: while the
+		// store still holds it, current, it is the entry a lookup of its
+		// key would find (cache.Store.Again).
+		if e, ok := k.Store.Again(idx.refs[i].Load(), hms.KindPartitions, now); ok {
+			parts[j] = prunePart{e: e}
+			continue
+		}
 		key := append(c.key[:0], base...)
 		key = append(key, idx.names[i]...)
 		c.key = key
-		if e, ok := k.partitionEntry(key); ok {
-			parts[j].e = e
+		if e, ok := k.partitionEntry(key, now); ok {
+			parts[j] = prunePart{e: e}
+			idx.refs[i].Store(e.Ref())
 			continue
 		}
+		parts[j] = prunePart{}
 		missing = append(missing, idx.names[i])
 		at = append(at, j)
 	}
 	if len(missing) == 0 {
-		return flattenParts(parts), nil
+		return c.flattenParts(parts), nil
 	}
 	if len(cands) < len(idx.names) && len(cands) <= k.BatchChunk {
 		// The candidates not selected, when missing too, ride along:
@@ -562,7 +577,7 @@ func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameInde
 			key := append(c.key[:0], base...)
 			key = append(key, idx.names[i]...)
 			c.key = key
-			if _, ok := k.partitionEntry(key); !ok {
+			if _, ok := k.partitionEntry(key, now); !ok {
 				missing = append(missing, idx.names[i])
 			}
 		}
@@ -599,7 +614,7 @@ func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameInde
 			}
 		}
 	}
-	return flattenParts(parts), nil
+	return c.flattenParts(parts), nil
 }
 
 // prunePart is one selected partition: a cached entry, or the bytes just
@@ -609,9 +624,11 @@ type prunePart struct {
 	body []byte
 }
 
-// flattenParts lists the selected partitions' bytes in reply order.
-func flattenParts(parts []prunePart) [][]byte {
-	pieces := make([][]byte, 0, len(parts)+len(parts)/2)
+// flattenParts lists the selected partitions' bytes in reply order, in
+// the connection's buffer (cleared once the reply is written).
+func (c *clientConn) flattenParts(parts []prunePart) [][]byte {
+	pieces := slices.Grow(c.ppieces[:0], 3*len(parts))
+	defer func() { c.ppieces = pieces }()
 	for _, p := range parts {
 		if p.body != nil {
 			pieces = append(pieces, p.body)
@@ -627,8 +644,8 @@ func flattenParts(parts []prunePart) [][]byte {
 // get_partitions_by_names, and whether there was one. Its bytes are
 // written as its pieces (the table's shared storage-descriptor segments
 // among them), never joined into one copy.
-func (k *cacher) partitionEntry(key []byte) (cache.Entry, bool) {
-	e, st := k.Store.Get(key, hms.KindPartitions)
+func (k *cacher) partitionEntry(key []byte, now time.Time) (cache.Entry, bool) {
+	e, st := k.Store.GetAt(key, hms.KindPartitions, now)
 	if st == cache.Miss {
 		return cache.Entry{}, false
 	}
@@ -717,6 +734,9 @@ type nameIndex struct {
 	// having it, ascending.
 	post []map[string][]int32
 	all  []int32 // every position
+	// refs[i] is the cached entry of the partition names[i] was last
+	// found at, held weakly (cache.Ref): an index outlives no entry.
+	refs []atomic.Pointer[cache.Ref]
 }
 
 // candidates returns the positions of the names that can match, in name
@@ -790,7 +810,8 @@ func (x *nameIndexes) get(key string, body []byte) (*nameIndex, bool) {
 	if !ok {
 		return nil, false
 	}
-	idx = &nameIndex{src: ptr, n: len(body), body: body, names: names, values: make([][]string, len(names))}
+	idx = &nameIndex{src: ptr, n: len(body), body: body, names: names, values: make([][]string, len(names)),
+		refs: make([]atomic.Pointer[cache.Ref], len(names))}
 	for i, name := range names {
 		_, vals, err := filter.PartitionValues(name)
 		if err != nil || (i > 0 && len(vals) != idx.nkeys) {

@@ -23,8 +23,8 @@ func refOf(t *testing.T, s *Store, r req, body string) (load, *Ref) {
 		t.Fatal("Get after Put: Miss")
 	}
 	ref := e.Ref()
-	if got, ok := s.Again(ref, l.kind, s.Now()); !ok || string(got.Body()) != body {
-		t.Fatalf("Again of a fresh ref: got %q, %v; want %q", got.Body(), ok, body)
+	if got, st := s.Again(ref, l.kind, s.Now()); st != Hit || string(got.Body()) != body {
+		t.Fatalf("Again of a fresh ref: got %q, %v; want %q", got.Body(), st, body)
 	}
 	return l, ref
 }
@@ -60,11 +60,11 @@ func TestAgainFollowsGet(t *testing.T) {
 			l, ref := refOf(t, s, getPartition("db0", "t1", "1"), "older")
 			// Another table's invalidation leaves it.
 			s.Apply("a", []Entity{{Level: LevelPartitions, Cat: "hive", DB: "db0", Table: "t2"}})
-			if _, ok := s.Again(ref, l.kind, s.Now()); !ok {
+			if _, st := s.Again(ref, l.kind, s.Now()); st == Miss {
 				t.Fatal("Again after another table's write: false; want the entry")
 			}
 			tc.leave(s, &l)
-			if e, ok := s.Again(ref, l.kind, s.Now()); ok {
+			if e, st := s.Again(ref, l.kind, s.Now()); st != Miss {
 				t.Fatalf("Again after %s: got %q; want nothing", tc.name, e.Body())
 			}
 			if e, st := s.Get(l.key, l.kind); st != Miss && string(e.Body()) == "older" {
@@ -98,7 +98,8 @@ func TestAgainAfterEviction(t *testing.T) {
 	s.Wait()
 	check := func(when string) (gone int) {
 		for i, ref := range refs {
-			_, again := s.Again(ref, hms.KindPartition, s.Now())
+			_, ast := s.Again(ref, hms.KindPartition, s.Now())
+			again := ast != Miss
 			_, st := s.Get(keys[i], hms.KindPartition)
 			if again && st == Miss {
 				t.Fatalf("%s: Again gives %q back; Get misses it", when, keys[i])
@@ -128,5 +129,19 @@ func TestRefKeepsNothing(t *testing.T) {
 			t.Fatal("the entry outlived the store's hold on it: the Ref keeps it")
 		}
 		runtime.GC()
+	}
+}
+
+// TestAgainReportsRefresh: past its kind's refresh age, Again says so as
+// Get does, so a caller going by Refs still refreshes ahead.
+func TestAgainReportsRefresh(t *testing.T) {
+	c := newClock()
+	s := newTestStore(t, Config{Now: c.Now})
+	l, ref := refOf(t, s, getPartition("db0", "t1", "1"), "p")
+	c.Advance(DefaultKinds()[l.kind].RefreshAfter)
+	_, again := s.Again(ref, l.kind, s.Now())
+	_, get := s.Get(l.key, l.kind)
+	if again != HitRefresh || get != HitRefresh {
+		t.Fatalf("past the refresh age: Again %v, Get %v; want both HitRefresh", again, get)
 	}
 }

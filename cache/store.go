@@ -511,36 +511,40 @@ func (e Entry) Ref() *Ref {
 	return &Ref{p: weak.Make(&e.b[0]), segs: e.segs, at: e.at}
 }
 
-// Again returns the entry r refers to when a Get of its key would return
-// that very entry at now: it is still in the store (not evicted,
-// replaced, deleted, cleared: each of those marks it gone before the
-// call that removed it returns), no dependency of it was invalidated,
-// and it is within its kind's TTL. Otherwise false, and the caller looks
-// its key up. A hit past the refresh age is served without saying so:
-// refresh-ahead is left to Get.
-func (s *Store) Again(r *Ref, kind hms.Kind, now time.Time) (Entry, bool) {
+// Again returns the entry r refers to, as GetAt would, when a GetAt of
+// its key would return that very entry at now: it is still in the store
+// (not evicted, replaced, deleted, cleared: each of those marks it gone
+// before the call that removed it returns), no dependency of it was
+// invalidated, and it is within its kind's TTL. Otherwise Miss, and the
+// caller looks its key up.
+func (s *Store) Again(r *Ref, kind hms.Kind, now time.Time) (Entry, Status) {
 	if r == nil {
-		return Entry{}, false
+		return Entry{}, Miss
 	}
 	p := r.p.Value()
 	if p == nil {
-		return Entry{}, false
+		return Entry{}, Miss
 	}
 	w := lenWord(p).Load()
 	if w&goneBit != 0 || w < hdrSnap+1 {
-		return Entry{}, false
+		return Entry{}, Miss
 	}
 	v := unsafe.Slice(p, w)
 	if hms.Kind(v[hdrKind]&^flagNeg) != kind {
-		return Entry{}, false
+		return Entry{}, Miss
 	}
+	pol := s.policy(kind)
 	age := now.Sub(s.epoch) - time.Duration(binary.LittleEndian.Uint32(v[hdrLoaded:]))*time.Second
 	current, size := s.gens.currentEncoded(v[hdrSnap:])
-	if !current || age >= s.policy(kind).TTL {
-		return Entry{}, false
+	if !current || age >= pol.TTL {
+		return Entry{}, Miss
 	}
 	s.stats[kind].Hits.Add(1)
-	return Entry{b: v, body: hdrSnap + size, segs: r.segs, at: r.at}, true
+	e := Entry{b: v, body: hdrSnap + size, segs: r.segs, at: r.at}
+	if pol.RefreshAfter > 0 && age >= pol.RefreshAfter {
+		return e, HitRefresh
+	}
+	return e, Hit
 }
 
 // seconds is t as whole seconds from the store's epoch: entries keep

@@ -386,7 +386,16 @@ func (c *clientConn) pruneEntry(sc cache.Scope, method string, args []byte) (bod
 		return nil, "", err
 	}
 	m, kb, names := syn.m, syn.key, &syn.names
-	if e, st := k.Store.Get(kb, meth.Kind); st != cache.Miss {
+	// The entry found last time, while a lookup would still find it
+	// (cache.Store.Again), saves building the key's hash and searching.
+	now := k.Store.Now()
+	e, st := k.Store.Again(syn.ref, meth.Kind, now)
+	if st == cache.Miss {
+		if e, st = k.Store.GetAt(kb, meth.Kind, now); st != cache.Miss {
+			syn.ref = e.Ref()
+		}
+	}
+	if st != cache.Miss {
 		if st == cache.HitRefresh && k.Store.StartRefresh(kb) {
 			k.enqueueRefresh(c.sess, meth, m, kb, names)
 		}
@@ -422,6 +431,7 @@ type pruneSynth struct {
 	key    []byte       // its cache key; for a batch, its entries' key prefix
 	keyStr string
 	names  cache.Names
+	ref    *cache.Ref // the entry a lookup found last (not for batches)
 }
 
 // maxPruneSynths bounds the made-up reads a connection keeps: a planner
@@ -544,7 +554,9 @@ func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameInde
 		// The index remembers the entry each name was found at: while the
 		// store still holds it, current, it is the entry a lookup of its
 		// key would find (cache.Store.Again).
-		if e, ok := k.Store.Again(idx.refs[i].Load(), hms.KindPartitions, now); ok {
+		// Refresh-ahead of per-partition entries is left to by-names
+		// reads (see partitionEntry).
+		if e, st := k.Store.Again(idx.refs[i].Load(), hms.KindPartitions, now); st != cache.Miss {
 			parts[j] = prunePart{e: e}
 			continue
 		}

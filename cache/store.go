@@ -359,8 +359,8 @@ func (s *Store) PutShared(key []byte, kind hms.Kind, group []byte, body []byte, 
 
 func (s *Store) put(key []byte, kind hms.Kind, body, group []byte, runs []hms.Run, snap *Snapshot, started time.Time, negative bool) bool {
 	pol := s.Policy(kind)
-	if pol.TTL <= 0 || (negative && !pol.Negative) {
-		return false
+	if pol.TTL <= 0 || (negative && !pol.Negative) || len(body) >= goneBit/2 {
+		return false // the last: its length would not fit the length word
 	}
 	if !s.gens.Current(snap) {
 		s.stats[kind].Invalidated.Add(1)

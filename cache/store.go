@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+	"weak"
 
 	"github.com/dgraph-io/ristretto/v2"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
@@ -106,11 +107,15 @@ type record struct {
 }
 
 const (
-	hdrLen    = 0 // uint32, the entry's length: the store keeps only a pointer to it
+	// hdrLen is a uint32 (native order, read and written atomically):
+	// the entry's length, since the store keeps only a pointer to it,
+	// and in goneBit whether it has left the store (see Ref).
+	hdrLen    = 0
 	hdrLoaded = 4 // uint32, seconds from the store's epoch to when its load began
 	hdrKind   = 8 // the kind, with flagNeg set for a not-found answer
 	hdrSnap   = 9
 	flagNeg   = 0x80
+	goneBit   = 1 << 31
 )
 
 // Body is the reply struct bytes (after the message header). An entry
@@ -240,6 +245,7 @@ func New(cfg Config) (*Store, error) {
 				st.Bytes.Add(-int64(len(v)))
 				st.Entries.Add(-1)
 			}
+			markGone(r.p)
 			s.release(&r)
 		},
 	})
@@ -353,8 +359,8 @@ func (s *Store) PutShared(key []byte, kind hms.Kind, group []byte, body []byte, 
 
 func (s *Store) put(key []byte, kind hms.Kind, body, group []byte, runs []hms.Run, snap *Snapshot, started time.Time, negative bool) bool {
 	pol := s.Policy(kind)
-	if pol.TTL <= 0 || (negative && !pol.Negative) {
-		return false
+	if pol.TTL <= 0 || (negative && !pol.Negative) || len(body) >= goneBit/2 {
+		return false // the last: its length would not fit the length word
 	}
 	if !s.gens.Current(snap) {
 		s.stats[kind].Invalidated.Add(1)
@@ -378,8 +384,10 @@ func (s *Store) put(key []byte, kind hms.Kind, body, group []byte, runs []hms.Ru
 			}
 		}
 	}
-	v := make([]byte, 0, hdrSnap+snapshotSize(int(snap.n))+own)
-	v = binary.LittleEndian.AppendUint32(v, uint32(cap(v)))
+	// At least 16 bytes: never a tiny allocation, so the length word is
+	// aligned for atomic access.
+	v := make([]byte, 0, max(hdrSnap+snapshotSize(int(snap.n))+own, 16))
+	v = append(v, 0, 0, 0, 0) // the length word: stored below
 	v = binary.LittleEndian.AppendUint32(v, uint32(max(s.seconds(started), 0)))
 	k := byte(kind)
 	if negative {
@@ -400,6 +408,7 @@ func (s *Store) put(key []byte, kind hms.Kind, body, group []byte, runs []hms.Ru
 		from = start + len(sg.b)
 	}
 	v = append(v, body[from:]...)
+	lenWord(&v[0]).Store(uint32(len(v)))
 	r.p = &v[0]
 	st := &s.stats[kind]
 	st.Bytes.Add(int64(len(v)))
@@ -414,6 +423,7 @@ func (s *Store) put(key []byte, kind hms.Kind, body, group []byte, runs []hms.Ru
 		st.Bytes.Add(-int64(len(v)))
 		st.Entries.Add(-1)
 		st.Rejected.Add(1)
+		markGone(r.p)
 		s.release(&r)
 		return false
 	}
@@ -462,11 +472,79 @@ func entryOf(p *byte) []byte {
 	if p == nil {
 		return nil
 	}
-	n := binary.LittleEndian.Uint32(unsafe.Slice(p, hdrLen+4))
+	n := lenWord(p).Load() &^ goneBit
 	if n < hdrSnap+1 {
 		return nil
 	}
 	return unsafe.Slice(p, n)
+}
+
+// lenWord is the length word of the entry starting at p.
+func lenWord(p *byte) *atomic.Uint32 { return (*atomic.Uint32)(unsafe.Pointer(p)) }
+
+// markGone records that the entry at p (if any) has left the store:
+// evicted, replaced, deleted, cleared or never admitted. A Ref to it
+// then finds nothing.
+func markGone(p *byte) {
+	if p != nil {
+		lenWord(p).Or(goneBit)
+	}
+}
+
+// Ref is a weak reference to an entry a Get returned, for a caller that
+// looks the same entries up again and again (the partitions a prune
+// serves, held by the table's name index): Again gives the entry back
+// without building its key or searching the store for it. A Ref does not
+// keep the entry alive: held outside the budget, it holds no bytes the
+// budget no longer counts (but the few of its shared segments).
+type Ref struct {
+	p    weak.Pointer[byte]
+	segs [maxSegs]*segment
+	at   [maxSegs]uint32
+}
+
+// Ref returns a weak reference to e; nil for the zero Entry.
+func (e Entry) Ref() *Ref {
+	if len(e.b) == 0 {
+		return nil
+	}
+	return &Ref{p: weak.Make(&e.b[0]), segs: e.segs, at: e.at}
+}
+
+// Again returns the entry r refers to, as GetAt would, when a GetAt of
+// its key would return that very entry at now: it is still in the store
+// (not evicted, replaced, deleted, cleared: each of those marks it gone
+// before the call that removed it returns), no dependency of it was
+// invalidated, and it is within its kind's TTL. Otherwise Miss, and the
+// caller looks its key up.
+func (s *Store) Again(r *Ref, kind hms.Kind, now time.Time) (Entry, Status) {
+	if r == nil {
+		return Entry{}, Miss
+	}
+	p := r.p.Value()
+	if p == nil {
+		return Entry{}, Miss
+	}
+	w := lenWord(p).Load()
+	if w&goneBit != 0 || w < hdrSnap+1 {
+		return Entry{}, Miss
+	}
+	v := unsafe.Slice(p, w)
+	if hms.Kind(v[hdrKind]&^flagNeg) != kind {
+		return Entry{}, Miss
+	}
+	pol := s.policy(kind)
+	age := now.Sub(s.epoch) - time.Duration(binary.LittleEndian.Uint32(v[hdrLoaded:]))*time.Second
+	current, size := s.gens.currentEncoded(v[hdrSnap:])
+	if !current || age >= pol.TTL {
+		return Entry{}, Miss
+	}
+	s.stats[kind].Hits.Add(1)
+	e := Entry{b: v, body: hdrSnap + size, segs: r.segs, at: r.at}
+	if pol.RefreshAfter > 0 && age >= pol.RefreshAfter {
+		return e, HitRefresh
+	}
+	return e, Hit
 }
 
 // seconds is t as whole seconds from the store's epoch: entries keep

@@ -67,3 +67,36 @@ func BenchmarkParse(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkBoundEval: a planner's filter decided for one partition, by
+// map (Eval) and by key position (Bound.Eval).
+func BenchmarkBoundEval(b *testing.B) {
+	e, err := Parse(`ds = '2024-01-02' and (hr) in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	keys, types := []string{"ds", "hr"}, []string{"string", "int"}
+	bound, err := e.Bind(keys, types)
+	if err != nil {
+		b.Fatal(err)
+	}
+	vals := []string{"2024-01-02", "11"}
+	b.Run("map", func(b *testing.B) {
+		b.ReportAllocs()
+		typeOf := map[string]string{"ds": "string", "hr": "int"}
+		for b.Loop() {
+			byKey := map[string]string{"ds": vals[0], "hr": vals[1]}
+			if ok, err := e.Eval(byKey, typeOf); !ok || err != nil {
+				b.Fatal(ok, err)
+			}
+		}
+	})
+	b.Run("bound", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if ok, err := bound.Eval(vals); !ok || err != nil {
+				b.Fatal(ok, err)
+			}
+		}
+	})
+}

@@ -52,6 +52,11 @@
 // ranges, BETWEEN, date, timestamp and decimal keys, mixed types) is evaluated
 // on a best-effort basis but is not Exact.
 //
+// [Expr.Bind] ties a filter to one table's partition keys, in order; the
+// [Bound] filter then decides a partition from its values by position, as
+// Eval does from a map, at a fraction of the cost: a cache evaluating one
+// filter over thousands of partitions binds it once.
+//
 // Comparisons follow SQL's three-valued logic: against an integral key the
 // default partition (__HIVE_DEFAULT_PARTITION__) is neither equal nor unequal
 // to any number, so it matches neither "hr = 5" nor "hr != 5", as in the

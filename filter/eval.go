@@ -173,7 +173,12 @@ func eval(n *node, values, keyTypes map[string]string) (tri, error) {
 	if !ok {
 		return triUnknown, fmt.Errorf("%w: %q", ErrMissingKey, n.key)
 	}
-	integral := classify(keyTypes[n.key]) == classIntegral
+	return evalLeaf(n, v, classify(keyTypes[n.key]) == classIntegral)
+}
+
+// evalLeaf decides a comparison, IN or BETWEEN node for the value v of
+// its key; integral: the key's type is integral.
+func evalLeaf(n *node, v string, integral bool) (tri, error) {
 	switch n.kind {
 	case nCmp:
 		if n.op == Like {

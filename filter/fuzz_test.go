@@ -36,8 +36,23 @@ func FuzzParse(f *testing.F) {
 			values[k] = v
 		}
 		e.Exact(types)
-		if _, err := e.Eval(values, types); errors.Is(err, errInternal) {
+		want, err := e.Eval(values, types)
+		if errors.Is(err, errInternal) {
 			t.Fatalf("Eval(%q): %v", s, err)
+		}
+		// Bound to the filter's own keys, it decides as Eval does.
+		keys := e.Keys()
+		typs := make([]string, len(keys))
+		vals := make([]string, len(keys))
+		for i, k := range keys {
+			typs[i], vals[i] = types[k], v
+		}
+		b, berr := e.Bind(keys, typs)
+		if berr != nil {
+			t.Fatalf("Bind(%q): %v", s, berr)
+		}
+		if got, gerr := b.Eval(vals); got != want || (gerr == nil) != (err == nil) {
+			t.Fatalf("Bound(%q).Eval(%q): got %v, %v; want %v, %v", s, v, got, gerr, want, err)
 		}
 	})
 }

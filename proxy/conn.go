@@ -47,14 +47,18 @@ type clientConn struct {
 	pres hms.Resolved // a read a prune makes up (table, names, partitions)
 	// psynth are the made-up reads of prunes on this connection, by
 	// method, identity and args (pruneSynthOf).
-	psynth map[string]*pruneSynth
-	pmemo  []byte // the key of psynth being looked up
-	pargs  []byte // the args of a made-up read being built
-	key    []byte
-	ekey   []byte // a batch's entry key prefix
-	hdr    []byte
-	deps   []cache.Dep
-	ents   []cache.Entity
+	psynth  map[string]*pruneSynth
+	pmemo   []byte      // the key of psynth being looked up
+	pargs   []byte      // the args of a made-up read being built
+	ptk     *tableKeys  // the partition keys of the table pruned last
+	psel    []int32     // the positions a prune selected
+	pparts  []prunePart // their entries
+	ppieces [][]byte    // and the pieces of the reply
+	key     []byte
+	ekey    []byte // a batch's entry key prefix
+	hdr     []byte
+	deps    []cache.Dep
+	ents    []cache.Entity
 
 	iov   [][]byte    // reply pieces of a batch answered from the cache
 	frame []byte      // their wrapper bytes

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/hmsproxy/hmsproxy/cache"
@@ -130,12 +131,12 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	if err != nil {
 		return c.pruneFallback("table", err)
 	}
-	keys, ok := hms.TablePartitionKeys(tbl)
-	if !ok || len(keys) == 0 {
+	tk, ok := c.pruneKeys(tbl)
+	if !ok {
 		return c.pruneFallback("partition keys", errPruneForward)
 	}
 	// Exactness first: an inexact request loads nothing.
-	match, pins, intKeys, ok := pruneMatcher(&p, keys, &k.pruneExprs)
+	plan, ok := prunePlanOf(&p, tk, &k.pruneExprs)
 	if !ok {
 		k.prune.Inexact.Add(1)
 		return false, nil
@@ -146,22 +147,23 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		return c.pruneFallback("name list", err)
 	}
 	idx, ok := k.pruneIdx.get(listKey, list)
-	if !ok || (idx.nkeys != len(keys) && len(idx.names) > 0) {
+	if !ok || (idx.nkeys != len(tk.keys) && len(idx.names) > 0) {
 		return c.pruneFallback("name index", errPruneForward)
 	}
-	for _, i := range intKeys {
+	for _, i := range plan.intKeys {
 		if i < len(idx.odd) && idx.odd[i] {
 			k.prune.Inexact.Add(1)
 			return false, nil
 		}
 	}
-	var sel []int32
-	cands := idx.candidates(pins)
+	sel := c.psel[:0]
+	defer func() { c.psel = sel }()
+	cands := idx.candidates(plan.pins)
 	for _, i := range cands {
 		if p.MaxParts >= 0 && len(sel) >= p.MaxParts {
 			break
 		}
-		ok, err := match(idx.values[i])
+		ok, err := plan.match(idx.values[i])
 		if err != nil {
 			return c.pruneFallback("evaluation", errPruneForward)
 		}
@@ -180,6 +182,8 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		}
 	case hms.PrunePartitions:
 		pieces, err = c.prunePartitions(sc, &p, idx, sel, cands, &snap)
+		// Don't keep cached entries alive through the buffer.
+		defer clear(pieces)
 		if err != nil {
 			return c.pruneFallback("partitions", err)
 		}
@@ -196,7 +200,6 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	c.iov, c.frame = hms.AppendPruneReply(append(c.iov[:0], c.hdr), c.frame, p.Reply, pieces, len(sel), selNames)
 	err = c.writeParts(c.iov)
 	clear(c.iov) // don't keep cached entries alive through the buffers
-	clear(pieces)
 	if err != nil {
 		return true, errors.Join(errClientWrite, err)
 	}
@@ -231,71 +234,144 @@ var plainValue = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
 // spec shorter than the keys is matched as the pattern
 // "k1=v1/k2=v2.*", so its last value matches as a prefix ("n=1" finds
 // n=10 and n=100).
-// pruneMatcher returns the test of one partition (its values by key, in
-// the table's key order) for p, and false when p is not evaluated exactly.
-// pins are, by key position, the only values a matching partition can
-// have for that key (nil: no such key): the candidates to test. intKeys
-// are the positions of the integral keys the filter compares: exact only
-// while every stored value of them is canonical (nameIndex.odd).
-func pruneMatcher(p *hms.Prune, keys []hms.PartitionKey, exprs *exprCache) (match func(vals []string) (bool, error), pins [][]string, intKeys []int, ok bool) {
-	if !p.ByFilter {
-		if len(p.PartVals) != len(keys) {
-			return nil, nil, nil, false // see above; too many values: the metastore raises
-		}
-		pins = make([][]string, len(keys))
-		for i, v := range p.PartVals {
-			if !plainValue.MatchString(v) {
-				return nil, nil, nil, false
-			}
-			pins[i] = []string{v}
-		}
-		spec := p.PartVals
-		return func(vals []string) (bool, error) {
-			for i, want := range spec {
-				if vals[i] != want {
-					return false, nil
-				}
-			}
-			return true, nil
-		}, pins, nil, true
-	}
-	e, err := exprs.parse(p.Filter)
-	if err != nil {
-		return nil, nil, nil, false
-	}
-	types := make(map[string]string, len(keys))
-	lower := make([]string, len(keys))
-	for i, key := range keys {
-		lower[i] = strings.ToLower(key.Name)
-		types[lower[i]] = key.Type
-	}
-	if !e.Exact(types) {
-		return nil, nil, nil, false
-	}
-	for _, used := range e.Keys() {
-		for i, key := range lower {
-			if key == used && filter.Integral(types[key]) {
-				intKeys = append(intKeys, i)
-			}
-		}
-	}
-	// Integral keys are pinned by canonical values: checked just above.
-	if pinned := e.Pinned(types); len(pinned) > 0 {
-		pins = make([][]string, len(keys))
-		for i, key := range lower {
-			pins[i] = pinned[key]
-		}
-	}
-	byKey := make(map[string]string, len(keys))
-	return func(vals []string) (bool, error) {
-		for i, key := range lower {
-			byKey[key] = vals[i]
-		}
+
+// prunePlan is how one request is evaluated over the partitions of
+// tables with given keys (sig): worked out once per filter text and keys,
+// so a filter sent again costs no parsing, no type checks and no
+// allocation.
+type prunePlan struct {
+	sig   string // tableKeys.sig of the keys it was made for
+	exact bool   // false: not evaluated locally; the rest is unset
+	bound *filter.Bound
+	spec  []string // a partial spec's values, when bound is nil
+	// pins are, by key position, the only values a matching partition
+	// can have for that key (nil: no such key): the candidates to test.
+	pins [][]string
+	// intKeys are the positions of the integral keys the filter
+	// compares: exact only while every stored value of them is
+	// canonical (nameIndex.odd).
+	intKeys []int
+}
+
+// match tests one partition (its values in the table's key order).
+func (pl *prunePlan) match(vals []string) (bool, error) {
+	if pl.bound != nil {
 		// An error (a value of an integral key that is not a number) is
 		// where direct SQL fails and the metastore falls back to JDO:
 		// its answer, not ours.
-		return e.Eval(byKey, types)
-	}, pins, intKeys, true
+		return pl.bound.Eval(vals)
+	}
+	for i, want := range pl.spec {
+		if vals[i] != want {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// prunePlanOf returns the plan of p over a table with keys tk, and false
+// when p is not evaluated exactly.
+func prunePlanOf(p *hms.Prune, tk *tableKeys, exprs *exprCache) (*prunePlan, bool) {
+	if !p.ByFilter {
+		if len(p.PartVals) != len(tk.keys) {
+			return nil, false // see above; too many values: the metastore raises
+		}
+		pl := &prunePlan{sig: tk.sig, exact: true, spec: p.PartVals, pins: make([][]string, len(tk.keys))}
+		for i, v := range p.PartVals {
+			if !plainValue.MatchString(v) {
+				return nil, false
+			}
+			pl.pins[i] = []string{v}
+		}
+		return pl, true
+	}
+	ent, err := exprs.parse(p.Filter)
+	if err != nil {
+		return nil, false
+	}
+	if pl := ent.plan.Load(); pl != nil && pl.sig == tk.sig {
+		return pl, pl.exact
+	}
+	pl := filterPlan(ent.e, tk)
+	ent.plan.Store(pl) // the last table's: planners ask about one table at a time
+	return pl, pl.exact
+}
+
+// filterPlan works out the plan of filter e over tables with keys tk.
+func filterPlan(e *filter.Expr, tk *tableKeys) *prunePlan {
+	pl := &prunePlan{sig: tk.sig}
+	if !e.Exact(tk.typeOf) {
+		return pl
+	}
+	b, err := e.Bind(tk.lower, tk.types)
+	if err != nil {
+		return pl
+	}
+	for _, used := range e.Keys() {
+		for i, key := range tk.lower {
+			if key == used && filter.Integral(tk.types[i]) {
+				pl.intKeys = append(pl.intKeys, i)
+			}
+		}
+	}
+	// Integral keys are pinned by canonical values: checked by the
+	// caller against the name index (intKeys).
+	if pinned := e.Pinned(tk.typeOf); len(pinned) > 0 {
+		pl.pins = make([][]string, len(tk.keys))
+		for i, key := range tk.lower {
+			pl.pins[i] = pinned[key]
+		}
+	}
+	pl.exact, pl.bound = true, b
+	return pl
+}
+
+// tableKeys are a table's partition keys as a prune uses them, read out
+// of its cached get_table reply once, not on each prune.
+type tableKeys struct {
+	src   unsafe.Pointer // the first byte of the body they were read from
+	n     int            // and its length
+	body  []byte         // keeps src alive, so its address is not reused
+	keys  []hms.PartitionKey
+	lower []string // the keys' names, lower-cased
+	types []string
+	// typeOf maps each lower-cased name to its type.
+	typeOf map[string]string
+	// sig tells key lists apart: names and types, in order.
+	sig string
+}
+
+// pruneKeys returns the partition keys of the table whose get_table
+// reply body is tbl, false for a table without any. The last table's are
+// kept on the connection: a planner asks about one table at a time.
+func (c *clientConn) pruneKeys(tbl []byte) (*tableKeys, bool) {
+	if len(tbl) == 0 {
+		return nil, false
+	}
+	ptr := unsafe.Pointer(unsafe.SliceData(tbl))
+	if tk := c.ptk; tk != nil && tk.src == ptr && tk.n == len(tbl) {
+		return tk, true
+	}
+	keys, ok := hms.TablePartitionKeys(tbl)
+	if !ok || len(keys) == 0 {
+		return nil, false
+	}
+	tk := &tableKeys{src: ptr, n: len(tbl), body: tbl, keys: keys,
+		lower: make([]string, len(keys)), types: make([]string, len(keys)),
+		typeOf: make(map[string]string, len(keys))}
+	var sig strings.Builder
+	for i, key := range keys {
+		tk.lower[i] = strings.ToLower(key.Name)
+		tk.types[i] = key.Type
+		tk.typeOf[tk.lower[i]] = key.Type
+		sig.WriteString(tk.lower[i])
+		sig.WriteByte(0)
+		sig.WriteString(key.Type)
+		sig.WriteByte(0)
+	}
+	tk.sig = sig.String()
+	c.ptk = tk
+	return tk, true
 }
 
 // pruneEntry returns the cached success reply body of a synthesized read
@@ -310,7 +386,16 @@ func (c *clientConn) pruneEntry(sc cache.Scope, method string, args []byte) (bod
 		return nil, "", err
 	}
 	m, kb, names := syn.m, syn.key, &syn.names
-	if e, st := k.Store.Get(kb, meth.Kind); st != cache.Miss {
+	// The entry found last time, while a lookup would still find it
+	// (cache.Store.Again), saves building the key's hash and searching.
+	now := k.Store.Now()
+	e, st := k.Store.Again(syn.ref, meth.Kind, now)
+	if st == cache.Miss {
+		if e, st = k.Store.GetAt(kb, meth.Kind, now); st != cache.Miss {
+			syn.ref = e.Ref()
+		}
+	}
+	if st != cache.Miss {
 		if st == cache.HitRefresh && k.Store.StartRefresh(kb) {
 			k.enqueueRefresh(c.sess, meth, m, kb, names)
 		}
@@ -346,6 +431,7 @@ type pruneSynth struct {
 	key    []byte       // its cache key; for a batch, its entries' key prefix
 	keyStr string
 	names  cache.Names
+	ref    *cache.Ref // the entry a lookup found last (not for batches)
 }
 
 // maxPruneSynths bounds the made-up reads a connection keeps: a planner
@@ -458,22 +544,36 @@ func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameInde
 	// A cached partition is served as its entry's pieces (its shared
 	// storage-descriptor segments included, uncopied); a fetched one as
 	// the bytes the metastore sent.
-	parts := make([]prunePart, len(sel))
+	parts := slices.Grow(c.pparts[:0], len(sel))[:len(sel)]
+	c.pparts = parts
+	defer clear(parts) // don't keep cached entries alive through the buffer
 	var missing []string
 	var at []int // where each missing name goes in parts
+	now := k.Store.Now()
 	for j, i := range sel {
+		// The index remembers the entry each name was found at: while the
+		// store still holds it, current, it is the entry a lookup of its
+		// key would find (cache.Store.Again).
+		// Refresh-ahead of per-partition entries is left to by-names
+		// reads (see partitionEntry).
+		if e, st := k.Store.Again(idx.refs[i].Load(), hms.KindPartitions, now); st != cache.Miss {
+			parts[j] = prunePart{e: e}
+			continue
+		}
 		key := append(c.key[:0], base...)
 		key = append(key, idx.names[i]...)
 		c.key = key
-		if e, ok := k.partitionEntry(key); ok {
-			parts[j].e = e
+		if e, ok := k.partitionEntry(key, now); ok {
+			parts[j] = prunePart{e: e}
+			idx.refs[i].Store(e.Ref())
 			continue
 		}
+		parts[j] = prunePart{}
 		missing = append(missing, idx.names[i])
 		at = append(at, j)
 	}
 	if len(missing) == 0 {
-		return flattenParts(parts), nil
+		return c.flattenParts(parts), nil
 	}
 	if len(cands) < len(idx.names) && len(cands) <= k.BatchChunk {
 		// The candidates not selected, when missing too, ride along:
@@ -489,7 +589,7 @@ func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameInde
 			key := append(c.key[:0], base...)
 			key = append(key, idx.names[i]...)
 			c.key = key
-			if _, ok := k.partitionEntry(key); !ok {
+			if _, ok := k.partitionEntry(key, now); !ok {
 				missing = append(missing, idx.names[i])
 			}
 		}
@@ -526,7 +626,7 @@ func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameInde
 			}
 		}
 	}
-	return flattenParts(parts), nil
+	return c.flattenParts(parts), nil
 }
 
 // prunePart is one selected partition: a cached entry, or the bytes just
@@ -536,9 +636,11 @@ type prunePart struct {
 	body []byte
 }
 
-// flattenParts lists the selected partitions' bytes in reply order.
-func flattenParts(parts []prunePart) [][]byte {
-	pieces := make([][]byte, 0, len(parts)+len(parts)/2)
+// flattenParts lists the selected partitions' bytes in reply order, in
+// the connection's buffer (cleared once the reply is written).
+func (c *clientConn) flattenParts(parts []prunePart) [][]byte {
+	pieces := slices.Grow(c.ppieces[:0], 3*len(parts))
+	defer func() { c.ppieces = pieces }()
 	for _, p := range parts {
 		if p.body != nil {
 			pieces = append(pieces, p.body)
@@ -554,8 +656,8 @@ func flattenParts(parts []prunePart) [][]byte {
 // get_partitions_by_names, and whether there was one. Its bytes are
 // written as its pieces (the table's shared storage-descriptor segments
 // among them), never joined into one copy.
-func (k *cacher) partitionEntry(key []byte) (cache.Entry, bool) {
-	e, st := k.Store.Get(key, hms.KindPartitions)
+func (k *cacher) partitionEntry(key []byte, now time.Time) (cache.Entry, bool) {
+	e, st := k.Store.GetAt(key, hms.KindPartitions, now)
 	if st == cache.Miss {
 		return cache.Entry{}, false
 	}
@@ -568,7 +670,14 @@ func (k *cacher) partitionEntry(key []byte) (cache.Entry, bool) {
 // again and again (and an Expr is immutable), so most prunes parse none.
 type exprCache struct {
 	mu sync.Mutex // guards m
-	m  map[string]*filter.Expr
+	m  map[string]*keptExpr
+}
+
+// keptExpr is a parsed filter and its plan over the keys of the last
+// table it was evaluated on.
+type keptExpr struct {
+	e    *filter.Expr
+	plan atomic.Pointer[prunePlan]
 }
 
 // maxExprs bounds the filters kept, and maxKeptFilter the length of one
@@ -580,21 +689,25 @@ const (
 	maxKeptFilter = 4 << 10
 )
 
-func (x *exprCache) parse(s string) (*filter.Expr, error) {
+func (x *exprCache) parse(s string) (*keptExpr, error) {
 	x.mu.Lock()
-	e := x.m[s]
+	ke := x.m[s]
 	x.mu.Unlock()
-	if e != nil {
-		return e, nil
+	if ke != nil {
+		return ke, nil
 	}
 	e, err := filter.Parse(s)
-	if err != nil || len(s) > maxKeptFilter {
-		return e, err
+	if err != nil {
+		return nil, err
+	}
+	ke = &keptExpr{e: e}
+	if len(s) > maxKeptFilter {
+		return ke, nil
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.m == nil {
-		x.m = map[string]*filter.Expr{}
+		x.m = map[string]*keptExpr{}
 	}
 	if len(x.m) >= maxExprs {
 		for k := range x.m { // any one
@@ -602,8 +715,8 @@ func (x *exprCache) parse(s string) (*filter.Expr, error) {
 			break
 		}
 	}
-	x.m[s] = e
-	return e, nil
+	x.m[s] = ke
+	return ke, nil
 }
 
 // canonicalInt reports whether v is an integer written as strconv would
@@ -633,6 +746,9 @@ type nameIndex struct {
 	// having it, ascending.
 	post []map[string][]int32
 	all  []int32 // every position
+	// refs[i] is the cached entry of the partition names[i] was last
+	// found at, held weakly (cache.Ref): an index outlives no entry.
+	refs []atomic.Pointer[cache.Ref]
 }
 
 // candidates returns the positions of the names that can match, in name
@@ -706,7 +822,8 @@ func (x *nameIndexes) get(key string, body []byte) (*nameIndex, bool) {
 	if !ok {
 		return nil, false
 	}
-	idx = &nameIndex{src: ptr, n: len(body), body: body, names: names, values: make([][]string, len(names))}
+	idx = &nameIndex{src: ptr, n: len(body), body: body, names: names, values: make([][]string, len(names)),
+		refs: make([]atomic.Pointer[cache.Ref], len(names))}
 	for i, name := range names {
 		_, vals, err := filter.PartitionValues(name)
 		if err != nil || (i > 0 && len(vals) != idx.nkeys) {

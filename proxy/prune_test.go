@@ -8,8 +8,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/eventlog"
+	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
@@ -315,5 +318,164 @@ func TestPruneRefusesHugeNames(t *testing.T) {
 	call(t, c, "get_partitions_by_filter", hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, name), hmsreq.Str(3, `hr = 1`), hmsreq.I16(4, -1)))
 	if n := f.take(); n["get_table"] != 1 {
 		t.Fatalf("a %d-byte name: upstream calls %v; want the prune to ask for its table", maxPruneName, n)
+	}
+}
+
+// tableKeysOf builds the keys a prune reads from a table, for tests of
+// plans: name and type pairs, in order.
+func tableKeysOf(pairs ...string) *tableKeys {
+	tk := &tableKeys{typeOf: map[string]string{}}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		tk.keys = append(tk.keys, hms.PartitionKey{Name: pairs[i], Type: pairs[i+1]})
+		tk.lower = append(tk.lower, strings.ToLower(pairs[i]))
+		tk.types = append(tk.types, pairs[i+1])
+		tk.typeOf[strings.ToLower(pairs[i])] = pairs[i+1]
+		tk.sig += strings.ToLower(pairs[i]) + "\x00" + pairs[i+1] + "\x00"
+	}
+	return tk
+}
+
+// TestPrunePlanFollowsKeys: a filter's plan is kept with its parsed text,
+// but only for tables whose keys have the names, order and types it was
+// made for: the same text over another table is planned again (an int
+// key compares numbers, a string key bytes; positions follow the order).
+func TestPrunePlanFollowsKeys(t *testing.T) {
+	var exprs exprCache
+	p := &hms.Prune{ByFilter: true, Filter: `ds = 'a' and hr = 7`}
+	intHr := tableKeysOf("ds", "string", "hr", "int")
+	strHr := tableKeysOf("ds", "string", "hr", "string")
+	swapped := tableKeysOf("hr", "int", "ds", "string")
+	for _, step := range []struct {
+		name  string
+		tk    *tableKeys
+		exact bool
+		vals  []string
+		want  bool
+	}{
+		{"int key", intHr, true, []string{"a", "7"}, true},
+		{"string key: int literal is inexact", strHr, false, nil, false},
+		{"int key again", intHr, true, []string{"a", "07"}, true},
+		{"keys in another order", swapped, true, []string{"7", "a"}, true},
+		{"another order, no match", swapped, true, []string{"a", "7"}, false},
+	} {
+		pl, exact := prunePlanOf(p, step.tk, &exprs)
+		if exact != step.exact {
+			t.Fatalf("%s: exact %v; want %v", step.name, exact, step.exact)
+		}
+		if !exact {
+			continue
+		}
+		if got, err := pl.match(step.vals); got != step.want {
+			t.Fatalf("%s: match(%q) = %v, %v; want %v", step.name, step.vals, got, err, step.want)
+		}
+	}
+}
+
+// TestPruneFollowsWrites: once a table's partitions were pruned (its
+// name index built, the entries it served remembered, the filter's plan
+// kept), a write that changes them, through this proxy, from a peer over
+// the bus or behind the proxy's back through the event log, is seen by
+// the next prune: its reply equals the metastore's.
+func TestPruneFollowsWrites(t *testing.T) {
+	day := filterArgs("get_partitions_by_filter", `ds = '2024-01-01'`, -1)
+	alter := func(hr string) []byte {
+		return hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"), hmsreq.Partition{DB: "demo_db0", Table: "t0",
+			Values: []string{"2024-01-01", hr}, SD: hmsreq.TextSD("file:/tmp/x"), Params: map[string]string{"altered": hr}}.Field(3))
+	}
+	drop := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"), hmsreq.Strings(3, "2024-01-01", "5"), hmsreq.Bool(4, false))
+	for _, path := range []string{"proxy", "bus", "event log"} {
+		t.Run(path, func(t *testing.T) {
+			_, addr := startDemo(t, wire.Buffered)
+			caching := newCaching(t, nil)
+			var srv *Server
+			paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { return up }, func(s *Server) { srv = s })
+			c, direct := dial(t, paddr, wire.Buffered), dial(t, addr, wire.Buffered)
+			p, err := eventlog.New(eventlog.Config{Caller: dial(t, addr, wire.Buffered), Cursor: &eventlog.MemCursor{},
+				Apply: func(ctx context.Context, ents []cache.Entity) { srv.Flush(ctx, ents) },
+				Drop:  srv.DropAll, Logger: testLogger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Poll(ctxT(t)); err != nil { // the first poll starts at the newest event
+				t.Fatal(err)
+			}
+			write := func(method string, args []byte) {
+				switch path {
+				case "proxy":
+					call(t, c, method, args)
+				case "bus":
+					call(t, direct, method, args)
+					srv.ApplyRemote([]cache.Entity{{Level: cache.LevelPartitions, Cat: "hive", DB: "demo_db0", Table: "t0",
+						Added: method == "add_partition"}})
+				case "event log":
+					call(t, direct, method, args)
+					if err := p.Poll(ctxT(t)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for _, w := range []struct {
+				method string
+				args   []byte
+			}{
+				{"alter_partition", alter("3")},
+				{"drop_partition", drop},
+				{"add_partition", addArgs("add_partition")},
+				{"alter_partition", alter("4")},
+			} {
+				for range 2 { // the second from the index and the entries it remembers
+					local := srv.PruneStats().Local.Load()
+					if !sameButSeqID(call(t, c, "get_partitions_by_filter", day), call(t, direct, "get_partitions_by_filter", day)) {
+						t.Fatalf("before %s: prune differs from the metastore's", w.method)
+					}
+					if srv.PruneStats().Local.Load() != local+1 {
+						t.Fatalf("before %s: the filter was not pruned", w.method)
+					}
+					caching.Store.Wait()
+				}
+				write(w.method, w.args)
+				if !sameButSeqID(call(t, c, "get_partitions_by_filter", day), call(t, direct, "get_partitions_by_filter", day)) {
+					t.Fatalf("after %s through the %s: prune differs from the metastore's", w.method, path)
+				}
+			}
+		})
+	}
+}
+
+// TestPruneRemembersOnlyLiveEntries: the entries a name index remembers
+// are served only while the store would serve them. An add leaves the
+// partitions that exist cached and drops the name list, so the new index
+// remembers partitions older than itself; once their TTL is past (and
+// not the list's), the next prune fetches them again.
+func TestPruneRemembersOnlyLiveEntries(t *testing.T) {
+	clock := newClock()
+	_, addr := startDemo(t, wire.Buffered)
+	caching := newCaching(t, clock)
+	f := &countingForwarder{}
+	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { f.up = up; return f })
+	c, direct := dial(t, paddr, wire.Buffered), dial(t, addr, wire.Buffered)
+	day := filterArgs("get_partitions_by_filter", `ds = '2024-01-01'`, -1)
+	call(t, c, "get_partitions_by_filter", day)
+	caching.Store.Wait()
+	f.take()
+	ttl := caching.Store.Policy(hms.KindPartitions).TTL
+	if caching.Store.Policy(hms.KindPartitionNames).TTL != ttl {
+		t.Fatal("the test assumes partitions and their names share a TTL")
+	}
+	clock.Advance(ttl - time.Minute)
+	call(t, c, "add_partition", addArgs("add_partition"))
+	for range 2 { // a new index, then the entries it remembers
+		call(t, c, "get_partitions_by_filter", day)
+		caching.Store.Wait()
+	}
+	if n := f.take(); n["get_partitions_by_names"] != 1 {
+		t.Fatalf("after the add: upstream calls %v; want only the added partition fetched", n)
+	}
+	clock.Advance(time.Minute) // the old partitions' TTL, not the list's
+	if !sameButSeqID(call(t, c, "get_partitions_by_filter", day), call(t, direct, "get_partitions_by_filter", day)) {
+		t.Fatal("prune differs from the metastore's")
+	}
+	if n := f.take(); n["get_partitions_by_names"] != 1 || n["get_partition_names"] != 0 {
+		t.Fatalf("past the partitions' TTL: upstream calls %v; want the expired partitions fetched, the list kept", n)
 	}
 }

@@ -1,0 +1,147 @@
+package cache
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/hms"
+)
+
+// refOf puts body under the key of r, gets it back and returns its Ref.
+func refOf(t *testing.T, s *Store, r req, body string) (load, *Ref) {
+	t.Helper()
+	l := startLoad(t, s, r)
+	if !l.put(s, body, false) {
+		t.Fatalf("Put: got false; want true")
+	}
+	s.Wait()
+	e, st := s.Get(l.key, l.kind)
+	if st == Miss {
+		t.Fatal("Get after Put: Miss")
+	}
+	ref := e.Ref()
+	if got, st := s.Again(ref, l.kind, s.Now()); st != Hit || string(got.Body()) != body {
+		t.Fatalf("Again of a fresh ref: got %q, %v; want %q", got.Body(), st, body)
+	}
+	return l, ref
+}
+
+// TestAgainFollowsGet: a Ref gives its entry back only while a Get of
+// its key would: every way an entry leaves or goes stale (delete as
+// shadow validation does, replacement as a refresh does, Clear,
+// invalidation of what it depends on, TTL) makes Again refuse it.
+func TestAgainFollowsGet(t *testing.T) {
+	c := newClock()
+	kinds := DefaultKinds()
+	for _, tc := range []struct {
+		name  string
+		leave func(s *Store, l *load)
+	}{
+		{"delete", func(s *Store, l *load) { s.Delete(l.key) }},
+		{"replace", func(s *Store, l *load) {
+			l2 := startLoad(t, s, getPartition("db0", "t1", "1"))
+			l2.put(s, "newer", false)
+			s.Wait()
+		}},
+		{"clear", func(s *Store, l *load) { s.Clear() }},
+		{"partitions invalidated", func(s *Store, l *load) {
+			s.Apply("a", []Entity{{Level: LevelPartitions, Cat: "hive", DB: "db0", Table: "t1"}})
+		}},
+		{"table dropped", func(s *Store, l *load) {
+			s.Apply("a", []Entity{{Level: LevelTable, Cat: "hive", DB: "db0", Table: "t1"}})
+		}},
+		{"ttl", func(s *Store, l *load) { c.Advance(kinds[hms.KindPartition].TTL) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newTestStore(t, Config{Kinds: kinds, Now: c.Now})
+			l, ref := refOf(t, s, getPartition("db0", "t1", "1"), "older")
+			// Another table's invalidation leaves it.
+			s.Apply("a", []Entity{{Level: LevelPartitions, Cat: "hive", DB: "db0", Table: "t2"}})
+			if _, st := s.Again(ref, l.kind, s.Now()); st == Miss {
+				t.Fatal("Again after another table's write: false; want the entry")
+			}
+			tc.leave(s, &l)
+			if e, st := s.Again(ref, l.kind, s.Now()); st != Miss {
+				t.Fatalf("Again after %s: got %q; want nothing", tc.name, e.Body())
+			}
+			if e, st := s.Get(l.key, l.kind); st != Miss && string(e.Body()) == "older" {
+				t.Fatalf("Get after %s: still %q", tc.name, e.Body())
+			}
+		})
+	}
+}
+
+// TestAgainAfterEviction: an entry the budget evicted is never given
+// back by its Ref, whether or not the collector has taken it.
+func TestAgainAfterEviction(t *testing.T) {
+	const maxBytes = 1 << 20
+	s := newTestStore(t, Config{MaxBytes: maxBytes})
+	snap, _ := s.Gens().Take(nil)
+	body := bytes.Repeat([]byte("y"), 1000)
+	var refs []*Ref
+	var keys [][]byte
+	for i := 0; i < 5*maxBytes/len(body); i++ {
+		key := []byte(fmt.Sprint("key", i))
+		s.Put(key, hms.KindPartition, body, &snap, s.Now(), false)
+		if i%100 == 99 {
+			s.Wait()
+			for j := i - 99; j <= i; j++ {
+				if e, st := s.Get([]byte(fmt.Sprint("key", j)), hms.KindPartition); st != Miss {
+					refs, keys = append(refs, e.Ref()), append(keys, []byte(fmt.Sprint("key", j)))
+				}
+			}
+		}
+	}
+	s.Wait()
+	check := func(when string) (gone int) {
+		for i, ref := range refs {
+			_, ast := s.Again(ref, hms.KindPartition, s.Now())
+			again := ast != Miss
+			_, st := s.Get(keys[i], hms.KindPartition)
+			if again && st == Miss {
+				t.Fatalf("%s: Again gives %q back; Get misses it", when, keys[i])
+			}
+			if !again {
+				gone++
+			}
+		}
+		return gone
+	}
+	if gone := check("before GC"); gone == 0 || s.Stats(hms.KindPartition).Evicted.Load() == 0 {
+		t.Fatalf("nothing evicted (%d refs gone): the test proves nothing", gone)
+	}
+	runtime.GC()
+	check("after GC")
+}
+
+// TestRefKeepsNothing: a Ref alone does not keep its entry's bytes
+// alive: once the store let go of it, the collector takes it.
+func TestRefKeepsNothing(t *testing.T) {
+	s := newTestStore(t, Config{})
+	l, ref := refOf(t, s, getPartition("db0", "t1", "1"), "p")
+	s.Delete(l.key)
+	deadline := time.Now().Add(5 * time.Second)
+	for ref.p.Value() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the entry outlived the store's hold on it: the Ref keeps it")
+		}
+		runtime.GC()
+	}
+}
+
+// TestAgainReportsRefresh: past its kind's refresh age, Again says so as
+// Get does, so a caller going by Refs still refreshes ahead.
+func TestAgainReportsRefresh(t *testing.T) {
+	c := newClock()
+	s := newTestStore(t, Config{Now: c.Now})
+	l, ref := refOf(t, s, getPartition("db0", "t1", "1"), "p")
+	c.Advance(DefaultKinds()[l.kind].RefreshAfter)
+	_, again := s.Again(ref, l.kind, s.Now())
+	_, get := s.Get(l.key, l.kind)
+	if again != HitRefresh || get != HitRefresh {
+		t.Fatalf("past the refresh age: Again %v, Get %v; want both HitRefresh", again, get)
+	}
+}

@@ -1,0 +1,61 @@
+package filter
+
+import (
+	"errors"
+	"testing"
+)
+
+// TestBindAgreesWithEval: a bound filter decides every partition as
+// Eval does over the same values by key, errors included.
+func TestBindAgreesWithEval(t *testing.T) {
+	keys := []string{"ds", "hr", "region"}
+	types := []string{"string", "int", "varchar(8)"}
+	typeOf := map[string]string{"ds": "string", "hr": "int", "region": "varchar(8)"}
+	filters := []string{
+		`ds = '2024-01-02'`,
+		`ds = '2024-01-02' and (hr) in (1, 2, 3) and region <> 'eu'`,
+		`ds = 'a' or not hr = 7`,
+		`(hr) not in (1, 7) or region like 'e.*'`,
+		`hr between 2 and 8 and ds > '2024-01-01'`,
+		`(struct(ds, hr)) in (struct('a', 1), struct('b', 7))`,
+		`HR = 7 and Region = 'us'`,
+		`hr = '07'`,
+		`7 < hr`,
+	}
+	var values [][]string
+	for _, ds := range []string{"a", "b", "2024-01-02"} {
+		for _, hr := range []string{"1", "07", "7", "x", DefaultPartition} {
+			for _, region := range []string{"eu", "us"} {
+				values = append(values, []string{ds, hr, region})
+			}
+		}
+	}
+	for _, f := range filters {
+		e, err := Parse(f)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", f, err)
+		}
+		b, err := e.Bind(keys, types)
+		if err != nil {
+			t.Fatalf("Bind(%q): %v", f, err)
+		}
+		for _, vals := range values {
+			byKey := map[string]string{"ds": vals[0], "hr": vals[1], "region": vals[2]}
+			want, wantErr := e.Eval(byKey, typeOf)
+			got, gotErr := b.Eval(vals)
+			if got != want || (gotErr == nil) != (wantErr == nil) {
+				t.Errorf("%q on %q: got %v, %v; want %v, %v", f, vals, got, gotErr, want, wantErr)
+			}
+		}
+	}
+}
+
+func TestBindMissingKey(t *testing.T) {
+	e, err := Parse(`ds = 'a' and colour = 'red'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Bind([]string{"ds"}, []string{"string"}); !errors.Is(err, ErrMissingKey) {
+		t.Fatalf("got %v; want ErrMissingKey", err)
+	}
+}

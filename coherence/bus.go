@@ -117,6 +117,16 @@ type Bus struct {
 	published atomic.Int64 // unix ns of the start of the last prompt successful append
 	peersMin  atomic.Int64 // unix ns: the earliest "last heard" of a known peer
 	refused   atomic.Int64 // unix ns of the last entry this node could not read
+	// rejoin, when set, is an entry of this node's that came so long
+	// after its previous one that a writer may have taken it for silent
+	// and answered without its acknowledgement (see append): the node
+	// serves no cache until its reader has applied the stream up to
+	// there. readTo is how far the reader has.
+	rejoin atomic.Pointer[streamID]
+	readTo atomic.Pointer[streamID]
+	// lastAppend is when the last successful append began; only the
+	// sender touches it.
+	lastAppend time.Time
 
 	mu       sync.Mutex // guards the fields below
 	peers    map[string]*peer
@@ -214,13 +224,20 @@ func (b *Bus) Stats() *Stats { return &b.stats }
 
 // Synced reports whether this node may serve its cache: it is connected,
 // it has read the stream to its end and published within the heartbeat
-// timeout, and it has heard every known peer within that timeout.
+// timeout, it has heard every known peer within that timeout, and, when
+// its own publishes came so far apart that a writer may have taken it
+// for silent, it has read the stream up to its return.
 func (b *Bus) Synced() bool {
 	if !b.synced.Load() {
 		return false
 	}
 	if time.Now().UnixNano()-b.refused.Load() < int64(b.timeout) {
 		return false // an entry in an unreadable format came lately
+	}
+	if r := b.rejoin.Load(); r != nil {
+		if to := b.readTo.Load(); to == nil || to.less(*r) {
+			return false // back from a possible silence, not yet caught up
+		}
 	}
 	at := min(b.caughtUp.Load(), b.published.Load(), b.peersMin.Load())
 	return time.Now().UnixNano()-at < int64(b.timeout)
@@ -291,6 +308,7 @@ func (b *Bus) Publish(ctx context.Context, ents []cache.Entity) error {
 // once, with the outcome.
 type ackWaiter struct {
 	id       streamID
+	appended time.Time // when Redis answered the append
 	registry map[string]string
 	deadline time.Time
 	reqs     []*pubReq
@@ -299,8 +317,8 @@ type ackWaiter struct {
 
 // awaitAcks settles reqs once every live peer has acknowledged id, or at
 // deadline.
-func (b *Bus) awaitAcks(id streamID, deadline time.Time, registry map[string]string, reqs []*pubReq) {
-	w := &ackWaiter{id: id, registry: registry, deadline: deadline, reqs: reqs}
+func (b *Bus) awaitAcks(id streamID, appended time.Time, registry map[string]string, reqs []*pubReq) {
+	w := &ackWaiter{id: id, appended: appended, registry: registry, deadline: appended.Add(b.timeout), reqs: reqs}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.settle(w, time.Now()) {
@@ -327,12 +345,17 @@ func (b *Bus) settle(w *ackWaiter, now time.Time) bool {
 		switch {
 		case now.Before(silentAt):
 			wake = minTime(wake, silentAt)
-		case caughtUp.Before(silentAt):
+		case caughtUp.Before(silentAt), caughtUp.Before(w.appended):
 			// It only looks silent: this node has not read the stream up
 			// to then, and a lagging reader misses the peer's heartbeats
 			// as it misses its acknowledgement. Taken for silent, a live
 			// peer that had not applied the entry yet was left serving
-			// the old value after the writer's answer. Ask again soon;
+			// the old value after the writer's answer. The reader must
+			// have read past this entry too: a peer heard again before
+			// it is then heard here, and one heard only after it serves
+			// again only once it has read that far (Bus.rejoin). Skipped
+			// on a read that ended between the two, the peer came back
+			// before the entry and served without it. Ask again soon;
 			// the deadline bounds the wait.
 			wake = minTime(wake, now.Add(b.block()/8))
 		default:
@@ -347,9 +370,10 @@ func (b *Bus) settle(w *ackWaiter, now time.Time) bool {
 		if _, known := b.peers[node]; known || node == b.cfg.NodeID {
 			continue
 		}
-		if _, gone := b.gone[node]; gone {
-			continue
-		}
+		// A peer declared gone is no exception: in the registry with a
+		// recent heartbeat it came back, with a hello this node has not
+		// read yet, and may serve already; one that did not come back
+		// is silent there too.
 		if heard, _, ok := parseRegistry(v); ok {
 			pending(node, heard)
 		}
@@ -497,6 +521,9 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 			if !first {
 				b.flush(c, "reconnect")
 			}
+			// What came before the position is dropped with the cache,
+			// rejoin included; nothing is served before the hello anyway.
+			b.readUpTo(mustID(cursor))
 			b.setAcked(mustID(cursor))
 			first = false
 			hello, helloAt = b.sayHello(), time.Now()
@@ -550,6 +577,9 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 		}
 		if applied {
 			b.setAcked(mustID(cursor))
+		}
+		if n > 0 {
+			b.readUpTo(mustID(cursor))
 		}
 		st.read += int64(n)
 		st.unchecked = st.unchecked || n > 0
@@ -627,6 +657,15 @@ func (b *Bus) block() time.Duration { return min(b.cfg.Heartbeat, time.Second) }
 // readCount bounds the entries of one read per stream; a read that
 // returns fewer reached the stream's end.
 const readCount = 512
+
+// readUpTo records that the reader applied the stream up to id, which
+// ends a rejoin that far.
+func (b *Bus) readUpTo(id streamID) {
+	b.readTo.Store(&id)
+	if r := b.rejoin.Load(); r != nil && !id.less(*r) {
+		b.rejoin.CompareAndSwap(r, nil) // a later one the sender set stays
+	}
+}
 
 // reachedEnd records that everything appended before asked is applied.
 func (b *Bus) reachedEnd(asked time.Time) {
@@ -792,13 +831,16 @@ func (b *Bus) receive(c Cache, m redis.XMessage, lastSeq map[string]uint64, hell
 		b.flush(c, "gap")
 	}
 	lastSeq[msg.Node] = msg.Seq
-	b.heard(c, msg, time.Now())
+	// Applied before its sender counts as heard: hearing a sender that
+	// was silent may let this node serve again, and a silent writer's
+	// entry may carry writes already answered (Publish's ErrNotPublished).
 	if len(msg.Ents) > 0 {
 		c.ApplyRemote(msg.Ents)
 		b.stats.Applied.Add(1)
 		b.stats.lags.add(time.Since(time.Unix(0, msg.Time)))
 		applied = true
 	}
+	b.heard(c, msg, time.Now())
 	if msg.Bye {
 		delete(lastSeq, msg.Node)
 	}
@@ -808,9 +850,34 @@ func (b *Bus) receive(c Cache, m redis.XMessage, lastSeq map[string]uint64, hell
 // heard updates the sender's liveness from one of its entries.
 func (b *Bus) heard(c Cache, msg message, now time.Time) {
 	at := minTime(now, time.Unix(0, msg.Time))
+	// Whether it returns is decided first, and the flush done, before it
+	// counts as heard: that may let this node serve again. Only the
+	// reader changes the peers, so the decision holds meanwhile.
 	b.mu.Lock()
 	p := b.peers[msg.Node]
-	returned, changed := "", false
+	returned := ""
+	switch {
+	case msg.Bye:
+	case p == nil:
+		if _, ok := b.gone[msg.Node]; ok {
+			returned = "a peer declared gone"
+		}
+	case p.silent || at.Sub(p.heard) >= b.timeout:
+		// Judged by the peer's own times, not by when this node read
+		// them: a reader that fell behind did not serve meanwhile, and
+		// its peers were not silent.
+		returned = "a silent peer"
+	}
+	b.mu.Unlock()
+	if returned != "" {
+		// What it sent while silent may be lost.
+		b.log.Warn("heard "+returned+" again; flushing", "node", msg.Node)
+		b.flush(c, "peer-returned")
+	}
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	changed := false
 	switch {
 	case msg.Bye:
 		// A clean stop: it published everything it wrote.
@@ -819,20 +886,11 @@ func (b *Bus) heard(c Cache, msg message, now time.Time) {
 		delete(b.mismatch, msg.Node)
 		b.log.Info("peer left the bus", "node", msg.Node)
 	case p == nil:
-		if _, ok := b.gone[msg.Node]; ok {
-			delete(b.gone, msg.Node)
-			returned = "a peer declared gone"
-		}
+		delete(b.gone, msg.Node)
 		p = &peer{heard: at, layout: msg.Layout}
 		b.peers[msg.Node] = p
 		changed = true
 	default:
-		// Judged by the peer's own times, not by when this node read
-		// them: a reader that fell behind did not serve meanwhile, and
-		// its peers were not silent.
-		if p.silent || at.Sub(p.heard) >= b.timeout {
-			returned = "a silent peer"
-		}
 		p.silent = false
 		p.heard = maxTime(p.heard, at)
 		p.layout = msg.Layout
@@ -845,12 +903,6 @@ func (b *Bus) heard(c Cache, msg message, now time.Time) {
 		// Only a peer that comes or goes changes what writers wait for; a
 		// later "last heard" only moves their timers, which recheck.
 		b.peersChanged()
-	}
-	b.mu.Unlock()
-	if returned != "" {
-		// What it sent while silent may be lost.
-		b.log.Warn("heard "+returned+" again; flushing", "node", msg.Node)
-		b.flush(c, "peer-returned")
 	}
 }
 
@@ -897,10 +949,6 @@ func (b *Bus) checkPeers(c Cache, now time.Time) {
 		age := now.Sub(p.heard)
 		switch {
 		case age > b.cfg.PeerGone:
-			delete(b.peers, node)
-			delete(b.mismatch, node)
-			delete(b.acks, node)
-			b.gone[node] = now
 			gone = append(gone, node)
 		case age >= b.timeout && !p.silent:
 			p.silent = true
@@ -912,27 +960,37 @@ func (b *Bus) checkPeers(c Cache, now time.Time) {
 			delete(b.gone, node)
 		}
 	}
-	if len(gone) > 0 {
-		b.updateMin()
-		b.peersChanged()
-	}
 	b.mu.Unlock()
 	for _, node := range silent {
 		b.log.Warn("peer silent: it may be writing without publishing; serving from the metastore until it is heard again or gone",
 			"node", node, "timeout", b.timeout)
 		b.flush(c, "peer-silent")
 	}
+	if len(gone) == 0 {
+		return
+	}
+	// Dropped before the peers are forgotten, which lets this node serve
+	// again: what it loaded while they were silent may miss their writes.
+	// Only the reader changes the peers, so they are still there.
 	for _, node := range gone {
 		b.log.Warn("silent peer declared gone; flushing and serving the cache again", "node", node, "after", b.cfg.PeerGone)
 		b.flush(c, "peer-gone")
 	}
-	if len(gone) > 0 {
-		// Writers would wait for it no more, but new nodes learn it from
-		// the registry; best effort, any node that sees it gone removes it.
-		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
-		b.cfg.Client.HDel(ctx, b.peerKey, gone...)
-		cancel()
+	b.mu.Lock()
+	for _, node := range gone {
+		delete(b.peers, node)
+		delete(b.mismatch, node)
+		delete(b.acks, node)
+		b.gone[node] = now
 	}
+	b.updateMin()
+	b.peersChanged()
+	b.mu.Unlock()
+	// Writers would wait for it no more, but new nodes learn it from
+	// the registry; best effort, any node that sees it gone removes it.
+	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+	b.cfg.Client.HDel(ctx, b.peerKey, gone...)
+	cancel()
 }
 
 // updateMin recomputes peersMin; b.mu must be held.

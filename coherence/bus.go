@@ -521,8 +521,15 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 			if !first {
 				b.flush(c, "reconnect")
 			}
-			// What came before the position is dropped with the cache,
-			// rejoin included; nothing is served before the hello anyway.
+			// A reconnect is a rejoin of its own: what came before the
+			// position is dropped with the cache, what comes after it
+			// before the hello is read before this node serves again, and
+			// a writer that skips it with an entry after the hello has
+			// read the hello, so it saw a silence after it, which sets a
+			// rejoin of its own.
+			// An older rejoin could only outlast it on a server whose
+			// ids went back (a failover to a replica with a slow clock).
+			b.rejoin.Store(nil)
 			b.readUpTo(mustID(cursor))
 			b.setAcked(mustID(cursor))
 			first = false

@@ -66,6 +66,9 @@ func TestSkippedPeerCatchesUpBeforeServing(t *testing.T) {
 	if b.bus.Synced() {
 		t.Fatal("the skipped peer serves its cache again while its reader has not applied the write the writer answered without it")
 	}
+	if b.bus.Stats().Rejoins.Load() == 0 {
+		t.Fatal("no rejoin counted")
+	}
 	gate.open()
 	waitFor(t, "the peer back in sync", b.bus.Synced)
 	if got, _ := b.snapshot(); !slices.Contains(got, written) {

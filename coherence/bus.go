@@ -121,9 +121,12 @@ type Bus struct {
 	// after its previous one that a writer may have taken it for silent
 	// and answered without its acknowledgement (see append): the node
 	// serves no cache until its reader has applied the stream up to
-	// there. readTo is how far the reader has.
+	// there. span is how far the reader has.
 	rejoin atomic.Pointer[streamID]
-	readTo atomic.Pointer[streamID]
+	span   atomic.Pointer[readSpan]
+	// readWaits counts the waiters held only until the reader reads their
+	// entry (ackWaiter.readWait), so that it settles them then.
+	readWaits atomic.Int32
 	// lastAppend is when the last successful append began; only the
 	// sender touches it.
 	lastAppend time.Time
@@ -141,6 +144,11 @@ type Bus struct {
 	ownPrefix string // how this node's entries begin on the stream
 	format    int    // the message format version it writes (Config.Format)
 }
+
+// readSpan is what the reader applied on its current connection: the
+// entries after from up to to. Those up to from it did not read: it
+// dropped the cache instead.
+type readSpan struct{ from, to streamID }
 
 type peer struct {
 	heard  time.Time
@@ -235,7 +243,7 @@ func (b *Bus) Synced() bool {
 		return false // an entry in an unreadable format came lately
 	}
 	if r := b.rejoin.Load(); r != nil {
-		if to := b.readTo.Load(); to == nil || to.less(*r) {
+		if rd := b.span.Load(); rd == nil || rd.to.less(*r) {
 			return false // back from a possible silence, not yet caught up
 		}
 	}
@@ -308,17 +316,17 @@ func (b *Bus) Publish(ctx context.Context, ents []cache.Entity) error {
 // once, with the outcome.
 type ackWaiter struct {
 	id       streamID
-	appended time.Time // when Redis answered the append
 	registry map[string]string
 	deadline time.Time
 	reqs     []*pubReq
 	timer    *time.Timer // rechecks at the next silence or the deadline
+	readWait bool        // a silent peer is skipped once the reader reads id
 }
 
 // awaitAcks settles reqs once every live peer has acknowledged id, or at
 // deadline.
 func (b *Bus) awaitAcks(id streamID, appended time.Time, registry map[string]string, reqs []*pubReq) {
-	w := &ackWaiter{id: id, appended: appended, registry: registry, deadline: appended.Add(b.timeout), reqs: reqs}
+	w := &ackWaiter{id: id, registry: registry, deadline: appended.Add(b.timeout), reqs: reqs}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.settle(w, time.Now()) {
@@ -333,8 +341,11 @@ func (b *Bus) awaitAcks(id streamID, appended time.Time, registry map[string]str
 // held.
 func (b *Bus) settle(w *ackWaiter, now time.Time) bool {
 	wake := w.deadline
-	done := true
+	done, readWait := true, false
 	caughtUp := time.Unix(0, b.caughtUp.Load())
+	// Read, not skipped by a reconnect: the entries before it were read.
+	rd := b.span.Load()
+	readPast := rd != nil && !rd.to.less(w.id) && rd.from.less(w.id)
 	// pending notes a node that has not acknowledged id, and is not
 	// silent yet.
 	pending := func(node string, heard time.Time) {
@@ -345,18 +356,23 @@ func (b *Bus) settle(w *ackWaiter, now time.Time) bool {
 		switch {
 		case now.Before(silentAt):
 			wake = minTime(wake, silentAt)
-		case caughtUp.Before(silentAt), caughtUp.Before(w.appended):
+		case caughtUp.Before(silentAt):
 			// It only looks silent: this node has not read the stream up
 			// to then, and a lagging reader misses the peer's heartbeats
 			// as it misses its acknowledgement. Taken for silent, a live
 			// peer that had not applied the entry yet was left serving
-			// the old value after the writer's answer. The reader must
-			// have read past this entry too: a peer heard again before
-			// it is then heard here, and one heard only after it serves
-			// again only once it has read that far (Bus.rejoin). Skipped
-			// on a read that ended between the two, the peer came back
-			// before the entry and served without it. Ask again soon;
+			// the old value after the writer's answer. Ask again soon;
 			// the deadline bounds the wait.
+			wake = minTime(wake, now.Add(b.block()/8))
+		case !readPast:
+			// The reader must have read this entry too: a peer heard
+			// again before it is then heard here, and one heard only
+			// after it serves again only once it has read that far
+			// (Bus.rejoin). Skipped on a read that ended between the
+			// two, the peer came back before the entry and served
+			// without it. The reader settles w when it reads the entry;
+			// the timer is for a wake-up missed meanwhile.
+			readWait = true
 			wake = minTime(wake, now.Add(b.block()/8))
 		default:
 			return // silent, and read so: it stopped serving its cache
@@ -390,16 +406,32 @@ func (b *Bus) settle(w *ackWaiter, now time.Time) bool {
 		} else {
 			w.timer.Reset(wake.Sub(now))
 		}
+		b.setReadWait(w, readWait)
 		return false
 	}
 	if w.timer != nil {
 		w.timer.Stop()
 	}
+	b.setReadWait(w, false)
 	delete(b.waiters, w)
 	for _, r := range w.reqs {
 		r.done <- pubDone{err: err} // buffered, and sent once
 	}
 	return true
+}
+
+// setReadWait records whether w waits for the reader to read its entry;
+// b.mu must be held.
+func (b *Bus) setReadWait(w *ackWaiter, on bool) {
+	if w.readWait == on {
+		return
+	}
+	w.readWait = on
+	if on {
+		b.readWaits.Add(1)
+	} else {
+		b.readWaits.Add(-1)
+	}
 }
 
 // recheck is w's timer: a pending peer may have fallen silent, or the
@@ -530,7 +562,9 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 			// An older rejoin could only outlast it on a server whose
 			// ids went back (a failover to a replica with a slow clock).
 			b.rejoin.Store(nil)
-			b.readUpTo(mustID(cursor))
+			from := mustID(cursor)
+			b.span.Store(&readSpan{from: from, to: from})
+			b.readUpTo(from)
 			b.setAcked(mustID(cursor))
 			first = false
 			hello, helloAt = b.sayHello(), time.Now()
@@ -668,9 +702,22 @@ const readCount = 512
 // readUpTo records that the reader applied the stream up to id, which
 // ends a rejoin that far.
 func (b *Bus) readUpTo(id streamID) {
-	b.readTo.Store(&id)
+	// Only the reader stores read: the load and the store do not race.
+	b.span.Store(&readSpan{from: b.span.Load().from, to: id})
 	if r := b.rejoin.Load(); r != nil && !id.less(*r) {
 		b.rejoin.CompareAndSwap(r, nil) // a later one the sender set stays
+	}
+	if b.readWaits.Load() == 0 {
+		return
+	}
+	// Writers that skip a silent peer once their entry is read.
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	for w := range b.waiters {
+		if w.readWait && !id.less(w.id) {
+			b.settle(w, now)
+		}
 	}
 }
 

@@ -40,8 +40,10 @@
 // is up, and each writer is woken once.
 //
 // A pending peer is taken for silent, and no longer waited for, once
-// the writer's own reader has read past both the moment it fell silent
-// and the writer's entry, without hearing it. A peer heard again before
+// the writer's own reader has read past the moment it fell silent, and
+// has read the writer's entry, without hearing it; the reader settles
+// the writers then, without waiting for its next confirmation of the
+// Redis run id (see Redis topologies). A peer heard again before
 // that entry is then heard; one heard only after it may be live all the
 // same, its append slow to land. So a node whose append lands more than
 // HeartbeatTimeout (less a heartbeat, for the clocks) after its previous

@@ -146,8 +146,8 @@ func (b *Bus) append(ctx context.Context, batch []*pubReq) pubResult {
 	if !b.lastAppend.IsZero() && at.Sub(b.lastAppend) > b.timeout-b.cfg.Heartbeat {
 		// The previous entry that reached the stream began that long
 		// before this one landed: a writer whose reader read past the
-		// previous one's start plus the heartbeat timeout, and past its
-		// own entry, but not to this one, may have taken this node for
+		// previous one's start plus the heartbeat timeout, and its own
+		// entry, but not this one, may have taken this node for
 		// silent and answered without its acknowledgement, while this
 		// node serves again from now on (published). Its entry comes
 		// before this one: the cache is served only once the reader

@@ -115,6 +115,55 @@ func TestWriterReadsPastItsEntryBeforeSkipping(t *testing.T) {
 	}
 }
 
+// TestSilentPeerSkippedOnceEntryRead: with a peer silent, a write is
+// answered once the writer's reader has read its entry, not at the next
+// confirmation of the Redis run id (which bounds how far the reader
+// counts itself caught up, once per read interval: up to a second a
+// write while a crashed peer is not yet gone). The confirmations fail
+// here, so a writer that waited for one is answered at the deadline.
+func TestSilentPeerSkippedOnceEntryRead(t *testing.T) {
+	r := redistest.Start(t)
+	relay := redistest.NewRelay(t, r.Addr)
+	cfg := silenceConfig(r.Client(), "entry")
+	ac := r.Client()
+	noInfo := &failInfo{}
+	ac.AddHook(noInfo)
+	cfg.Client = ac
+	a := run(t, cfg, nil)
+	cfg.Client = relay.Client()
+	b := run(t, cfg, nil)
+	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(b.bus.Peers()) == 1 })
+
+	relay.Cut()
+	waitFor(t, "the writer to read past the peer's silence", func() bool { return takenForSilent(a.bus, b.bus.NodeID()) })
+	noInfo.armed.Store(true)
+	if err := a.bus.Publish(context.Background(), []cache.Entity{written}); err != nil {
+		t.Fatalf("publish with a silent peer: %v; want it answered once the writer read its entry", err)
+	}
+	if n := a.bus.Stats().AckTimeouts.Load(); n != 0 {
+		t.Fatalf("%d acknowledgement timeouts; the peer was silent", n)
+	}
+}
+
+// failInfo fails its client's INFO while armed: the reader cannot
+// confirm the Redis run id, and reads on.
+type failInfo struct{ armed atomic.Bool }
+
+func (f *failInfo) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f *failInfo) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "info" && f.armed.Load() {
+			err := errors.New("test: info refused")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+func (f *failInfo) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
 // TestReturningPeerAppliedBeforeServed: a writer that could not append
 // answers after the heartbeat timeout, when its peers have stopped
 // serving. When its entry lands after all, a peer must apply it (and

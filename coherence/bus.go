@@ -117,6 +117,19 @@ type Bus struct {
 	published atomic.Int64 // unix ns of the start of the last prompt successful append
 	peersMin  atomic.Int64 // unix ns: the earliest "last heard" of a known peer
 	refused   atomic.Int64 // unix ns of the last entry this node could not read
+	// rejoin, when set, is an entry of this node's that came so long
+	// after its previous one that a writer may have taken it for silent
+	// and answered without its acknowledgement (see append): the node
+	// serves no cache until its reader has applied the stream up to
+	// there. span is how far the reader has.
+	rejoin atomic.Pointer[streamID]
+	span   atomic.Pointer[readSpan]
+	// readWaits counts the waiters held only until the reader reads their
+	// entry (ackWaiter.readWait), so that it settles them then.
+	readWaits atomic.Int32
+	// lastAppend is when the last successful append began; only the
+	// sender touches it.
+	lastAppend time.Time
 
 	mu       sync.Mutex // guards the fields below
 	peers    map[string]*peer
@@ -131,6 +144,11 @@ type Bus struct {
 	ownPrefix string // how this node's entries begin on the stream
 	format    int    // the message format version it writes (Config.Format)
 }
+
+// readSpan is what the reader applied on its current connection: the
+// entries after from up to to. Those up to from it did not read: it
+// dropped the cache instead.
+type readSpan struct{ from, to streamID }
 
 type peer struct {
 	heard  time.Time
@@ -214,13 +232,20 @@ func (b *Bus) Stats() *Stats { return &b.stats }
 
 // Synced reports whether this node may serve its cache: it is connected,
 // it has read the stream to its end and published within the heartbeat
-// timeout, and it has heard every known peer within that timeout.
+// timeout, it has heard every known peer within that timeout, and, when
+// its own publishes came so far apart that a writer may have taken it
+// for silent, it has read the stream up to its return.
 func (b *Bus) Synced() bool {
 	if !b.synced.Load() {
 		return false
 	}
 	if time.Now().UnixNano()-b.refused.Load() < int64(b.timeout) {
 		return false // an entry in an unreadable format came lately
+	}
+	if r := b.rejoin.Load(); r != nil {
+		if rd := b.span.Load(); rd == nil || rd.to.less(*r) {
+			return false // back from a possible silence, not yet caught up
+		}
 	}
 	at := min(b.caughtUp.Load(), b.published.Load(), b.peersMin.Load())
 	return time.Now().UnixNano()-at < int64(b.timeout)
@@ -295,12 +320,13 @@ type ackWaiter struct {
 	deadline time.Time
 	reqs     []*pubReq
 	timer    *time.Timer // rechecks at the next silence or the deadline
+	readWait bool        // a silent peer is skipped once the reader reads id
 }
 
 // awaitAcks settles reqs once every live peer has acknowledged id, or at
 // deadline.
-func (b *Bus) awaitAcks(id streamID, deadline time.Time, registry map[string]string, reqs []*pubReq) {
-	w := &ackWaiter{id: id, registry: registry, deadline: deadline, reqs: reqs}
+func (b *Bus) awaitAcks(id streamID, appended time.Time, registry map[string]string, reqs []*pubReq) {
+	w := &ackWaiter{id: id, registry: registry, deadline: appended.Add(b.timeout), reqs: reqs}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.settle(w, time.Now()) {
@@ -315,8 +341,11 @@ func (b *Bus) awaitAcks(id streamID, deadline time.Time, registry map[string]str
 // held.
 func (b *Bus) settle(w *ackWaiter, now time.Time) bool {
 	wake := w.deadline
-	done := true
+	done, readWait := true, false
 	caughtUp := time.Unix(0, b.caughtUp.Load())
+	// Read, not skipped by a reconnect: the entries before it were read.
+	rd := b.span.Load()
+	readPast := rd != nil && !rd.to.less(w.id) && rd.from.less(w.id)
 	// pending notes a node that has not acknowledged id, and is not
 	// silent yet.
 	pending := func(node string, heard time.Time) {
@@ -335,6 +364,16 @@ func (b *Bus) settle(w *ackWaiter, now time.Time) bool {
 			// the old value after the writer's answer. Ask again soon;
 			// the deadline bounds the wait.
 			wake = minTime(wake, now.Add(b.block()/8))
+		case !readPast:
+			// The reader must have read this entry too: a peer heard
+			// again before it is then heard here, and one heard only
+			// after it serves again only once it has read that far
+			// (Bus.rejoin). Skipped on a read that ended between the
+			// two, the peer came back before the entry and served
+			// without it. The reader settles w when it reads the entry;
+			// the timer is for a wake-up missed meanwhile.
+			readWait = true
+			wake = minTime(wake, now.Add(b.block()/8))
 		default:
 			return // silent, and read so: it stopped serving its cache
 		}
@@ -347,9 +386,10 @@ func (b *Bus) settle(w *ackWaiter, now time.Time) bool {
 		if _, known := b.peers[node]; known || node == b.cfg.NodeID {
 			continue
 		}
-		if _, gone := b.gone[node]; gone {
-			continue
-		}
+		// A peer declared gone is no exception: in the registry with a
+		// recent heartbeat it came back, with a hello this node has not
+		// read yet, and may serve already; one that did not come back
+		// is silent there too.
 		if heard, _, ok := parseRegistry(v); ok {
 			pending(node, heard)
 		}
@@ -366,16 +406,32 @@ func (b *Bus) settle(w *ackWaiter, now time.Time) bool {
 		} else {
 			w.timer.Reset(wake.Sub(now))
 		}
+		b.setReadWait(w, readWait)
 		return false
 	}
 	if w.timer != nil {
 		w.timer.Stop()
 	}
+	b.setReadWait(w, false)
 	delete(b.waiters, w)
 	for _, r := range w.reqs {
 		r.done <- pubDone{err: err} // buffered, and sent once
 	}
 	return true
+}
+
+// setReadWait records whether w waits for the reader to read its entry;
+// b.mu must be held.
+func (b *Bus) setReadWait(w *ackWaiter, on bool) {
+	if w.readWait == on {
+		return
+	}
+	w.readWait = on
+	if on {
+		b.readWaits.Add(1)
+	} else {
+		b.readWaits.Add(-1)
+	}
 }
 
 // recheck is w's timer: a pending peer may have fallen silent, or the
@@ -497,6 +553,18 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 			if !first {
 				b.flush(c, "reconnect")
 			}
+			// A reconnect is a rejoin of its own: what came before the
+			// position is dropped with the cache, what comes after it
+			// before the hello is read before this node serves again, and
+			// a writer that skips it with an entry after the hello has
+			// read the hello, so it saw a silence after it, which sets a
+			// rejoin of its own.
+			// An older rejoin could only outlast it on a server whose
+			// ids went back (a failover to a replica with a slow clock).
+			b.rejoin.Store(nil)
+			from := mustID(cursor)
+			b.span.Store(&readSpan{from: from, to: from})
+			b.readUpTo(from)
 			b.setAcked(mustID(cursor))
 			first = false
 			hello, helloAt = b.sayHello(), time.Now()
@@ -550,6 +618,9 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 		}
 		if applied {
 			b.setAcked(mustID(cursor))
+		}
+		if n > 0 {
+			b.readUpTo(mustID(cursor))
 		}
 		st.read += int64(n)
 		st.unchecked = st.unchecked || n > 0
@@ -627,6 +698,28 @@ func (b *Bus) block() time.Duration { return min(b.cfg.Heartbeat, time.Second) }
 // readCount bounds the entries of one read per stream; a read that
 // returns fewer reached the stream's end.
 const readCount = 512
+
+// readUpTo records that the reader applied the stream up to id, which
+// ends a rejoin that far.
+func (b *Bus) readUpTo(id streamID) {
+	// Only the reader stores read: the load and the store do not race.
+	b.span.Store(&readSpan{from: b.span.Load().from, to: id})
+	if r := b.rejoin.Load(); r != nil && !id.less(*r) {
+		b.rejoin.CompareAndSwap(r, nil) // a later one the sender set stays
+	}
+	if b.readWaits.Load() == 0 {
+		return
+	}
+	// Writers that skip a silent peer once their entry is read.
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	for w := range b.waiters {
+		if w.readWait && !id.less(w.id) {
+			b.settle(w, now)
+		}
+	}
+}
 
 // reachedEnd records that everything appended before asked is applied.
 func (b *Bus) reachedEnd(asked time.Time) {
@@ -792,13 +885,16 @@ func (b *Bus) receive(c Cache, m redis.XMessage, lastSeq map[string]uint64, hell
 		b.flush(c, "gap")
 	}
 	lastSeq[msg.Node] = msg.Seq
-	b.heard(c, msg, time.Now())
+	// Applied before its sender counts as heard: hearing a sender that
+	// was silent may let this node serve again, and a silent writer's
+	// entry may carry writes already answered (Publish's ErrNotPublished).
 	if len(msg.Ents) > 0 {
 		c.ApplyRemote(msg.Ents)
 		b.stats.Applied.Add(1)
 		b.stats.lags.add(time.Since(time.Unix(0, msg.Time)))
 		applied = true
 	}
+	b.heard(c, msg, time.Now())
 	if msg.Bye {
 		delete(lastSeq, msg.Node)
 	}
@@ -808,9 +904,34 @@ func (b *Bus) receive(c Cache, m redis.XMessage, lastSeq map[string]uint64, hell
 // heard updates the sender's liveness from one of its entries.
 func (b *Bus) heard(c Cache, msg message, now time.Time) {
 	at := minTime(now, time.Unix(0, msg.Time))
+	// Whether it returns is decided first, and the flush done, before it
+	// counts as heard: that may let this node serve again. Only the
+	// reader changes the peers, so the decision holds meanwhile.
 	b.mu.Lock()
 	p := b.peers[msg.Node]
-	returned, changed := "", false
+	returned := ""
+	switch {
+	case msg.Bye:
+	case p == nil:
+		if _, ok := b.gone[msg.Node]; ok {
+			returned = "a peer declared gone"
+		}
+	case p.silent || at.Sub(p.heard) >= b.timeout:
+		// Judged by the peer's own times, not by when this node read
+		// them: a reader that fell behind did not serve meanwhile, and
+		// its peers were not silent.
+		returned = "a silent peer"
+	}
+	b.mu.Unlock()
+	if returned != "" {
+		// What it sent while silent may be lost.
+		b.log.Warn("heard "+returned+" again; flushing", "node", msg.Node)
+		b.flush(c, "peer-returned")
+	}
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	changed := false
 	switch {
 	case msg.Bye:
 		// A clean stop: it published everything it wrote.
@@ -819,20 +940,11 @@ func (b *Bus) heard(c Cache, msg message, now time.Time) {
 		delete(b.mismatch, msg.Node)
 		b.log.Info("peer left the bus", "node", msg.Node)
 	case p == nil:
-		if _, ok := b.gone[msg.Node]; ok {
-			delete(b.gone, msg.Node)
-			returned = "a peer declared gone"
-		}
+		delete(b.gone, msg.Node)
 		p = &peer{heard: at, layout: msg.Layout}
 		b.peers[msg.Node] = p
 		changed = true
 	default:
-		// Judged by the peer's own times, not by when this node read
-		// them: a reader that fell behind did not serve meanwhile, and
-		// its peers were not silent.
-		if p.silent || at.Sub(p.heard) >= b.timeout {
-			returned = "a silent peer"
-		}
 		p.silent = false
 		p.heard = maxTime(p.heard, at)
 		p.layout = msg.Layout
@@ -845,12 +957,6 @@ func (b *Bus) heard(c Cache, msg message, now time.Time) {
 		// Only a peer that comes or goes changes what writers wait for; a
 		// later "last heard" only moves their timers, which recheck.
 		b.peersChanged()
-	}
-	b.mu.Unlock()
-	if returned != "" {
-		// What it sent while silent may be lost.
-		b.log.Warn("heard "+returned+" again; flushing", "node", msg.Node)
-		b.flush(c, "peer-returned")
 	}
 }
 
@@ -897,10 +1003,6 @@ func (b *Bus) checkPeers(c Cache, now time.Time) {
 		age := now.Sub(p.heard)
 		switch {
 		case age > b.cfg.PeerGone:
-			delete(b.peers, node)
-			delete(b.mismatch, node)
-			delete(b.acks, node)
-			b.gone[node] = now
 			gone = append(gone, node)
 		case age >= b.timeout && !p.silent:
 			p.silent = true
@@ -912,27 +1014,37 @@ func (b *Bus) checkPeers(c Cache, now time.Time) {
 			delete(b.gone, node)
 		}
 	}
-	if len(gone) > 0 {
-		b.updateMin()
-		b.peersChanged()
-	}
 	b.mu.Unlock()
 	for _, node := range silent {
 		b.log.Warn("peer silent: it may be writing without publishing; serving from the metastore until it is heard again or gone",
 			"node", node, "timeout", b.timeout)
 		b.flush(c, "peer-silent")
 	}
+	if len(gone) == 0 {
+		return
+	}
+	// Dropped before the peers are forgotten, which lets this node serve
+	// again: what it loaded while they were silent may miss their writes.
+	// Only the reader changes the peers, so they are still there.
 	for _, node := range gone {
 		b.log.Warn("silent peer declared gone; flushing and serving the cache again", "node", node, "after", b.cfg.PeerGone)
 		b.flush(c, "peer-gone")
 	}
-	if len(gone) > 0 {
-		// Writers would wait for it no more, but new nodes learn it from
-		// the registry; best effort, any node that sees it gone removes it.
-		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
-		b.cfg.Client.HDel(ctx, b.peerKey, gone...)
-		cancel()
+	b.mu.Lock()
+	for _, node := range gone {
+		delete(b.peers, node)
+		delete(b.mismatch, node)
+		delete(b.acks, node)
+		b.gone[node] = now
 	}
+	b.updateMin()
+	b.peersChanged()
+	b.mu.Unlock()
+	// Writers would wait for it no more, but new nodes learn it from
+	// the registry; best effort, any node that sees it gone removes it.
+	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+	b.cfg.Client.HDel(ctx, b.peerKey, gone...)
+	cancel()
 }
 
 // updateMin recomputes peersMin; b.mu must be held.

@@ -23,14 +23,22 @@ type node struct {
 	// applyHook, if set, runs before an invalidation is recorded: a test
 	// slows a peer down with it.
 	applyHook func()
-	mu        sync.Mutex // guards got, losses
-	got       []cache.Entity
-	losses    []string
+	// onApply and onDrop, if set, see each invalidation before it is
+	// recorded and each flush: a test holds the reader there, or asks
+	// the bus what it claims at that moment.
+	onApply func(ents []cache.Entity)
+	onDrop  func(reason string)
+	mu      sync.Mutex // guards got, losses
+	got     []cache.Entity
+	losses  []string
 }
 
 func (n *node) ApplyRemote(ents []cache.Entity) {
 	if n.applyHook != nil {
 		n.applyHook()
+	}
+	if n.onApply != nil {
+		n.onApply(ents)
 	}
 	n.mu.Lock()
 	n.got = append(n.got, ents...)
@@ -38,6 +46,9 @@ func (n *node) ApplyRemote(ents []cache.Entity) {
 }
 
 func (n *node) DropAll(reason string) {
+	if n.onDrop != nil {
+		n.onDrop(reason)
+	}
 	n.mu.Lock()
 	n.losses = append(n.losses, reason)
 	n.mu.Unlock()

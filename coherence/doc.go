@@ -25,6 +25,11 @@
 // publishes have not succeeded for HeartbeatTimeout, so when its peers
 // stop hearing it, it has stopped serving too.
 //
+// Each step that may let a node serve again comes after what it needs:
+// an entry's invalidations are applied, and a returning peer's flush
+// done, before the sender counts as heard; a peer declared gone is
+// forgotten only after the flush.
+//
 // # Read-your-writes across the fleet
 //
 // After applying other nodes' entries a node records how far it got on a
@@ -33,6 +38,17 @@
 // The writers of one entry wait together: the reader settles them when
 // the acknowledgements arrive, a timer when a peer falls silent or time
 // is up, and each writer is woken once.
+//
+// A pending peer is taken for silent, and no longer waited for, once
+// the writer's own reader has read past the moment it fell silent, and
+// has read the writer's entry, without hearing it; the reader settles
+// the writers then, without waiting for its next confirmation of the
+// Redis run id (see Redis topologies). A peer heard again before
+// that entry is then heard; one heard only after it may be live all the
+// same, its append slow to land. So a node whose append lands more than
+// HeartbeatTimeout (less a heartbeat, for the clocks) after its previous
+// one began serves no cache until its reader has read the stream up to
+// that append: the entries of writes answered without it come before.
 //
 // The bound is safe: a peer that has not applied an entry within
 // HeartbeatTimeout of it reaching Redis has not caught up with the stream

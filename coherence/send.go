@@ -91,7 +91,7 @@ func (b *Bus) deliver(batch []*pubReq, res pubResult) {
 		writes = append(writes, r)
 	}
 	if len(writes) > 0 {
-		b.awaitAcks(res.id, res.at.Add(b.timeout), res.registry, writes)
+		b.awaitAcks(res.id, res.at, res.registry, writes)
 	}
 }
 
@@ -143,6 +143,21 @@ func (b *Bus) append(ctx context.Context, batch []*pubReq) pubResult {
 	if !ok {
 		return pubResult{err: fmt.Errorf("coherence: publish invalidation: odd stream id %q", add.Val())}
 	}
+	if !b.lastAppend.IsZero() && at.Sub(b.lastAppend) > b.timeout-b.cfg.Heartbeat {
+		// The previous entry that reached the stream began that long
+		// before this one landed: a writer whose reader read past the
+		// previous one's start plus the heartbeat timeout, and its own
+		// entry, but not this one, may have taken this node for
+		// silent and answered without its acknowledgement, while this
+		// node serves again from now on (published). Its entry comes
+		// before this one: the cache is served only once the reader
+		// applied the stream up to here. (The margin of a heartbeat is
+		// for clocks that disagree a little. The first append, a hello,
+		// needs none: nothing is served before it is read back.)
+		b.rejoin.Store(&id)
+		b.stats.Rejoins.Add(1)
+	}
+	b.lastAppend = start
 	if at.Sub(start) <= b.timeout-b.cfg.Heartbeat {
 		// Only a prompt append counts as this node being heard: peers
 		// take the sender's start time as when they heard it, and this
@@ -437,6 +452,9 @@ type Stats struct {
 	AckTimeouts atomic.Uint64
 	// LayoutAlarms counts peers seen announcing another group layout.
 	LayoutAlarms atomic.Uint64
+	// Rejoins counts appends that came so long after this node's
+	// previous one that it served no cache until it read up to them.
+	Rejoins atomic.Uint64
 	// Losses by reason: reconnect, gap, redis-restart, redis-reset,
 	// trimmed, undecodable, unreadable (a format version this node
 	// cannot read), peer-silent, peer-returned, peer-gone.

@@ -222,9 +222,13 @@ func TestClusterReadYourWrites(t *testing.T) {
 		waits = append(waits, nd.bus.Stats().PublishWaits()...)
 	}
 	slices.Sort(waits)
-	t.Logf("writes done %d; %d operations, %d cache hits; stale: %d; bus lag p50 %v p99 %v; publish wait p50 %v p99 %v; flushes on node B: %d", len(history),
+	rejoins := uint64(0)
+	for _, nd := range nodes {
+		rejoins += nd.bus.Stats().Rejoins.Load()
+	}
+	t.Logf("writes done %d; %d operations, %d cache hits; stale: %d; bus lag p50 %v p99 %v; publish wait p50 %v p99 %v; flushes on node B: %d; rejoins: %d", len(history),
 		ops.Load(), hits, stale.Load(), pctD(lags, 50), pctD(lags, 99), pctD(waits, 50), pctD(waits, 99),
-		nodes[1].bus.Stats().Loss("reconnect")+nodes[1].bus.Stats().Loss("gap"))
+		nodes[1].bus.Stats().Loss("reconnect")+nodes[1].bus.Stats().Loss("gap"), rejoins)
 	if ops.Load() < totalOps {
 		t.Fatalf("only %d operations", ops.Load())
 	}

@@ -53,6 +53,7 @@ type collector struct {
 	busLag           *prometheus.Desc
 	busWait          *prometheus.Desc
 	busAckTimeouts   *prometheus.Desc
+	busRejoins       *prometheus.Desc
 	busPeers         *prometheus.Desc
 	busLayout        *prometheus.Desc
 
@@ -133,6 +134,8 @@ func newCollector(cfg *Config, seen func(*snapshot)) *collector {
 			[]string{"quantile"}, nil),
 		busAckTimeouts: prometheus.NewDesc("hmsproxy_bus_ack_timeouts_total",
 			"Writes answered at the heartbeat timeout because a live peer had not acknowledged their invalidation.", nil, nil),
+		busRejoins: prometheus.NewDesc("hmsproxy_bus_rejoins_total",
+			"Times this node's append landed so long after its previous one that peers may have taken it for silent; each time it served no cache until it had read the stream up to that append.", nil, nil),
 		busPeers: prometheus.NewDesc("hmsproxy_bus_peers",
 			"Other nodes on this group's bus, by state: alive, or silent (not heard for the heartbeat timeout: this node's cache is not served).",
 			[]string{"state"}, nil),
@@ -206,7 +209,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	if c.cfg.Bus != nil {
 		ds = append(ds, c.busPublished, c.busPublishErrors, c.busReceived, c.busApplied, c.busSynced, c.busLosses, c.busLag,
-			c.busWait, c.busAckTimeouts, c.busPeers, c.busLayout)
+			c.busWait, c.busAckTimeouts, c.busRejoins, c.busPeers, c.busLayout)
 	}
 	if c.cfg.Workers != nil {
 		ds = append(ds, c.workerRuns, c.workerFailures, c.workerLastSuccess)
@@ -334,6 +337,7 @@ func (c *collector) emit(s *snapshot, ch chan<- prometheus.Metric) {
 			gauge(c.busWait, b.wait[i], strconv.FormatFloat(q, 'g', -1, 64))
 		}
 		counter(c.busAckTimeouts, b.ackTimeouts)
+		counter(c.busRejoins, b.rejoins)
 		gauge(c.busPeers, float64(b.alive), "alive")
 		gauge(c.busPeers, float64(b.silent), "silent")
 		gauge(c.busLayout, float64(b.mismatched))

@@ -131,7 +131,7 @@ type busSnap struct {
 	lagSamples                                  int
 	lag                                         []float64 // seconds at lagQuantiles; NaN without samples
 	wait                                        []float64 // Publish's hold of a writer, seconds at lagQuantiles
-	ackTimeouts                                 uint64
+	ackTimeouts, rejoins                        uint64
 	peers                                       []coherence.Peer // sorted by node
 	alive, silent, mismatched                   int
 }
@@ -243,6 +243,7 @@ func takeBus(b Bus) *busSnap {
 		bs.wait = append(bs.wait, quantile(waits, q))
 	}
 	bs.ackTimeouts = st.AckTimeouts.Load()
+	bs.rejoins = st.Rejoins.Load()
 	bs.peers = b.Peers()
 	sort.Slice(bs.peers, func(i, j int) bool { return bs.peers[i].Node < bs.peers[j].Node })
 	for _, p := range bs.peers {

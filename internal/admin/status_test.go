@@ -209,7 +209,7 @@ func TestBusPeersAndLayoutAlarm(t *testing.T) {
 	waitFor(t, "the alarm", func() bool { return e.bus.Stats().LayoutAlarms.Load() == 1 })
 
 	series, families := scrape(t, e.url)
-	for _, f := range []string{"hmsproxy_bus_peers", "hmsproxy_bus_layout_mismatch", "hmsproxy_bus_ack_timeouts_total", "hmsproxy_bus_publish_wait_seconds"} {
+	for _, f := range []string{"hmsproxy_bus_peers", "hmsproxy_bus_layout_mismatch", "hmsproxy_bus_ack_timeouts_total", "hmsproxy_bus_rejoins_total", "hmsproxy_bus_publish_wait_seconds"} {
 		if !families[f] {
 			t.Errorf("family %s missing from /metrics", f)
 		}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"encoding/binary"
 	"errors"
 	"regexp"
 	"slices"
@@ -448,14 +449,21 @@ const maxPruneName = 256
 // building it (message, key, names) only the first time on this
 // connection.
 func (c *clientConn) pruneSynthOf(sc cache.Scope, meth *hms.Method, args []byte) (*pruneSynth, error) {
+	// Everything the made-up read's key depends on beyond args: the
+	// group (a member's table may have the primary's names, promise 6)
+	// and the identity, each length-prefixed so no two scopes meet.
 	memo := c.pmemo[:0]
 	memo = append(memo, meth.Name...)
 	memo = append(memo, 0)
+	memo = binary.AppendUvarint(memo, uint64(len(sc.Upstream)))
+	memo = append(memo, sc.Upstream...)
 	if sc.PerUser {
 		memo = append(memo, 1)
+		memo = binary.AppendUvarint(memo, uint64(len(sc.User)))
 		memo = append(memo, sc.User...)
+	} else {
+		memo = append(memo, 0)
 	}
-	memo = append(memo, 0)
 	memo = append(memo, args...)
 	c.pmemo = memo
 	if syn, ok := c.psynth[string(memo)]; ok {

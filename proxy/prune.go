@@ -393,7 +393,7 @@ func (c *clientConn) pruneEntry(sc cache.Scope, method string, args []byte) (bod
 	e, st := k.Store.Again(syn.ref, meth.Kind, now)
 	if st == cache.Miss {
 		if e, st = k.Store.GetAt(kb, meth.Kind, now); st != cache.Miss {
-			syn.ref = e.Ref()
+			syn.ref = e.RefAgain(syn.ref)
 		}
 	}
 	if st != cache.Miss {
@@ -564,7 +564,8 @@ func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameInde
 		// key would find (cache.Store.Again).
 		// Refresh-ahead of per-partition entries is left to by-names
 		// reads (see partitionEntry).
-		if e, st := k.Store.Again(idx.refs[i].Load(), hms.KindPartitions, now); st != cache.Miss {
+		ref := idx.refs[i].Load()
+		if e, st := k.Store.Again(ref, hms.KindPartitions, now); st != cache.Miss {
 			parts[j] = prunePart{e: e}
 			continue
 		}
@@ -573,7 +574,9 @@ func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameInde
 		c.key = key
 		if e, ok := k.partitionEntry(key, now); ok {
 			parts[j] = prunePart{e: e}
-			idx.refs[i].Store(e.Ref())
+			if r := e.RefAgain(ref); r != ref {
+				idx.refs[i].Store(r)
+			}
 			continue
 		}
 		parts[j] = prunePart{}

@@ -324,10 +324,6 @@ func (c *clientConn) serve() {
 		meth := hms.Lookup(m.Name())
 		c.outcome, c.rt = OutcomePassthrough, nil
 		err = c.handle(meth, m)
-		c.dropLargeBuffers()
-		if c.s.callHook != nil {
-			c.s.callHook(c)
-		}
 		if err != nil {
 			c.outcome = OutcomeError
 		}
@@ -335,6 +331,12 @@ func (c *clientConn) serve() {
 		c.s.stats.observe(meth, c.outcome, now.Sub(start))
 		if c.rt != nil && c.s.router != nil {
 			c.rt.calls[c.outcome].Add(1)
+		}
+		// After the counts: a client that has its reply finds them
+		// (nearly always) up to date.
+		c.dropLargeBuffers()
+		if c.s.callHook != nil {
+			c.s.callHook(c)
 		}
 		if err != nil {
 			if c.writeTimedOut(err) {

@@ -73,10 +73,28 @@ const (
 	ctrPartSet   // which partitions a table has (bumped by adds too)
 )
 
-// dep returns the counter of one entity, naming it in scratch (its
-// capacity only: a caller's stack array keeps the name off the heap).
-func (s *Store) dep(scratch []byte, ctr byte, up string, n ...string) Dep {
-	b := append(scratch[:0], ctr)
+// depScratch is where dep names counters: on the caller's stack, so
+// that a read names its counters without allocating. A name too long for
+// arr is built in long, grown once for all the caller's names.
+type depScratch struct {
+	arr  [256]byte
+	long []byte
+}
+
+// dep returns the counter of one entity, naming it in scratch.
+func (s *Store) dep(scratch *depScratch, ctr byte, up string, n ...string) Dep {
+	size := 1 + len(up)
+	for _, x := range n {
+		size += 1 + len(x)
+	}
+	b := scratch.arr[:0]
+	if size > len(scratch.arr) {
+		if cap(scratch.long) < size {
+			scratch.long = make([]byte, 0, size)
+		}
+		b = scratch.long[:0]
+	}
+	b = append(b, ctr)
 	b = append(b, up...)
 	for _, x := range n {
 		b = append(b, 0)
@@ -88,39 +106,37 @@ func (s *Store) dep(scratch []byte, ctr byte, up string, n ...string) Dep {
 // ReadDeps lists the counters the reply of m for names n depends on. It
 // returns false when the reply depends on more than an entry can track.
 func (s *Store) ReadDeps(dst []Dep, sc Scope, m *hms.Method, n *Names) ([]Dep, bool) {
-	// On the stack: a read names its counters without allocating.
-	var arr [256]byte
-	b := arr[:0]
+	var b depScratch
 	up := sc.Upstream
-	dst = append(dst[:0], s.dep(b, ctrGlobal, up))
+	dst = append(dst[:0], s.dep(&b, ctrGlobal, up))
 	t := &m.Target
 	switch t.Scope {
 	case hms.ScopeAll:
 		if m.Kind == hms.KindFunction {
-			dst = append(dst, s.dep(b, ctrFuncsAll, up, n.Cat))
+			dst = append(dst, s.dep(&b, ctrFuncsAll, up, n.Cat))
 		}
 	case hms.ScopeCatalog:
-		dst = append(dst, s.dep(b, ctrDBList, up, n.Cat))
+		dst = append(dst, s.dep(&b, ctrDBList, up, n.Cat))
 		if m.Kind != hms.KindDatabaseNames {
 			// get_table_meta lists tables across databases.
-			dst = append(dst, s.dep(b, ctrTablesAll, up, n.Cat))
+			dst = append(dst, s.dep(&b, ctrTablesAll, up, n.Cat))
 		}
 	case hms.ScopeDatabase:
 		if !n.HasDB {
-			dst = append(dst, s.dep(b, ctrDBList, up, n.Cat))
+			dst = append(dst, s.dep(&b, ctrDBList, up, n.Cat))
 			break
 		}
-		dst = append(dst, s.dep(b, ctrDB, up, n.Cat, n.DB))
+		dst = append(dst, s.dep(&b, ctrDB, up, n.Cat, n.DB))
 		if m.Kind != hms.KindDatabase {
-			dst = append(dst, s.dep(b, ctrTableList, up, n.Cat, n.DB))
+			dst = append(dst, s.dep(&b, ctrTableList, up, n.Cat, n.DB))
 		}
 	case hms.ScopeTable, hms.ScopePartition:
 		if !n.HasDB {
 			return dst, false
 		}
-		dst = append(dst, s.dep(b, ctrDB, up, n.Cat, n.DB))
+		dst = append(dst, s.dep(&b, ctrDB, up, n.Cat, n.DB))
 		if len(n.Tables) == 0 {
-			dst = append(dst, s.dep(b, ctrTableList, up, n.Cat, n.DB))
+			dst = append(dst, s.dep(&b, ctrTableList, up, n.Cat, n.DB))
 		}
 		room := maxDeps - 1
 		if t.Scope == hms.ScopePartition {
@@ -130,7 +146,7 @@ func (s *Store) ReadDeps(dst []Dep, sc Scope, m *hms.Method, n *Names) ([]Dep, b
 			return dst, false
 		}
 		for _, tbl := range n.Tables {
-			dst = append(dst, s.dep(b, ctrTable, up, n.Cat, n.DB, tbl))
+			dst = append(dst, s.dep(&b, ctrTable, up, n.Cat, n.DB, tbl))
 		}
 		if t.Scope == hms.ScopePartition && len(n.Tables) == 1 {
 			// Every partition read depends on the partition set too, its
@@ -138,11 +154,11 @@ func (s *Store) ReadDeps(dst []Dep, sc Scope, m *hms.Method, n *Names) ([]Dep, b
 			// partition drops it on admission (Snapshot.Existing), a
 			// not-found answer or a list keeps it, and loads before and
 			// after an add never share a flight.
-			dst = append(dst, s.dep(b, ctrParts, up, n.Cat, n.DB, n.Tables[0]),
-				s.dep(b, ctrPartSet, up, n.Cat, n.DB, n.Tables[0])|depPartSet)
+			dst = append(dst, s.dep(&b, ctrParts, up, n.Cat, n.DB, n.Tables[0]),
+				s.dep(&b, ctrPartSet, up, n.Cat, n.DB, n.Tables[0])|depPartSet)
 		}
 	case hms.ScopeFunction:
-		dst = append(dst, s.dep(b, ctrFuncs, up, n.Cat, n.DB), s.dep(b, ctrFuncsAll, up, n.Cat))
+		dst = append(dst, s.dep(&b, ctrFuncs, up, n.Cat, n.DB), s.dep(&b, ctrFuncsAll, up, n.Cat))
 	default:
 		return dst, false
 	}
@@ -151,33 +167,32 @@ func (s *Store) ReadDeps(dst []Dep, sc Scope, m *hms.Method, n *Names) ([]Dep, b
 
 // Apply bumps the counters of entities for upstream up.
 func (s *Store) Apply(up string, ents []Entity) {
-	var arr [256]byte
-	b := arr[:0]
+	var b depScratch
 	for _, e := range ents {
 		switch e.Level {
 		case LevelDatabase:
-			s.gens.Bump(s.dep(b, ctrDB, up, e.Cat, e.DB))
-			s.gens.Bump(s.dep(b, ctrDBList, up, e.Cat))
-			s.gens.Bump(s.dep(b, ctrTableList, up, e.Cat, e.DB))
-			s.gens.Bump(s.dep(b, ctrFuncs, up, e.Cat, e.DB))
-			s.gens.Bump(s.dep(b, ctrFuncsAll, up, e.Cat))
-			s.gens.Bump(s.dep(b, ctrTablesAll, up, e.Cat))
+			s.gens.Bump(s.dep(&b, ctrDB, up, e.Cat, e.DB))
+			s.gens.Bump(s.dep(&b, ctrDBList, up, e.Cat))
+			s.gens.Bump(s.dep(&b, ctrTableList, up, e.Cat, e.DB))
+			s.gens.Bump(s.dep(&b, ctrFuncs, up, e.Cat, e.DB))
+			s.gens.Bump(s.dep(&b, ctrFuncsAll, up, e.Cat))
+			s.gens.Bump(s.dep(&b, ctrTablesAll, up, e.Cat))
 		case LevelTable:
-			s.gens.Bump(s.dep(b, ctrTable, up, e.Cat, e.DB, e.Table))
-			s.gens.Bump(s.dep(b, ctrTableList, up, e.Cat, e.DB))
-			s.gens.Bump(s.dep(b, ctrTablesAll, up, e.Cat))
+			s.gens.Bump(s.dep(&b, ctrTable, up, e.Cat, e.DB, e.Table))
+			s.gens.Bump(s.dep(&b, ctrTableList, up, e.Cat, e.DB))
+			s.gens.Bump(s.dep(&b, ctrTablesAll, up, e.Cat))
 		case LevelPartitions:
 			if e.Added {
-				s.gens.Bump(s.dep(b, ctrPartSet, up, e.Cat, e.DB, e.Table))
+				s.gens.Bump(s.dep(&b, ctrPartSet, up, e.Cat, e.DB, e.Table))
 				break
 			}
 			// Every read of the partition set depends on ctrParts too.
-			s.gens.Bump(s.dep(b, ctrParts, up, e.Cat, e.DB, e.Table))
+			s.gens.Bump(s.dep(&b, ctrParts, up, e.Cat, e.DB, e.Table))
 		case LevelFunction:
-			s.gens.Bump(s.dep(b, ctrFuncs, up, e.Cat, e.DB))
-			s.gens.Bump(s.dep(b, ctrFuncsAll, up, e.Cat))
+			s.gens.Bump(s.dep(&b, ctrFuncs, up, e.Cat, e.DB))
+			s.gens.Bump(s.dep(&b, ctrFuncsAll, up, e.Cat))
 		default:
-			s.gens.Bump(s.dep(b, ctrGlobal, up))
+			s.gens.Bump(s.dep(&b, ctrGlobal, up))
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -294,5 +295,38 @@ func TestTxnTrackerBounded(t *testing.T) {
 		if got := tr.Observe("commit_txn", hmsreq.Args(hmsreq.Struct(1, hmsreq.I64(1, 5000))), "hive"); len(got) != 1 {
 			t.Errorf("max %d: commit_txn(5000) = %v; want db0.t", bound, got)
 		}
+	}
+}
+
+// TestDepNamesAllocate: a read names its counters on the stack; names
+// too long for it (a 300-byte table name, which the proxy caches as any
+// other) take one allocation per ReadDeps or Apply, not one per counter
+// that names the table. Found in review of the prune speed-up.
+func TestDepNamesAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	s := newTestStore(t, Config{})
+	m := method(t, "get_partitions_by_names")
+	for _, tc := range []struct {
+		name  string
+		table string
+		want  float64
+	}{
+		{"short", "t0", 0},
+		{"long", strings.Repeat("t", 300), 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := Names{Cat: "hive", DB: "db", Tables: []string{tc.table}, HasDB: true}
+			deps := make([]Dep, 0, maxDeps)
+			if got := testing.AllocsPerRun(100, func() { deps, _ = s.ReadDeps(deps, scA, m, &n) }); got > tc.want {
+				t.Errorf("ReadDeps: got %v allocations; want at most %v", got, tc.want)
+			}
+			ents := []Entity{{Level: LevelTable, Cat: "hive", DB: "db", Table: tc.table},
+				{Level: LevelPartitions, Cat: "hive", DB: "db", Table: tc.table}}
+			if got := testing.AllocsPerRun(100, func() { s.Apply("a", ents) }); got > tc.want {
+				t.Errorf("Apply: got %v allocations; want at most %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -61,7 +61,10 @@ func checkSegments(t *testing.T, s *Store, keys [][]byte) {
 		if !ok {
 			continue
 		}
-		for _, sg := range r.segs {
+		if r.ss == nil {
+			continue
+		}
+		for _, sg := range r.ss.segs {
 			if sg != nil {
 				used[sg]++
 			}
@@ -121,7 +124,7 @@ func TestSegmentsSharedOnce(t *testing.T) {
 		if st != Hit {
 			t.Fatalf("Get %s: %v; want a hit", k, st)
 		}
-		if e.segs[0] == nil || e.segs[1] == nil {
+		if e.ss == nil || e.ss.segs[0] == nil || e.ss.segs[1] == nil {
 			t.Fatalf("entry %s keeps no segments", k)
 		}
 	}

@@ -92,18 +92,24 @@ const (
 type Entry struct {
 	b    []byte
 	body int
-	// The shared segments the body kept in b leaves out, and where in
-	// it each goes.
+	ss   *segSet // nil: the body is all in b
+}
+
+// segSet is the shared segments the body kept in an entry leaves out,
+// and where in it each goes: pointers the collector must see, so they
+// cannot live in the entry's bytes. p is the entry's first byte: a Ref
+// to an entry with segments holds its set alone, weakly (see Ref).
+type segSet struct {
+	p    *byte
 	segs [maxSegs]*segment
 	at   [maxSegs]uint32
 }
 
 // record is what the store keeps of an entry: its first byte (see
-// entryOf) and its segments, which must be pointers the collector sees.
+// entryOf) and its segments.
 type record struct {
-	p    *byte
-	segs [maxSegs]*segment
-	at   [maxSegs]uint32
+	p  *byte
+	ss *segSet
 }
 
 const (
@@ -122,7 +128,7 @@ const (
 // with shared segments is joined into a new slice: the hit path writes
 // AppendPieces instead.
 func (e Entry) Body() []byte {
-	if e.segs[0] == nil {
+	if e.ss == nil {
 		return e.b[e.body:]
 	}
 	out := make([]byte, 0, e.Len())
@@ -135,9 +141,11 @@ func (e Entry) Body() []byte {
 // Len is the length of the body.
 func (e Entry) Len() int {
 	n := len(e.b) - e.body
-	for _, sg := range e.segs {
-		if sg != nil {
-			n += len(sg.b)
+	if e.ss != nil {
+		for _, sg := range e.ss.segs {
+			if sg != nil {
+				n += len(sg.b)
+			}
 		}
 	}
 	return n
@@ -149,12 +157,15 @@ func (e Entry) Len() int {
 // clear it once written.
 func (e Entry) AppendPieces(iov [][]byte) [][]byte {
 	own := e.b[e.body:]
+	if e.ss == nil {
+		return append(iov, own)
+	}
 	from := 0
-	for i, sg := range e.segs {
+	for i, sg := range e.ss.segs {
 		if sg == nil {
 			break
 		}
-		if at := int(e.at[i]); at > from {
+		if at := int(e.ss.at[i]); at > from {
 			iov = append(iov, own[from:at])
 			from = at
 		}
@@ -190,6 +201,10 @@ type Store struct {
 	// setHook, if set, stands in for ristretto's Set: a seam for tests
 	// only, to drop a Set as ristretto does under contention.
 	setHook func(key []byte, r record, cost int64) bool
+	// getHook, if set, is told of each key GetAt asks ristretto for: a
+	// seam for tests only, showing the accesses ristretto's admission
+	// and eviction policy sees.
+	getHook func(key []byte)
 }
 
 // KindStats are counters of one kind.
@@ -315,6 +330,9 @@ func (s *Store) Get(key []byte, kind hms.Kind) (Entry, Status) {
 // now, so now must not be older than the lookup's request.
 func (s *Store) GetAt(key []byte, kind hms.Kind, now time.Time) (Entry, Status) {
 	st := &s.stats[kind]
+	if s.getHook != nil {
+		s.getHook(key)
+	}
 	r, ok := s.rc.Get(key)
 	v := entryOf(r.p)
 	if !ok || v == nil || hms.Kind(v[hdrKind]&^flagNeg) != kind {
@@ -332,7 +350,7 @@ func (s *Store) GetAt(key []byte, kind hms.Kind, now time.Time) (Entry, Status) 
 		return Entry{}, Miss
 	}
 	st.Hits.Add(1)
-	e := Entry{b: v, body: hdrSnap + size, segs: r.segs, at: r.at}
+	e := Entry{b: v, body: hdrSnap + size, ss: r.ss}
 	if pol.RefreshAfter > 0 && age >= pol.RefreshAfter {
 		return e, HitRefresh
 	}
@@ -370,16 +388,17 @@ func (s *Store) put(key []byte, kind hms.Kind, body, group []byte, runs []hms.Ru
 		return false
 	}
 	var r record
+	var ss segSet
 	own := len(body)
 	if len(runs) > 0 && validRuns(runs, len(body)) {
 		g := maphash.Bytes(s.segs.seed, group)
 		for _, run := range runs {
 			if sg := s.segs.intern(g, body[run.Start:run.End]); sg != nil {
 				i := 0
-				for r.segs[i] != nil {
+				for ss.segs[i] != nil {
 					i++
 				}
-				r.segs[i], r.at[i] = sg, uint32(run.Start)
+				ss.segs[i], ss.at[i] = sg, uint32(run.Start)
 				own -= len(sg.b)
 			}
 		}
@@ -398,16 +417,21 @@ func (s *Store) put(key []byte, kind hms.Kind, body, group []byte, runs []hms.Ru
 	// The body less its segments; each segment's place becomes its
 	// offset in what is kept.
 	body0, from := len(v), 0
-	for i, sg := range r.segs {
+	for i, sg := range ss.segs {
 		if sg == nil {
 			break
 		}
-		start := int(r.at[i])
+		start := int(ss.at[i])
 		v = append(v, body[from:start]...)
-		r.at[i] = uint32(len(v) - body0)
+		ss.at[i] = uint32(len(v) - body0)
 		from = start + len(sg.b)
 	}
 	v = append(v, body[from:]...)
+	if ss.segs[0] != nil {
+		kept := ss // only entries with segments allocate a set
+		kept.p = &v[0]
+		r.ss = &kept
+	}
 	lenWord(&v[0]).Store(uint32(len(v)))
 	r.p = &v[0]
 	st := &s.stats[kind]
@@ -495,20 +519,63 @@ func markGone(p *byte) {
 // looks the same entries up again and again (the partitions a prune
 // serves, held by the table's name index): Again gives the entry back
 // without building its key or searching the store for it. A Ref does not
-// keep the entry alive: held outside the budget, it holds no bytes the
-// budget no longer counts (but the few of its shared segments).
+// keep the entry alive, nor its shared segments: held outside the
+// budget, it holds no bytes the budget no longer counts.
 type Ref struct {
-	p    weak.Pointer[byte]
-	segs [maxSegs]*segment
-	at   [maxSegs]uint32
+	// One of the two: the entry's segment set when it has one (which
+	// leads to the entry, and lives as long as the entry is stored), else
+	// the entry itself. One weak pointer per Ref: each costs the runtime
+	// a handle and a record per object it points at.
+	p  weak.Pointer[byte]
+	ss weak.Pointer[segSet]
+	// n counts the Agains through the Ref: every againLookup-th is a
+	// Miss (see Again).
+	n atomic.Uint32
 }
+
+// againLookup: one Again in this many through a Ref answers Miss, so
+// that the caller's lookup of the key tells ristretto's admission and
+// eviction policy (TinyLFU, which counts Gets) the entry is in use.
+// Entries served only by Again would otherwise look as cold as entries
+// never read again and be evicted first under budget pressure. 16 keeps
+// a hot entry's counted accesses well above a cold one's at a sixteenth
+// of the cost of a lookup per Again.
+const againLookup = 8
 
 // Ref returns a weak reference to e; nil for the zero Entry.
 func (e Entry) Ref() *Ref {
 	if len(e.b) == 0 {
 		return nil
 	}
-	return &Ref{p: weak.Make(&e.b[0]), segs: e.segs, at: e.at}
+	if e.ss != nil {
+		return &Ref{ss: weak.Make(e.ss)}
+	}
+	return &Ref{p: weak.Make(&e.b[0])}
+}
+
+// entry returns the first byte of the entry r refers to and its segment
+// set; nil once the collector took it.
+func (r *Ref) entry() (*byte, *segSet) {
+	if r.ss != (weak.Pointer[segSet]{}) {
+		ss := r.ss.Value()
+		if ss == nil {
+			return nil, nil
+		}
+		return ss.p, ss
+	}
+	return r.p.Value(), nil
+}
+
+// RefAgain is r when r refers to e, else e.Ref(): a caller that looked
+// up the key of a Ref that Again missed keeps the Ref it has when the
+// lookup found the same entry.
+func (e Entry) RefAgain(r *Ref) *Ref {
+	if r != nil && len(e.b) > 0 {
+		if p, _ := r.entry(); p == &e.b[0] {
+			return r
+		}
+	}
+	return e.Ref()
 }
 
 // Again returns the entry r refers to, as GetAt would, when a GetAt of
@@ -516,12 +583,14 @@ func (e Entry) Ref() *Ref {
 // (not evicted, replaced, deleted, cleared: each of those marks it gone
 // before the call that removed it returns), no dependency of it was
 // invalidated, and it is within its kind's TTL. Otherwise Miss, and the
-// caller looks its key up.
+// caller looks its key up. Every againLookup-th call through r is a Miss
+// too, whatever the entry: the caller's lookup then counts as an access
+// of the entry for the store's eviction policy, which Again bypasses.
 func (s *Store) Again(r *Ref, kind hms.Kind, now time.Time) (Entry, Status) {
 	if r == nil {
 		return Entry{}, Miss
 	}
-	p := r.p.Value()
+	p, ss := r.entry()
 	if p == nil {
 		return Entry{}, Miss
 	}
@@ -539,8 +608,11 @@ func (s *Store) Again(r *Ref, kind hms.Kind, now time.Time) (Entry, Status) {
 	if !current || age >= pol.TTL {
 		return Entry{}, Miss
 	}
+	if r.n.Add(1)%againLookup == 0 {
+		return Entry{}, Miss
+	}
 	s.stats[kind].Hits.Add(1)
-	e := Entry{b: v, body: hdrSnap + size, segs: r.segs, at: r.at}
+	e := Entry{b: v, body: hdrSnap + size, ss: ss}
 	if pol.RefreshAfter > 0 && age >= pol.RefreshAfter {
 		return e, HitRefresh
 	}
@@ -555,13 +627,16 @@ func (s *Store) seconds(t time.Time) int64 { return int64(t.Sub(s.epoch) / time.
 func (s *Store) Now() time.Time { return s.now() }
 
 // entryOverhead is what an entry costs beyond its bytes in the store's own
-// maps (its record's segment fields included); ristretto adds the size of
+// maps (its segment set included: 32 bytes); ristretto adds the size of
 // its item record on top.
 const entryOverhead = 72
 
 // release gives back r's hold on its segments.
 func (s *Store) release(r *record) {
-	for _, sg := range r.segs {
+	if r.ss == nil {
+		return
+	}
+	for _, sg := range r.ss.segs {
 		if sg != nil {
 			s.segs.release(sg)
 		}

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
@@ -331,6 +332,12 @@ func (c *clientConn) serve() {
 		if c.rt != nil && c.s.router != nil {
 			c.rt.calls[c.outcome].Add(1)
 		}
+		// After the counts: a client that has its reply finds them
+		// (nearly always) up to date.
+		c.dropLargeBuffers()
+		if c.s.callHook != nil {
+			c.s.callHook(c)
+		}
 		if err != nil {
 			if c.writeTimedOut(err) {
 				c.s.stats.clientTimeouts[TimeoutWrite].Add(1)
@@ -361,8 +368,40 @@ var (
 )
 
 // maxKeptRenameBuf bounds the rewrite buffers a connection keeps between
-// calls.
-const maxKeptRenameBuf = 1 << 20
+// calls, and maxKeptBuf each of the others (in bytes: a prune's
+// selection, entries and reply pieces, a batch reply's pieces), so that
+// an idle connection holds at most about 2 MiB of them (promise 9): one
+// large reply (a prune of every partition of a 100k-partition table)
+// must not stay with the connection.
+const (
+	maxKeptRenameBuf = 1 << 20
+	maxKeptBuf       = 128 << 10
+)
+
+// dropLargeBuffers lets go of the reuse buffers a call grew past their
+// bound. Called once a call is answered: they hold no entries by then
+// (each is cleared after its reply is written).
+func (c *clientConn) dropLargeBuffers() {
+	if cap(c.rbuf)+cap(c.flat) > maxKeptRenameBuf {
+		c.rbuf, c.flat = nil, nil
+	}
+	c.psel = keptBuf(c.psel)
+	c.pparts = keptBuf(c.pparts)
+	c.ppieces = keptBuf(c.ppieces)
+	c.iov = keptBuf(c.iov)
+	c.frame = keptBuf(c.frame)
+	c.objs = keptBuf(c.objs)
+	c.parts = keptBuf(c.parts)
+}
+
+// keptBuf is b, or nil when it takes more than maxKeptBuf bytes.
+func keptBuf[T any](b []T) []T {
+	var t T
+	if uintptr(cap(b))*unsafe.Sizeof(t) > maxKeptBuf {
+		return nil
+	}
+	return b
+}
 
 // errClose asks the loop to drop the connection, as HMS would.
 var errClose = errors.New("proxy: connection closed as the metastore would")
@@ -384,10 +423,6 @@ func (c *clientConn) handle(meth *hms.Method, m wire.Message) error {
 		return errClose
 	}
 	c.rt, c.rename = &c.s.routes[0], nil
-	if cap(c.rbuf)+cap(c.flat) > maxKeptRenameBuf {
-		// One large renamed reply must not stay with the connection.
-		c.rbuf, c.flat = nil, nil
-	}
 	name := m.Name()
 	// Only the method table makes a call oneway. An unknown method typed
 	// ONEWAY is forwarded on a connection that is then closed (upstream

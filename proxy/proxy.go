@@ -114,6 +114,11 @@ type Server struct {
 	draining atomic.Bool
 
 	wg sync.WaitGroup // one per connection goroutine
+
+	// callHook, if set, runs on a connection's goroutine once a call is
+	// answered and its buffers trimmed. A seam for tests only: it sees
+	// what the connection keeps between calls.
+	callHook func(c *clientConn)
 }
 
 // Client timeouts by default; see Config.

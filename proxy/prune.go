@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"encoding/binary"
 	"errors"
 	"regexp"
 	"slices"
@@ -392,7 +393,7 @@ func (c *clientConn) pruneEntry(sc cache.Scope, method string, args []byte) (bod
 	e, st := k.Store.Again(syn.ref, meth.Kind, now)
 	if st == cache.Miss {
 		if e, st = k.Store.GetAt(kb, meth.Kind, now); st != cache.Miss {
-			syn.ref = e.Ref()
+			syn.ref = e.RefAgain(syn.ref)
 		}
 	}
 	if st != cache.Miss {
@@ -448,14 +449,21 @@ const maxPruneName = 256
 // building it (message, key, names) only the first time on this
 // connection.
 func (c *clientConn) pruneSynthOf(sc cache.Scope, meth *hms.Method, args []byte) (*pruneSynth, error) {
+	// Everything the made-up read's key depends on beyond args: the
+	// group (a member's table may have the primary's names, promise 6)
+	// and the identity, each length-prefixed so no two scopes meet.
 	memo := c.pmemo[:0]
 	memo = append(memo, meth.Name...)
 	memo = append(memo, 0)
+	memo = binary.AppendUvarint(memo, uint64(len(sc.Upstream)))
+	memo = append(memo, sc.Upstream...)
 	if sc.PerUser {
 		memo = append(memo, 1)
+		memo = binary.AppendUvarint(memo, uint64(len(sc.User)))
 		memo = append(memo, sc.User...)
+	} else {
+		memo = append(memo, 0)
 	}
-	memo = append(memo, 0)
 	memo = append(memo, args...)
 	c.pmemo = memo
 	if syn, ok := c.psynth[string(memo)]; ok {
@@ -556,7 +564,8 @@ func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameInde
 		// key would find (cache.Store.Again).
 		// Refresh-ahead of per-partition entries is left to by-names
 		// reads (see partitionEntry).
-		if e, st := k.Store.Again(idx.refs[i].Load(), hms.KindPartitions, now); st != cache.Miss {
+		ref := idx.refs[i].Load()
+		if e, st := k.Store.Again(ref, hms.KindPartitions, now); st != cache.Miss {
 			parts[j] = prunePart{e: e}
 			continue
 		}
@@ -565,7 +574,9 @@ func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameInde
 		c.key = key
 		if e, ok := k.partitionEntry(key, now); ok {
 			parts[j] = prunePart{e: e}
-			idx.refs[i].Store(e.Ref())
+			if r := e.RefAgain(ref); r != ref {
+				idx.refs[i].Store(r)
+			}
 			continue
 		}
 		parts[j] = prunePart{}

@@ -3,17 +3,21 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/eventlog"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -477,5 +481,66 @@ func TestPruneRemembersOnlyLiveEntries(t *testing.T) {
 	}
 	if n := f.take(); n["get_partitions_by_names"] != 1 || n["get_partition_names"] != 0 {
 		t.Fatalf("past the partitions' TTL: upstream calls %v; want the expired partitions fetched, the list kept", n)
+	}
+}
+
+// keptBufSizes are the bytes of each bounded reuse buffer c keeps
+// between calls, by name.
+func keptBufSizes(c *clientConn) map[string]int {
+	size := func(n int, each uintptr) int { return n * int(each) }
+	return map[string]int{
+		"psel":    size(cap(c.psel), unsafe.Sizeof(int32(0))),
+		"pparts":  size(cap(c.pparts), unsafe.Sizeof(prunePart{})),
+		"ppieces": size(cap(c.ppieces), unsafe.Sizeof([]byte(nil))),
+		"iov":     size(cap(c.iov), unsafe.Sizeof([]byte(nil))),
+		"frame":   cap(c.frame),
+		"objs":    size(cap(c.objs), unsafe.Sizeof([]byte(nil))),
+		"parts":   size(cap(c.parts), unsafe.Sizeof(namedPart{})),
+	}
+}
+
+// TestPruneKeepsNoLargeBuffers: a prune of every partition of a large
+// table grows the connection's reuse buffers (selection, entries, reply
+// pieces) to megabytes; once answered, the connection keeps none larger
+// than maxKeptBuf (promise 9). Found in review of the prune speed-up.
+func TestPruneKeepsNoLargeBuffers(t *testing.T) {
+	const size = 6000 // 18000 reply pieces: 432 KB of iov alone
+	d := demohms.New(demohms.Config{})
+	d.Seed(1, 1, size)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go d.Serve(ln)
+	t.Cleanup(func() { d.Close() })
+	caching := newCaching(t, nil)
+	kept := make(chan map[string]int, 1)
+	srv, paddr := serve(t, Config{Cache: caching}, proxytest.Group(t, upstream.Config{}, ln.Addr().String()), func(s *Server) {
+		s.callHook = func(c *clientConn) {
+			select {
+			case <-kept: // only the last call's
+			default:
+			}
+			kept <- keptBufSizes(c)
+		}
+	})
+	c := dial(t, paddr, wire.Buffered)
+	all := filterArgs("get_partitions_by_filter", "hr != -1", -1)
+	for range 2 { // load, then prune locally
+		call(t, c, "get_partitions_by_filter", all)
+		caching.Store.Wait()
+	}
+	if n := srv.PruneStats().Local.Load(); n != 2 {
+		t.Fatalf("got %d prunes answered locally; want 2", n)
+	}
+	// The hook of a call runs before the connection reads the next one:
+	// once this third prune is answered, the channel holds what the
+	// connection kept after the second or the third.
+	call(t, c, "get_partitions_by_filter", all)
+	got := <-kept
+	for name, n := range got {
+		if n > maxKeptBuf {
+			t.Errorf("connection keeps %s of %d bytes after a prune of %d partitions; want at most %d", name, n, size, maxKeptBuf)
+		}
 	}
 }

@@ -343,8 +343,7 @@ func (m message) encode() (string, error) {
 			}
 		}
 	}
-	b, err := json.Marshal(w)
-	return string(b), err
+	return string(appendWire(make([]byte, 0, 128+48*len(w.Ents)), &w)), nil
 }
 
 // ownPrefix is how the encoding of node's entries begins.
@@ -355,9 +354,17 @@ func ownPrefix(node string) string {
 
 func decode(raw string) (message, error) {
 	var w wireMessage
-	if err := json.Unmarshal([]byte(raw), &w); err != nil {
-		return message{}, fmt.Errorf("coherence: decode entry: %w", err)
+	if !decodeFast(raw, &w) {
+		w = wireMessage{}
+		if err := json.Unmarshal([]byte(raw), &w); err != nil {
+			return message{}, fmt.Errorf("coherence: decode entry: %w", err)
+		}
 	}
+	return decodeWire(w)
+}
+
+// decodeWire checks and converts what an entry read as.
+func decodeWire(w wireMessage) (message, error) {
 	v := max(w.Version, wireV1)
 	if v < FormatVersion-1 || v > FormatVersion+1 {
 		return message{}, fmt.Errorf("%w: version %d, this node reads %d to %d", ErrFormat, v, FormatVersion-1, FormatVersion+1)

@@ -238,14 +238,16 @@ func (b *Bus) Publish(ctx context.Context, ents []cache.Entity) error {
 		return ErrStopped
 	default:
 	}
-	req := &pubReq{ents: ents, done: make(chan pubDone, 1)}
-	deadline := time.NewTimer(b.timeout)
-	defer deadline.Stop()
+	req := newPubReq(ents)
+	deadline := req.timer
+	deadline.Reset(b.timeout)
 	select {
 	case b.reqs <- req:
 	case <-b.stopped:
+		req.free()
 		return ErrStopped
 	case <-ctx.Done():
+		req.free()
 		return fmt.Errorf("coherence: publish: %w", ctx.Err())
 	}
 	expired := deadline.C
@@ -261,6 +263,7 @@ func (b *Bus) Publish(ctx context.Context, ents []cache.Entity) error {
 				case <-ctx.Done():
 				}
 			}
+			req.free() // its one outcome came: the sender is done with it
 			return res.err
 		case <-expired:
 			if !req.appended.Load() {
@@ -273,6 +276,7 @@ func (b *Bus) Publish(ctx context.Context, ents []cache.Entity) error {
 			// heartbeat timeout after Redis answered, which ends the wait.
 			expired = nil
 		case <-ctx.Done():
+			deadline.Stop()
 			return fmt.Errorf("coherence: publish: %w", ctx.Err())
 		}
 	}

@@ -25,6 +25,33 @@ type pubReq struct {
 	beat     bool         // a heartbeat: also refresh the peer registry
 	appended atomic.Bool  // on the stream: the writer waits for the acknowledgements
 	done     chan pubDone // buffered: the one outcome
+	timer    *time.Timer  // a writer's deadline (Publish)
+}
+
+// pubReqs keeps the requests of writers that got their outcome: a write
+// then costs no channel, timer or request of its own.
+var pubReqs = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &pubReq{done: make(chan pubDone, 1), timer: t}
+}}
+
+// newPubReq is a writer's request for ents.
+func newPubReq(ents []cache.Entity) *pubReq {
+	r := pubReqs.Get().(*pubReq)
+	r.ents = ents
+	return r
+}
+
+// free returns a writer's request once nothing refers to it: it was never
+// queued, or its one outcome was received. A request given up on (the
+// deadline or the context) stays with the sender, which sends its outcome
+// later; it is left to the garbage collector.
+func (r *pubReq) free() {
+	r.timer.Stop() // Go 1.23 timers: no stale expiry after Stop
+	r.ents = nil
+	r.appended.Store(false)
+	pubReqs.Put(r)
 }
 
 // pubDone is the outcome of a request: once its entry is on the stream

@@ -130,6 +130,9 @@ type Bus struct {
 
 	ownPrefix string // how this node's entries begin on the stream
 	format    int    // the message format version it writes (Config.Format)
+
+	hold   time.Duration // the longest a write is held for a batch (maxHold)
+	onHold func(n int)   // a test seam: the sender holds n requests back
 }
 
 type peer struct {
@@ -196,6 +199,7 @@ func New(cfg Config) (*Bus, error) {
 		waiters:  map[*ackWaiter]struct{}{},
 		mismatch: map[string]bool{},
 		ackWake:  make(chan struct{}, 1),
+		hold:     maxHold,
 	}
 	b.peersMin.Store(math.MaxInt64)
 	b.ownPrefix = ownPrefix(cfg.NodeID)
@@ -298,13 +302,14 @@ type ackWaiter struct {
 	registry map[string]string
 	deadline time.Time
 	reqs     []*pubReq
-	timer    *time.Timer // rechecks at the next silence or the deadline
+	timer    *time.Timer   // rechecks at the next silence or the deadline
+	settled  chan struct{} // closed once the outcome is delivered
 }
 
 // awaitAcks settles reqs once every live peer has acknowledged id, or at
 // deadline.
-func (b *Bus) awaitAcks(id streamID, deadline time.Time, registry map[string]string, reqs []*pubReq) {
-	w := &ackWaiter{id: id, registry: registry, deadline: deadline, reqs: reqs}
+func (b *Bus) awaitAcks(id streamID, deadline time.Time, registry map[string]string, reqs []*pubReq, settled chan struct{}) {
+	w := &ackWaiter{id: id, registry: registry, deadline: deadline, reqs: reqs, settled: settled}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.settle(w, time.Now()) {
@@ -379,6 +384,7 @@ func (b *Bus) settle(w *ackWaiter, now time.Time) bool {
 	for _, r := range w.reqs {
 		r.done <- pubDone{err: err} // buffered, and sent once
 	}
+	close(w.settled)
 	return true
 }
 

@@ -70,18 +70,44 @@ type pubResult struct {
 }
 
 // sender appends every queued request to the stream, one entry per batch
-// of what queued up while the previous append was on its way (group
-// commit). One sender keeps the numbers in stream order, which readers
-// rely on to tell a gap from a reordering.
+// (group commit). One sender keeps the numbers in stream order, which
+// readers rely on to tell a gap from a reordering.
+//
+// A batch is what queued while the previous one was on its way: while
+// its append was, and while its writes waited for the peers'
+// acknowledgements. Writes that come while a batch is unacknowledged
+// are held back until it is settled, for at most Bus.hold, and then
+// share one entry. Every entry costs each peer a read, an
+// acknowledgement and the read of that, and the writer the read of its
+// own entry and of each acknowledgement: fewer, larger entries are what
+// keeps a node with many writers, and Redis, from spending more on the
+// bus than on the writes. A held write is answered later by at most
+// what was left of the earlier batch's wait, and of Bus.hold; its own
+// acknowledgement could not have come sooner than the earlier one's
+// anyway, since a peer acknowledges in stream order. Nothing is held
+// while no batch is unacknowledged (no peers: never), and a heartbeat
+// or a hello is never held: it goes at once and takes the held writes
+// along, so every append begun after a write was queued carries it.
 func (b *Bus) sender(ctx context.Context) {
-	var batch []*pubReq
+	var (
+		batch   []*pubReq
+		unacked <-chan struct{} // closed once the last batch's writes are settled; nil then
+		hold    = time.NewTimer(time.Hour)
+		holding <-chan time.Time // hold.C while batch is held back
+		now     bool             // append batch at once
+	)
+	hold.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			b.finish(batch[:0])
+			b.finish(batch)
 			return
 		case r := <-b.reqs:
-			batch = append(batch[:0], r)
+			batch = append(batch, r)
+		case <-unacked:
+			unacked = nil
+		case <-holding:
+			now = true
 		}
 	drain:
 		for len(batch) < maxBatch {
@@ -92,21 +118,47 @@ func (b *Bus) sender(ctx context.Context) {
 				break drain
 			}
 		}
-		b.deliver(batch, b.append(ctx, batch))
+		if len(batch) == 0 {
+			continue
+		}
+		for _, r := range batch {
+			now = now || len(r.ents) == 0 // a heartbeat or a hello
+		}
+		if !now && unacked != nil && len(batch) < maxBatch {
+			if holding == nil {
+				hold.Reset(b.hold)
+				holding = hold.C
+			}
+			if b.onHold != nil {
+				b.onHold(len(batch))
+			}
+			continue
+		}
+		hold.Stop()
+		holding, now = nil, false
+		if settled := b.deliver(batch, b.append(ctx, batch)); settled != nil {
+			unacked = settled
+		}
 		batch = nil // the writers' waiter keeps it
 	}
 }
+
+// maxHold bounds how long a write is held back while an earlier batch
+// waits for acknowledgements (Bus.hold): a few times what an
+// acknowledgement takes on a healthy fleet, so that a slow peer, which
+// will be waited for anyway, costs a later write no more than that.
+const maxHold = 2 * time.Millisecond
 
 // deliver hands a batch its outcome: at once when the append failed and
 // to heartbeats and hellos, else once the live peers acknowledged it. A
 // heartbeat that shared an entry with writes must not wait with them: its
 // sender would fall silent while a peer is slow.
-func (b *Bus) deliver(batch []*pubReq, res pubResult) {
+func (b *Bus) deliver(batch []*pubReq, res pubResult) <-chan struct{} {
 	if res.err != nil {
 		for _, r := range batch {
 			r.done <- pubDone{err: fmt.Errorf("%w: %w", ErrNotPublished, res.err), hold: true}
 		}
-		return
+		return nil
 	}
 	writes := batch[:0] // in place: the sender gives batch up
 	for _, r := range batch {
@@ -117,9 +169,12 @@ func (b *Bus) deliver(batch []*pubReq, res pubResult) {
 		r.appended.Store(true)
 		writes = append(writes, r)
 	}
-	if len(writes) > 0 {
-		b.awaitAcks(res.id, res.at.Add(b.timeout), res.registry, writes)
+	if len(writes) == 0 {
+		return nil
 	}
+	settled := make(chan struct{})
+	b.awaitAcks(res.id, res.at.Add(b.timeout), res.registry, writes, settled)
+	return settled
 }
 
 // maxBatch bounds the requests merged into one entry.

@@ -135,11 +135,11 @@ func writeThroughput(b *testing.B, peers, workers int, commit time.Duration) {
 	pw, bw := plainK.perSecond(), busK.perSecond()
 	b.ReportMetric(pw, "writes/s-alone")
 	b.ReportMetric(bw, "writes/s-redis")
-	// The median of the pairs' ratios: a round that another process on
-	// the machine slowed down moves it less than it moves the total's.
 	if len(ratios) == 0 {
 		b.Fatal("no pair of rounds counted a write of the plain node")
 	}
+	// The median of the pairs' ratios: a round that another process on
+	// the machine slowed down moves it less than it moves the total's.
 	b.ReportMetric((ratios[(len(ratios)-1)/2]+ratios[len(ratios)/2])/2, "ratio")
 	b.ReportMetric(bw/pw, "ratio-total")
 	b.ReportMetric(float64(len(ratios)), "pairs")

@@ -559,7 +559,7 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 			}
 		}
 		if applied {
-			b.setAcked(mustID(cursor))
+			b.ack(ctx, mustID(cursor))
 		}
 		st.read += int64(n)
 		st.unchecked = st.unchecked || n > 0

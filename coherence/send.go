@@ -338,6 +338,28 @@ func (b *Bus) setAcked(id streamID) {
 	}
 }
 
+// ack records how far this node applied the stream and appends that to
+// the acknowledgement stream at once, from the reader. Handed to the
+// acker, every acknowledgement waited for that goroutine to be woken
+// and scheduled, on the way from a peer's write to its answer: a
+// publish with one peer held its writer 370µs at the median, 220µs with
+// the reader appending (TestBusLagPercentiles). The reader's next read
+// waits for this round trip; whatever came meanwhile it reads then. An
+// append that fails is left to the acker, which retries it.
+func (b *Bus) ack(ctx context.Context, id streamID) {
+	// Only the reader calls this: a load and a store do not race.
+	if cur, _ := b.acked.Load().(streamID); cur.less(id) {
+		b.acked.Store(id)
+	}
+	err := b.cfg.Client.XAdd(ctx, &redis.XAddArgs{
+		Stream: b.ackKey, MaxLen: b.cfg.MaxLen, Approx: true,
+		Values: []any{"n", b.cfg.NodeID, "a", id.String()},
+	}).Err()
+	if err != nil {
+		b.setAcked(id)
+	}
+}
+
 // acker appends how far this node applied the stream to the
 // acknowledgement stream, coalescing while an append is on its way.
 func (b *Bus) acker(ctx context.Context) {

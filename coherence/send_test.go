@@ -2,6 +2,7 @@ package coherence
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -300,5 +301,58 @@ func TestHeldWritesGoOut(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// failAck fails the first acknowledgement append after it is armed.
+type failAck struct {
+	armed  atomic.Bool
+	failed atomic.Bool
+}
+
+func (f *failAck) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f *failAck) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "xadd" && strings.Contains(fmt.Sprint(cmd.Args()...), ":acks") && f.armed.CompareAndSwap(true, false) {
+			f.failed.Store(true)
+			err := errors.New("coherence test: acknowledgement append failed")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+func (f *failAck) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestAckRetried: the reader appends its acknowledgement itself; when
+// that append fails, the acknowledgement still goes, by the acker, and
+// the writer is answered on it, not at its deadline.
+func TestAckRetried(t *testing.T) {
+	r := redistest.Start(t)
+	cfg := Config{Client: r.Client(), Group: "ackretry", Heartbeat: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, PeerGone: time.Hour}
+	fail := &failAck{}
+	pc := r.Client()
+	pc.AddHook(fail)
+	pcfg := cfg
+	pcfg.Client = pc
+	p := run(t, pcfg, nil)
+	a := run(t, cfg, nil)
+	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(p.bus.Peers()) == 1 })
+
+	fail.armed.Store(true)
+	start := time.Now()
+	if err := a.bus.Publish(context.Background(), []cache.Entity{tbl}); err != nil {
+		t.Fatalf("publish: %v; want the peer's acknowledgement", err)
+	}
+	if !fail.failed.Load() {
+		t.Fatal("no acknowledgement append failed; the test needs one to")
+	}
+	if took := time.Since(start); took >= cfg.HeartbeatTimeout {
+		t.Fatalf("publish took %v: answered at its deadline", took)
+	}
+	if n := a.bus.Stats().AckTimeouts.Load(); n != 0 {
+		t.Fatalf("%d acknowledgement timeouts", n)
 	}
 }

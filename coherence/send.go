@@ -36,10 +36,12 @@ var pubReqs = sync.Pool{New: func() any {
 	return &pubReq{done: make(chan pubDone, 1), timer: t}
 }}
 
-// newPubReq is a writer's request for ents.
+// newPubReq is a writer's request for a copy of ents: a writer that gives
+// up (its deadline, its context) leaves the request with the sender, and
+// its caller may reuse ents meanwhile (the proxy does, per connection).
 func newPubReq(ents []cache.Entity) *pubReq {
 	r := pubReqs.Get().(*pubReq)
-	r.ents = ents
+	r.ents = append(r.ents[:0], ents...)
 	return r
 }
 
@@ -49,7 +51,8 @@ func newPubReq(ents []cache.Entity) *pubReq {
 // later; it is left to the garbage collector.
 func (r *pubReq) free() {
 	r.timer.Stop() // Go 1.23 timers: no stale expiry after Stop
-	r.ents = nil
+	clear(r.ents)
+	r.ents = r.ents[:0]
 	r.appended.Store(false)
 	pubReqs.Put(r)
 }

@@ -356,3 +356,44 @@ func TestAckRetried(t *testing.T) {
 		t.Fatalf("%d acknowledgement timeouts", n)
 	}
 }
+
+// TestPublishKeepsItsEntities: a writer that gives up while its request
+// is still queued (its context ends) may reuse its slice of entities at
+// once, as the proxy does per connection; the bus publishes what it was
+// given.
+func TestPublishKeepsItsEntities(t *testing.T) {
+	r := redistest.Start(t)
+	c := r.Client()
+	hold := &holdPipeline{gate: make(chan struct{})}
+	c.AddHook(hold)
+	a := run(t, fast(c, "keep"), nil)
+	p := run(t, fast(r.Client(), "keep"), nil)
+	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(p.bus.Peers()) == 1 })
+	var release sync.Once
+	t.Cleanup(func() { release.Do(func() { close(hold.gate) }) })
+
+	hold.armed.Store(true)
+	var wg sync.WaitGroup
+	wg.Go(func() { a.bus.Publish(context.Background(), []cache.Entity{tbl}) })
+	waitFor(t, "the sender held", hold.held.Load)
+	mine := cache.Entity{Level: cache.LevelTable, Cat: "hive", DB: "db", Table: "mine"}
+	ents := []cache.Entity{mine}
+	ctx, cancel := context.WithCancel(context.Background())
+	queued := make(chan error, 1)
+	go func() { queued <- a.bus.Publish(ctx, ents) }()
+	waitFor(t, "the write queued", func() bool { return len(a.bus.reqs) == 1 })
+	cancel()
+	if err := <-queued; !errors.Is(err, context.Canceled) {
+		t.Fatalf("publish: %v; want it to give up on its context", err)
+	}
+	ents[0].Table = "reused" // the caller's next write
+	release.Do(func() { close(hold.gate) })
+	wg.Wait()
+	waitFor(t, "the given-up write applied by the peer", func() bool {
+		got, _ := p.snapshot()
+		return slices.Contains(got, mine) || slices.Contains(got, ents[0])
+	})
+	if got, _ := p.snapshot(); !slices.Contains(got, mine) {
+		t.Fatalf("peer applied %v; want %v, what the writer published", got, mine)
+	}
+}

@@ -143,6 +143,9 @@ type Bus struct {
 
 	ownPrefix string // how this node's entries begin on the stream
 	format    int    // the message format version it writes (Config.Format)
+
+	hold   time.Duration // the longest a write is held for a batch (maxHold)
+	onHold func(n int)   // a test seam: the sender holds n requests back
 }
 
 // readSpan is what the reader applied on its current connection: the
@@ -214,6 +217,7 @@ func New(cfg Config) (*Bus, error) {
 		waiters:  map[*ackWaiter]struct{}{},
 		mismatch: map[string]bool{},
 		ackWake:  make(chan struct{}, 1),
+		hold:     maxHold,
 	}
 	b.peersMin.Store(math.MaxInt64)
 	b.ownPrefix = ownPrefix(cfg.NodeID)
@@ -263,14 +267,16 @@ func (b *Bus) Publish(ctx context.Context, ents []cache.Entity) error {
 		return ErrStopped
 	default:
 	}
-	req := &pubReq{ents: ents, done: make(chan pubDone, 1)}
-	deadline := time.NewTimer(b.timeout)
-	defer deadline.Stop()
+	req := newPubReq(ents)
+	deadline := req.timer
+	deadline.Reset(b.timeout)
 	select {
 	case b.reqs <- req:
 	case <-b.stopped:
+		req.free()
 		return ErrStopped
 	case <-ctx.Done():
+		req.free()
 		return fmt.Errorf("coherence: publish: %w", ctx.Err())
 	}
 	expired := deadline.C
@@ -286,6 +292,7 @@ func (b *Bus) Publish(ctx context.Context, ents []cache.Entity) error {
 				case <-ctx.Done():
 				}
 			}
+			req.free() // its one outcome came: the sender is done with it
 			return res.err
 		case <-expired:
 			if !req.appended.Load() {
@@ -298,6 +305,7 @@ func (b *Bus) Publish(ctx context.Context, ents []cache.Entity) error {
 			// heartbeat timeout after Redis answered, which ends the wait.
 			expired = nil
 		case <-ctx.Done():
+			deadline.Stop()
 			return fmt.Errorf("coherence: publish: %w", ctx.Err())
 		}
 	}
@@ -319,14 +327,15 @@ type ackWaiter struct {
 	registry map[string]string
 	deadline time.Time
 	reqs     []*pubReq
-	timer    *time.Timer // rechecks at the next silence or the deadline
-	readWait bool        // a silent peer is skipped once the reader reads id
+	timer    *time.Timer   // rechecks at the next silence or the deadline
+	readWait bool          // a silent peer is skipped once the reader reads id
+	settled  chan struct{} // closed once the outcome is delivered
 }
 
 // awaitAcks settles reqs once every live peer has acknowledged id, or at
 // deadline.
-func (b *Bus) awaitAcks(id streamID, appended time.Time, registry map[string]string, reqs []*pubReq) {
-	w := &ackWaiter{id: id, registry: registry, deadline: appended.Add(b.timeout), reqs: reqs}
+func (b *Bus) awaitAcks(id streamID, appended time.Time, registry map[string]string, reqs []*pubReq, settled chan struct{}) {
+	w := &ackWaiter{id: id, registry: registry, deadline: appended.Add(b.timeout), reqs: reqs, settled: settled}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.settle(w, time.Now()) {
@@ -417,6 +426,7 @@ func (b *Bus) settle(w *ackWaiter, now time.Time) bool {
 	for _, r := range w.reqs {
 		r.done <- pubDone{err: err} // buffered, and sent once
 	}
+	close(w.settled)
 	return true
 }
 
@@ -617,7 +627,7 @@ func (b *Bus) read(ctx context.Context, c Cache) {
 			}
 		}
 		if applied {
-			b.setAcked(mustID(cursor))
+			b.ack(ctx, mustID(cursor))
 		}
 		if n > 0 {
 			b.readUpTo(mustID(cursor))

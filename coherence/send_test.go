@@ -2,11 +2,17 @@ package coherence
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/redistest"
@@ -123,5 +129,271 @@ func TestLaggingReaderWaitsForLivePeer(t *testing.T) {
 	err := a.bus.Publish(context.Background(), []cache.Entity{tbl})
 	if got, _ := b.snapshot(); !slices.Contains(got, tbl) {
 		t.Fatalf("publish returned (%v) before the live peer applied the write", err)
+	}
+}
+
+// runTuned is run with the bus adjusted before it starts.
+func runTuned(t *testing.T, cfg Config, n *node, tune func(*Bus)) *node {
+	t.Helper()
+	if n == nil {
+		n = &node{}
+	}
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tune(b)
+	n.bus = b
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); b.Run(ctx, n) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, "synced", b.Synced)
+	return n
+}
+
+// countAppends counts the appends of invalidation-stream entries: a seam
+// for the round trips publishes cost.
+type countAppends struct{ n atomic.Int64 }
+
+func (c *countAppends) count(cmds ...redis.Cmder) {
+	for _, cmd := range cmds {
+		if cmd.Name() == "xadd" && strings.Contains(fmt.Sprint(cmd.Args()...), `"e":`) {
+			c.n.Add(1)
+		}
+	}
+}
+
+func (c *countAppends) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *countAppends) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (c *countAppends) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.count(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+// TestGroupCommitWhileUnacknowledged (issue 10, item 7): writes that come
+// while an earlier batch waits for a peer's acknowledgement are held back
+// and then cost one append, one Redis round trip, together; none of them
+// is answered before the peer applied its own invalidation.
+func TestGroupCommitWhileUnacknowledged(t *testing.T) {
+	r := redistest.Start(t)
+	cfg := Config{Client: r.Client(), Group: "held", Heartbeat: time.Second, HeartbeatTimeout: 5 * time.Second, PeerGone: time.Hour}
+	gate, inApply := make(chan struct{}), make(chan struct{}, 1)
+	var first sync.Once
+	p := run(t, cfg, &node{applyHook: func() {
+		first.Do(func() { inApply <- struct{}{}; <-gate })
+	}})
+	appends := &countAppends{}
+	wc := r.Client()
+	wc.AddHook(appends)
+	cfg.Client = wc
+	const writes = 50
+	held := make(chan int, 1024)
+	a := runTuned(t, cfg, nil, func(b *Bus) {
+		b.hold = time.Minute // only the acknowledgement (or a heartbeat) ends the hold
+		b.onHold = func(n int) { held <- n }
+	})
+	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(p.bus.Peers()) == 1 })
+	var release sync.Once
+	t.Cleanup(func() { release.Do(func() { close(gate) }) })
+
+	errs := make(chan error, writes+1)
+	var answered atomic.Int64
+	publish := func(e cache.Entity) {
+		err := a.bus.Publish(context.Background(), []cache.Entity{e})
+		answered.Add(1)
+		if got, _ := p.snapshot(); err == nil && !slices.Contains(got, e) {
+			err = fmt.Errorf("publish of %v answered before the peer applied it", e)
+		}
+		errs <- err
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { publish(tbl) })
+	<-inApply // the first batch waits for the peer, which is stuck applying it
+	before := appends.n.Load()
+	for i := range writes {
+		wg.Go(func() {
+			publish(cache.Entity{Level: cache.LevelTable, Cat: "hive", DB: "db", Table: "held" + strconv.Itoa(i)})
+		})
+	}
+	for n := 0; n < writes; {
+		select {
+		case n = <-held:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the sender holds %d writes; want %d", n, writes)
+		}
+	}
+	if n := answered.Load(); n != 0 {
+		t.Fatalf("%d writes answered while the peer had applied none", n)
+	}
+	if n := appends.n.Load() - before; n != 0 {
+		t.Fatalf("%d appends while the writes were held", n)
+	}
+	release.Do(func() { close(gate) })
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := appends.n.Load() - before; n != 1 {
+		t.Fatalf("%d held writes took %d appends; want 1", writes, n)
+	}
+	if got, losses := p.snapshot(); len(got) != writes+1 || len(losses) != 0 {
+		t.Fatalf("peer applied %d invalidations, flushed %v; want %d, none", len(got), losses, writes+1)
+	}
+}
+
+// TestHeldWritesGoOut: a write held back behind a batch whose peer does
+// not acknowledge is appended after Bus.hold, or with the next heartbeat,
+// whichever comes first; it does not wait for the acknowledgement, nor
+// for the other way out, which each case puts far away.
+func TestHeldWritesGoOut(t *testing.T) {
+	const within = 3 * time.Second // the other way out comes after 10s
+	for _, tc := range []struct {
+		name      string
+		hold      time.Duration
+		heartbeat time.Duration
+	}{
+		{"hold over", 50 * time.Millisecond, 10 * time.Second},
+		{"heartbeat", time.Minute, 100 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := redistest.Start(t)
+			cfg := Config{Client: r.Client(), Group: "out", Heartbeat: tc.heartbeat, HeartbeatTimeout: 30 * time.Second, PeerGone: time.Hour}
+			gate, inApply := make(chan struct{}), make(chan struct{}, 1)
+			var first sync.Once
+			p := run(t, cfg, &node{applyHook: func() {
+				first.Do(func() { inApply <- struct{}{}; <-gate })
+			}})
+			appends := &countAppends{}
+			wc := r.Client()
+			wc.AddHook(appends)
+			cfg.Client = wc
+			held := make(chan int, 1024)
+			a := runTuned(t, cfg, nil, func(b *Bus) {
+				b.hold = tc.hold
+				b.onHold = func(n int) { held <- n }
+			})
+			waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(p.bus.Peers()) == 1 })
+			var wg sync.WaitGroup
+			t.Cleanup(wg.Wait) // after the gate opens: cleanups run last first
+			t.Cleanup(func() { close(gate) })
+
+			wg.Go(func() { a.bus.Publish(context.Background(), []cache.Entity{tbl}) })
+			<-inApply
+			before := appends.n.Load()
+			wg.Go(func() {
+				a.bus.Publish(context.Background(), []cache.Entity{{Level: cache.LevelTable, Cat: "hive", DB: "db", Table: "late"}})
+			})
+			<-held // it was held
+			for end := time.Now().Add(within); appends.n.Load() == before; time.Sleep(2 * time.Millisecond) {
+				if time.Now().After(end) {
+					t.Fatalf("the held write was not appended within %v while the first batch waits", within)
+				}
+			}
+		})
+	}
+}
+
+// failAck fails the first acknowledgement append after it is armed.
+type failAck struct {
+	armed  atomic.Bool
+	failed atomic.Bool
+}
+
+func (f *failAck) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f *failAck) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "xadd" && strings.Contains(fmt.Sprint(cmd.Args()...), ":acks") && f.armed.CompareAndSwap(true, false) {
+			f.failed.Store(true)
+			err := errors.New("coherence test: acknowledgement append failed")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+func (f *failAck) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestAckRetried: the reader appends its acknowledgement itself; when
+// that append fails, the acknowledgement still goes, by the acker, and
+// the writer is answered on it, not at its deadline.
+func TestAckRetried(t *testing.T) {
+	r := redistest.Start(t)
+	cfg := Config{Client: r.Client(), Group: "ackretry", Heartbeat: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, PeerGone: time.Hour}
+	fail := &failAck{}
+	pc := r.Client()
+	pc.AddHook(fail)
+	pcfg := cfg
+	pcfg.Client = pc
+	p := run(t, pcfg, nil)
+	a := run(t, cfg, nil)
+	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(p.bus.Peers()) == 1 })
+
+	fail.armed.Store(true)
+	start := time.Now()
+	if err := a.bus.Publish(context.Background(), []cache.Entity{tbl}); err != nil {
+		t.Fatalf("publish: %v; want the peer's acknowledgement", err)
+	}
+	if !fail.failed.Load() {
+		t.Fatal("no acknowledgement append failed; the test needs one to")
+	}
+	if took := time.Since(start); took >= cfg.HeartbeatTimeout {
+		t.Fatalf("publish took %v: answered at its deadline", took)
+	}
+	if n := a.bus.Stats().AckTimeouts.Load(); n != 0 {
+		t.Fatalf("%d acknowledgement timeouts", n)
+	}
+}
+
+// TestPublishKeepsItsEntities: a writer that gives up while its request
+// is still queued (its context ends) may reuse its slice of entities at
+// once, as the proxy does per connection; the bus publishes what it was
+// given.
+func TestPublishKeepsItsEntities(t *testing.T) {
+	r := redistest.Start(t)
+	c := r.Client()
+	hold := &holdPipeline{gate: make(chan struct{})}
+	c.AddHook(hold)
+	a := run(t, fast(c, "keep"), nil)
+	p := run(t, fast(r.Client(), "keep"), nil)
+	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(p.bus.Peers()) == 1 })
+	var release sync.Once
+	t.Cleanup(func() { release.Do(func() { close(hold.gate) }) })
+
+	hold.armed.Store(true)
+	var wg sync.WaitGroup
+	wg.Go(func() { a.bus.Publish(context.Background(), []cache.Entity{tbl}) })
+	waitFor(t, "the sender held", hold.held.Load)
+	mine := cache.Entity{Level: cache.LevelTable, Cat: "hive", DB: "db", Table: "mine"}
+	ents := []cache.Entity{mine}
+	ctx, cancel := context.WithCancel(context.Background())
+	queued := make(chan error, 1)
+	go func() { queued <- a.bus.Publish(ctx, ents) }()
+	waitFor(t, "the write queued", func() bool { return len(a.bus.reqs) == 1 })
+	cancel()
+	if err := <-queued; !errors.Is(err, context.Canceled) {
+		t.Fatalf("publish: %v; want it to give up on its context", err)
+	}
+	ents[0].Table = "reused" // the caller's next write
+	release.Do(func() { close(hold.gate) })
+	wg.Wait()
+	waitFor(t, "the given-up write applied by the peer", func() bool {
+		got, _ := p.snapshot()
+		return slices.Contains(got, mine) || slices.Contains(got, ents[0])
+	})
+	if got, _ := p.snapshot(); !slices.Contains(got, mine) {
+		t.Fatalf("peer applied %v; want %v, what the writer published", got, mine)
 	}
 }

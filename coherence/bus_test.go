@@ -243,7 +243,7 @@ func TestGroupCommit(t *testing.T) {
 	r := redistest.Start(t)
 	c := r.Client()
 	hold := &holdPipeline{gate: make(chan struct{})}
-	c.AddHook(hold)
+	c.AddHook(seeCmds(hold.hold))
 	a := run(t, fast(c, "gc"), nil)
 	b := run(t, fast(r.Client(), "gc"), nil)
 	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 })
@@ -298,20 +298,6 @@ func (h *holdPipeline) hold(cmds ...redis.Cmder) {
 			h.held.Store(true)
 			<-h.gate
 		}
-	}
-}
-
-func (h *holdPipeline) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *holdPipeline) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.hold(cmd)
-		return next(ctx, cmd)
-	}
-}
-func (h *holdPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.hold(cmds...)
-		return next(ctx, cmds)
 	}
 }
 

@@ -164,16 +164,20 @@ func (c *countAppends) count(cmds ...redis.Cmder) {
 	}
 }
 
-func (c *countAppends) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *countAppends) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+// seeCmds is a Redis hook that shows each command, alone or in a
+// pipeline, to a test's seam before it goes.
+type seeCmds func(cmds ...redis.Cmder)
+
+func (f seeCmds) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f seeCmds) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.count(cmd)
+		f(cmd)
 		return next(ctx, cmd)
 	}
 }
-func (c *countAppends) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (f seeCmds) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.count(cmds...)
+		f(cmds...)
 		return next(ctx, cmds)
 	}
 }
@@ -192,7 +196,7 @@ func TestGroupCommitWhileUnacknowledged(t *testing.T) {
 	}})
 	appends := &countAppends{}
 	wc := r.Client()
-	wc.AddHook(appends)
+	wc.AddHook(seeCmds(appends.count))
 	cfg.Client = wc
 	const writes = 50
 	held := make(chan int, 1024)
@@ -276,7 +280,7 @@ func TestHeldWritesGoOut(t *testing.T) {
 			}})
 			appends := &countAppends{}
 			wc := r.Client()
-			wc.AddHook(appends)
+			wc.AddHook(seeCmds(appends.count))
 			cfg.Client = wc
 			held := make(chan int, 1024)
 			a := runTuned(t, cfg, nil, func(b *Bus) {
@@ -365,7 +369,7 @@ func TestPublishKeepsItsEntities(t *testing.T) {
 	r := redistest.Start(t)
 	c := r.Client()
 	hold := &holdPipeline{gate: make(chan struct{})}
-	c.AddHook(hold)
+	c.AddHook(seeCmds(hold.hold))
 	a := run(t, fast(c, "keep"), nil)
 	p := run(t, fast(r.Client(), "keep"), nil)
 	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(p.bus.Peers()) == 1 })

@@ -112,8 +112,12 @@ func (b *Bus) sender(ctx context.Context) {
 		case <-holding:
 			now = true
 		}
+		// Everything queued, uncapped: an append that begins after a
+		// write was queued must carry it, or peers hear this node alive
+		// while the write's invalidation waits behind. The queue's
+		// capacity bounds the entry.
 	drain:
-		for len(batch) < maxBatch {
+		for {
 			select {
 			case r := <-b.reqs:
 				batch = append(batch, r)
@@ -180,7 +184,8 @@ func (b *Bus) deliver(batch []*pubReq, res pubResult) <-chan struct{} {
 	return settled
 }
 
-// maxBatch bounds the requests merged into one entry.
+// maxBatch is how many held requests make the sender append at once,
+// without waiting for the earlier batch's acknowledgements.
 const maxBatch = 1024
 
 // append writes one entry for batch.

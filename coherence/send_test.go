@@ -401,3 +401,64 @@ func TestPublishKeepsItsEntities(t *testing.T) {
 		t.Fatalf("peer applied %v; want %v, what the writer published", got, mine)
 	}
 }
+
+// TestAppendCarriesEveryQueuedWrite (promise 2): an append that begins
+// after a write was queued carries it, however many are queued before
+// it. Otherwise peers hear the writer alive at that append while the
+// write's own invalidation still waits behind it: the writer answers at
+// its deadline (not published), and the peers, never having taken the
+// writer for silent, still serve the old value.
+func TestAppendCarriesEveryQueuedWrite(t *testing.T) {
+	r := redistest.Start(t)
+	cfg := Config{Client: r.Client(), Group: "uncapped", Heartbeat: 200 * time.Millisecond, HeartbeatTimeout: time.Second, PeerGone: time.Hour}
+	p := run(t, cfg, nil)
+	w := cache.Entity{Level: cache.LevelTable, Cat: "hive", DB: "db", Table: "the_write"}
+	// The first append is held on first; any carrying w on behind.
+	var armed, held atomic.Bool
+	first, behind := make(chan struct{}), make(chan struct{})
+	var r1, r2 sync.Once
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait) // cleanups run last first: the gates open, the node stops, then this
+	wc := r.Client()
+	wc.AddHook(seeCmds(func(cmds ...redis.Cmder) {
+		for _, c := range cmds {
+			if c.Name() != "xadd" {
+				continue
+			}
+			if armed.CompareAndSwap(true, false) {
+				held.Store(true)
+				<-first
+			} else if strings.Contains(fmt.Sprint(c.Args()...), w.Table) {
+				<-behind
+			}
+		}
+	}))
+	cfg.Client = wc
+	a := run(t, cfg, nil)
+	t.Cleanup(func() { r1.Do(func() { close(first) }); r2.Do(func() { close(behind) }) })
+	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(p.bus.Peers()) == 1 && p.bus.Synced() })
+
+	armed.Store(true)
+	wg.Go(func() { a.bus.Publish(context.Background(), []cache.Entity{tbl}) })
+	waitFor(t, "the sender held", held.Load)
+	const queued = maxBatch + 100
+	for i := range queued {
+		wg.Go(func() {
+			a.bus.Publish(context.Background(), []cache.Entity{{Level: cache.LevelTable, Cat: "hive", DB: "db", Table: "q" + strconv.Itoa(i)}})
+		})
+	}
+	waitFor(t, "writes queued", func() bool { return len(a.bus.reqs) >= queued })
+	res := make(chan error, 1)
+	go func() { res <- a.bus.Publish(context.Background(), []cache.Entity{w}) }()
+	waitFor(t, "the write queued", func() bool { return len(a.bus.reqs) >= queued+1 })
+	// Half the write's wait gone before the sender moves on: the next
+	// append starts after it was queued and, heard by the peer, keeps
+	// the writer alive there past the write's deadline.
+	time.Sleep(cfg.HeartbeatTimeout / 2)
+	r1.Do(func() { close(first) })
+	err := <-res
+	got, _ := p.snapshot()
+	if errors.Is(err, ErrNotPublished) && p.bus.Synced() && !slices.Contains(got, w) {
+		t.Fatalf("the write was answered (%v) while its peer, synced, had not applied it", err)
+	}
+}

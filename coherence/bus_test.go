@@ -68,12 +68,21 @@ func fast(c redis.UniversalClient, group string) Config {
 // run starts a node with cfg and waits until it is in sync.
 func run(t *testing.T, cfg Config, n *node) *node {
 	t.Helper()
+	return runTuned(t, cfg, n, nil)
+}
+
+// runTuned is run with the bus adjusted by tune, if any, before it starts.
+func runTuned(t *testing.T, cfg Config, n *node, tune func(*Bus)) *node {
+	t.Helper()
 	if n == nil {
 		n = &node{}
 	}
 	b, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if tune != nil {
+		tune(b)
 	}
 	n.bus = b
 	ctx, cancel := context.WithCancel(context.Background())

@@ -132,26 +132,6 @@ func TestLaggingReaderWaitsForLivePeer(t *testing.T) {
 	}
 }
 
-// runTuned is run with the bus adjusted before it starts.
-func runTuned(t *testing.T, cfg Config, n *node, tune func(*Bus)) *node {
-	t.Helper()
-	if n == nil {
-		n = &node{}
-	}
-	b, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tune(b)
-	n.bus = b
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); b.Run(ctx, n) }()
-	t.Cleanup(func() { cancel(); <-done })
-	waitFor(t, "synced", b.Synced)
-	return n
-}
-
 // countAppends counts the appends of invalidation-stream entries: a seam
 // for the round trips publishes cost.
 type countAppends struct{ n atomic.Int64 }

@@ -19,6 +19,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/redistest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
@@ -199,6 +200,14 @@ func dial(t *testing.T, addr string) *hmsclient.Client {
 func call(t *testing.T, c *hmsclient.Client, method string, args []byte) []byte {
 	t.Helper()
 	return proxytest.CallWithin(t, 2*time.Minute, c, method, args)
+}
+
+// counted returns once the proxy has counted every call answered on c:
+// it counts a call after writing its reply and before reading the
+// connection's next, so the reply to one more call means the count is in.
+func counted(t *testing.T, c *hmsclient.Client) {
+	t.Helper()
+	call(t, c, "getVersion", hmsreq.Args())
 }
 
 // sameButSeqID compares two whole messages, seqid aside.

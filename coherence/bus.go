@@ -106,9 +106,13 @@ type Bus struct {
 	stats   Stats
 
 	running atomic.Bool
-	reqs    chan *pubReq  // publishes for the sender
-	stopped chan struct{} // closed when Run has returned
-	seq     uint64        // the sender's numbering; only the sender touches it
+	// abandoned: writes through this node may have reached a metastore
+	// without being published (Abandon); the node leaves without a
+	// goodbye, so its peers treat it as silent.
+	abandoned atomic.Bool
+	reqs      chan *pubReq  // publishes for the sender
+	stopped   chan struct{} // closed when Run has returned
+	seq       uint64        // the sender's numbering; only the sender touches it
 
 	// Synced is computed from these without a lock: reading it is on
 	// every cached read.
@@ -279,7 +283,7 @@ func (b *Bus) Publish(ctx context.Context, ents []cache.Entity) error {
 		req.free()
 		return fmt.Errorf("coherence: publish: %w", ctx.Err())
 	}
-	expired := deadline.C
+	expired, stopped := deadline.C, b.stopped
 	for {
 		select {
 		case res := <-req.done:
@@ -294,6 +298,17 @@ func (b *Bus) Publish(ctx context.Context, ents []cache.Entity) error {
 			}
 			req.free() // its one outcome came: the sender is done with it
 			return res.err
+		case <-stopped:
+			// The sender is gone, so done and appended are final.
+			stopped = nil
+			if len(req.done) > 0 || req.appended.Load() {
+				continue // delivered, or appended and settled by the timers
+			}
+			// Queued after the sender's last drain: nothing will carry
+			// it, and waiting out the deadline helps no one.
+			deadline.Stop()
+			b.stats.PublishErrors.Add(1)
+			return ErrStopped
 		case <-expired:
 			if !req.appended.Load() {
 				// No append since the request was queued has been heard by
@@ -495,6 +510,14 @@ func parseRegistry(v string) (time.Time, string, bool) {
 	t, err := strconv.ParseInt(ns, 10, 64)
 	return time.Unix(0, t), layout, err == nil
 }
+
+// Abandon tells the bus that writes through this node may have reached
+// a metastore unpublished (a shutdown that cut calls in flight, whose
+// writes can still land): when Run stops it leaves without a goodbye, so
+// the peers take the node for silent, serve from the metastore, and
+// flush once they declare it gone, as after a crash. A clean goodbye
+// would have them forget it with those invalidations missing.
+func (b *Bus) Abandon() { b.abandoned.Store(true) }
 
 // Run keeps the node on the bus until ctx ends: it publishes, reads the
 // stream, applying other nodes' invalidations to c and dropping c when

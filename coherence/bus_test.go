@@ -3,8 +3,10 @@ package coherence
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -550,5 +552,86 @@ func TestPeerGone(t *testing.T) {
 	waitFor(t, "peer left", func() bool { return len(a.bus.Peers()) == 0 })
 	if !a.bus.Synced() {
 		t.Fatal("a clean stop made the peer bypass its cache")
+	}
+}
+
+// TestAbandonLeavesSilently: a node that may have let writes through
+// unpublished (Abandon) leaves without a goodbye, so its peer bypasses
+// its cache and flushes when it declares the node gone; without Abandon
+// the same stop is a clean one the peer forgets at once, still serving.
+func TestAbandonLeavesSilently(t *testing.T) {
+	for _, abandon := range []bool{false, true} {
+		t.Run(fmt.Sprintf("abandon=%v", abandon), func(t *testing.T) {
+			r := redistest.Start(t)
+			cfg := fast(r.Client(), "ab")
+			cfg.PeerGone = 500 * time.Millisecond
+			a := run(t, cfg, nil)
+			b, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); b.Run(ctx, &node{}) }()
+			waitFor(t, "peer known", func() bool { return len(a.bus.Peers()) == 1 && a.bus.Synced() })
+			if abandon {
+				b.Abandon()
+			}
+			cancel()
+			<-done
+			if !abandon {
+				waitFor(t, "peer left", func() bool { return len(a.bus.Peers()) == 0 })
+				if !a.bus.Synced() || a.bus.Stats().Loss("peer-silent") != 0 {
+					t.Fatal("a clean stop made the peer bypass its cache")
+				}
+				return
+			}
+			waitFor(t, "bypass", func() bool { return !a.bus.Synced() })
+			waitFor(t, "gone, with a flush", func() bool { return a.bus.Stats().Loss("peer-gone") == 1 })
+			waitFor(t, "serving again", a.bus.Synced)
+		})
+	}
+}
+
+// TestPublishAfterLastDrain: a write queued after the stopping sender's
+// last drain (while its goodbye is on the way) fails with ErrStopped as
+// soon as the bus has stopped, not at the publish deadline.
+func TestPublishAfterLastDrain(t *testing.T) {
+	r := redistest.Start(t)
+	c := r.Client()
+	gate, held := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c.AddHook(seeCmds(func(cmds ...redis.Cmder) {
+		for _, cmd := range cmds {
+			if cmd.Name() == "xadd" && strings.Contains(fmt.Sprint(cmd.Args()...), `"b":true`) {
+				once.Do(func() { close(held) })
+				<-gate
+			}
+		}
+	}))
+	cfg := fast(c, "late")
+	cfg.HeartbeatTimeout = 10 * time.Second
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); b.Run(ctx, &node{}) }()
+	waitFor(t, "synced", b.Synced)
+	cancel()
+	<-held // the sender drained its queue and says goodbye
+	res := make(chan error, 1)
+	at := time.Now()
+	go func() { res <- b.Publish(context.Background(), []cache.Entity{tbl}) }()
+	waitFor(t, "publish queued", func() bool { return len(b.reqs) == 1 })
+	close(gate)
+	<-done
+	err = <-res
+	if !errors.Is(err, ErrStopped) {
+		t.Fatalf("publish queued after the last drain: got %v; want ErrStopped", err)
+	}
+	if took := time.Since(at); took > cfg.HeartbeatTimeout/2 {
+		t.Fatalf("publish queued after the last drain held its writer %v, near the deadline %v", took, cfg.HeartbeatTimeout)
 	}
 }

@@ -288,6 +288,10 @@ func (b *Bus) finish(batch []*pubReq) {
 			return
 		}
 	}
+	if b.abandoned.Load() {
+		b.log.Warn("leaving the bus without a goodbye: writes through this node may be unpublished; peers serve from the metastore until they declare it gone")
+		return
+	}
 	b.sendBye(ctx)
 }
 

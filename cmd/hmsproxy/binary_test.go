@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/redistest"
@@ -341,3 +343,64 @@ func inflightWaits(t *testing.T, admin string) int {
 	}
 	return 0
 }
+
+// A shutdown that cuts a write in flight leaves the bus as a crash
+// would: the write may still land on the metastore unpublished, so the
+// peers must bypass their caches, not forget the node cleanly as they do
+// after a stop with nothing in flight.
+func TestCutShutdownLeavesBusSilently(t *testing.T) {
+	for _, cutWrite := range []bool{false, true} {
+		t.Run(fmt.Sprintf("write-in-flight=%v", cutWrite), func(t *testing.T) {
+			hung, got := hungMetastore(t)
+			rd := redistest.Start(t)
+			peer, err := coherence.New(coherence.Config{Client: rd.Client(), Group: "cut", Heartbeat: 100 * time.Millisecond,
+				HeartbeatTimeout: 300 * time.Millisecond, PeerGone: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); peer.Run(ctx, nopCache{}) }()
+			t.Cleanup(func() { cancel(); <-done })
+
+			p := startBinary(t, "--upstream", "thrift://"+hung, "--upstream-name", "cut", "--redis", rd.Addr,
+				"--redis-heartbeat", "100ms", "--redis-heartbeat-timeout", "300ms", "--shutdown-timeout", "1s", "--admin", "")
+			proxytest.Eventually(t, "the node known to its peer", func() bool { return len(peer.Peers()) == 1 && peer.Synced() })
+			want := 0
+			if cutWrite {
+				want = exitCallsCut
+				c, err := hmsclient.Dial(context.Background(), p.addr, wire.Buffered)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				if err := c.Send(context.Background(), wire.Call, "drop_table", hmsclient.Args("db", "t")); err != nil {
+					t.Fatal(err)
+				}
+				for m := ""; m != "drop_table"; {
+					select {
+					case m = <-got:
+					case <-time.After(10 * time.Second):
+						t.Fatal("the write never reached the metastore")
+					}
+				}
+			}
+			if _, code := p.stop(t, 30*time.Second); code != want {
+				t.Fatalf("exit status %d; want %d", code, want)
+			}
+			if cutWrite {
+				proxytest.Eventually(t, "the peer bypassing its cache", func() bool { return !peer.Synced() })
+				return
+			}
+			proxytest.Eventually(t, "the node forgotten", func() bool { return len(peer.Peers()) == 0 })
+			if !peer.Synced() || peer.Stats().Loss("peer-silent") != 0 {
+				t.Fatal("a clean stop made the peer bypass its cache")
+			}
+		})
+	}
+}
+
+type nopCache struct{}
+
+func (nopCache) ApplyRemote([]cache.Entity) {}
+func (nopCache) DropAll(string)             {}

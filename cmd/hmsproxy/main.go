@@ -368,6 +368,17 @@ func run(ctx context.Context, cfg fileConfig) error {
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("shutdown cut off calls in flight", "err", err)
 		cut = true
+		// A cut write can still land on its metastore, unpublished: the
+		// buses (stopped by the deferred calls) leave as a crash would,
+		// so that peers bypass their caches and flush.
+		if bus != nil {
+			bus.Abandon()
+		}
+		for _, g := range fedGroups {
+			if g.bus != nil {
+				g.bus.Abandon()
+			}
+		}
 	}
 	if err := <-errc; serveErr == nil && !errors.Is(err, proxy.ErrServerClosed) {
 		serveErr = err

@@ -250,8 +250,13 @@ func (w *WarmUp) Run(ctx context.Context, targets []Target) error {
 // Progress reports the latest run.
 func (w *WarmUp) Progress() WarmUpProgress {
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.progressLocked()
+}
+
+// progressLocked is Progress with w.mu held.
+func (w *WarmUp) progressLocked() WarmUpProgress {
 	p := w.prog
-	w.mu.Unlock()
 	p.Targets = append([]string(nil), p.Targets...)
 	p.Tables, p.TablesDone = w.tables.Load(), w.tablesDone.Load()
 	p.PartitionsFound, p.Partitions, p.Errors = w.found.Load(), w.parts.Load(), w.errors.Load()
@@ -272,7 +277,6 @@ func (w *WarmUp) fail(err error) {
 
 // run is one warm-up; the caller has set running.
 func (w *WarmUp) run(ctx context.Context, targets []Target) (err error) {
-	defer w.running.Store(false)
 	start := time.Now()
 	specs := make([]string, len(targets))
 	for i, t := range targets {
@@ -287,11 +291,15 @@ func (w *WarmUp) run(ctx context.Context, targets []Target) (err error) {
 	}
 	log := w.cfg.Logger
 	defer func() {
+		// Whoever reads this run as finished can start the next: the
+		// flag drops with the record, under the lock, and the next run
+		// resets the record only after it.
 		w.mu.Lock()
 		w.prog.Running, w.prog.Finished = false, time.Now()
 		w.prog.Runs++
+		p := w.progressLocked()
+		w.running.Store(false)
 		w.mu.Unlock()
-		p := w.Progress()
 		attrs := []any{"tables", p.TablesDone, "partitions", p.Partitions, "errors", p.Errors,
 			"took", time.Since(start).Round(time.Millisecond), "partitions_per_second", int64(p.Rate(time.Now()))}
 		switch {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -405,5 +406,29 @@ func TestWarmUpWithoutGetTable(t *testing.T) {
 	defer mu.Unlock()
 	if n := demo.CallCount("get_table_req"); gets != 1 || n != 3 {
 		t.Fatalf("get_table asked %d times, get_table_req %d; want 1 and 3", gets, n)
+	}
+}
+
+// A run that Progress shows as finished no longer holds the warm-up: the
+// next Start, at once, is accepted (the admin endpoint's 202 after a
+// finished run, not 409).
+func TestWarmUpStartableOnceFinished(t *testing.T) {
+	b := newWarmBed(t, upstream.Config{})
+	w := b.warmUp(t, 1, 50, "demo_db1.t1")
+	targets, err := housekeeping.ParseTargets([]string{"demo_db1.t1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range uint64(30) {
+		if err := w.Start(targets); err != nil {
+			t.Fatalf("run %d: Start right after run %d was shown finished: %v", i+1, i, err)
+		}
+		deadline := time.Now().Add(proxytest.Timeout)
+		for w.Progress().Runs != i+1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("run %d did not finish", i+1)
+			}
+			runtime.Gosched()
+		}
 	}
 }

@@ -30,8 +30,23 @@ func TestDrainClosesBetweenCalls(t *testing.T) {
 	t.Cleanup(free) // before the fake's own cleanup, which waits for its calls
 	s, addr := serve(t, Config{}, proxytest.Group(t, upstream.Config{}, up))
 
+	busy := func() (busy, all int) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for c := range s.conns {
+			c.phaseMu.Lock()
+			if c.phase == phaseBusy {
+				busy++
+			}
+			c.phaseMu.Unlock()
+		}
+		return busy, len(s.conns)
+	}
 	idle := dial(t, addr, wire.Buffered)
 	call(t, idle, "fast_call", hmsclient.Args())
+	// The connection counts its call after the reply: until then it is
+	// busy, and would stand in for the begun request below.
+	eventually(t, "the first connection idle", func() bool { b, n := busy(); return b == 0 && n == 1 })
 
 	inCall := dial(t, addr, wire.Buffered)
 	if err := inCall.Send(ctxT(t), wire.Call, "slow_call", hmsclient.Args()); err != nil {
@@ -43,19 +58,7 @@ func TestDrainClosesBetweenCalls(t *testing.T) {
 	if err := begun.SendRaw(req[:5]); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the call in flight and the begun request to be read", func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		busy := 0
-		for c := range s.conns {
-			c.phaseMu.Lock()
-			if c.phase == phaseBusy {
-				busy++
-			}
-			c.phaseMu.Unlock()
-		}
-		return busy == 2
-	})
+	eventually(t, "the call in flight and the begun request to be read", func() bool { b, _ := busy(); return b == 2 })
 
 	s.Drain()
 	if !s.Draining() {

@@ -312,7 +312,7 @@ func TestScopeRefreshAsEntryUser(t *testing.T) {
 	demo, addr := startSecretDemo(t, map[string]string{"hive.metastore.filter.hook": "io.example.SecretHook"})
 	clock := newClock()
 	caching := newCaching(t, clock)
-	_, paddr := startProxy(t, proxyOpts{cache: caching}, addr)
+	srv, paddr := startProxy(t, proxyOpts{cache: caching}, addr)
 	bob, admin := userConn(t, paddr, "bob"), userConn(t, paddr, "admin")
 	list := hmsreq.Args(hmsreq.Str(1, "demo_db0"))
 	call(t, bob, "get_all_tables", list)
@@ -334,6 +334,10 @@ func TestScopeRefreshAsEntryUser(t *testing.T) {
 	if len(refresh) != 1 || refresh[0].User != "bob" {
 		t.Fatalf("refresh loads %+v; want one, as bob", refresh)
 	}
+	// The metastore records the load when it reads it; the refresh admits
+	// the reply after. Read once it has, or the read below checks the
+	// entry from before the refresh.
+	refreshesSettled(t, srv)
 	caching.Store.Wait()
 	got := call(t, bob, "get_all_tables", list)
 	if strings.Contains(string(got), "secret_pay") {

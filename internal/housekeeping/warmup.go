@@ -223,10 +223,11 @@ func (w *WarmUp) Start(targets []Target) error {
 		w.running.Store(false)
 		return ErrClosed
 	}
+	start := w.begin(targets)
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
-		w.run(w.ctx, targets) // logged and in Progress
+		w.run(w.ctx, targets, start) // logged and in Progress
 	}()
 	return nil
 }
@@ -244,7 +245,7 @@ func (w *WarmUp) Run(ctx context.Context, targets []Target) error {
 	if !w.running.CompareAndSwap(false, true) {
 		return ErrWarmUpRunning
 	}
-	return w.run(ctx, targets)
+	return w.run(ctx, targets, w.begin(targets))
 }
 
 // Progress reports the latest run.
@@ -275,20 +276,32 @@ func (w *WarmUp) fail(err error) {
 	w.mu.Unlock()
 }
 
-// run is one warm-up; the caller has set running.
-func (w *WarmUp) run(ctx context.Context, targets []Target) (err error) {
+// begin records a run as started, with its targets and nothing counted
+// yet, and returns its start; the caller has set running. Start calls it
+// before it returns, not in the run's goroutine: whoever is told a run
+// started (POST /cache/warm's 202) and then reads Progress sees that run,
+// not the previous one's finished record.
+func (w *WarmUp) begin(targets []Target) time.Time {
 	start := time.Now()
 	specs := make([]string, len(targets))
 	for i, t := range targets {
 		specs[i] = t.spec
 	}
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.prog = WarmUpProgress{Targets: specs, Running: true, Started: start, Runs: w.prog.Runs}
 	w.first = nil
-	w.mu.Unlock()
+	// Under the lock, with the record: Progress never shows this run
+	// with the previous one's counts.
 	for _, c := range []*atomic.Int64{&w.tables, &w.tablesDone, &w.found, &w.parts, &w.errors, &w.listedTables} {
 		c.Store(0)
 	}
+	return start
+}
+
+// run is one warm-up, begun at start; the caller has set running and
+// called begin.
+func (w *WarmUp) run(ctx context.Context, targets []Target, start time.Time) (err error) {
 	log := w.cfg.Logger
 	defer func() {
 		// Whoever reads this run as finished can start the next: the
@@ -315,6 +328,10 @@ func (w *WarmUp) run(ctx context.Context, targets []Target) (err error) {
 		if err := w.cfg.Ready(ctx); err != nil {
 			return fmt.Errorf("housekeeping: warm-up: wait until ready: %w", err)
 		}
+	}
+	specs := make([]string, len(targets))
+	for i, t := range targets {
+		specs[i] = t.spec
 	}
 	log.Info("housekeeping: warm-up started", "targets", specs, "concurrency", len(w.cfg.Callers), "batch", w.cfg.Batch)
 

@@ -432,3 +432,45 @@ func TestWarmUpStartableOnceFinished(t *testing.T) {
 		}
 	}
 }
+
+// A run Start accepted shows as running at once, with its own targets: a
+// client that polls the progress after its 202 (GET /cache/warm,
+// hmsproxy_warmup_running) must never take the previous run's finished
+// record for its own. The run is held before it loads anything (Ready)
+// so that it cannot have finished by the time it is looked at.
+func TestWarmUpShownRunningOnceStarted(t *testing.T) {
+	_, addr := startDemo(t)
+	proceed := make(chan struct{})
+	w, err := housekeeping.NewWarmUp(housekeeping.WarmUpConfig{Callers: []housekeeping.Caller{newClient(t, addr)},
+		Ready: func(ctx context.Context) error {
+			select {
+			case <-proceed:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	for i := range uint64(30) {
+		spec := fmt.Sprintf("demo_db1.t%d", i%2+1)
+		targets, err := housekeeping.ParseTargets([]string{spec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(targets); err != nil {
+			t.Fatalf("run %d: Start: %v", i+1, err)
+		}
+		if p := w.Progress(); !p.Running || p.Runs != i || !p.Finished.IsZero() || !slices.Equal(p.Targets, []string{spec}) ||
+			p.Tables != 0 || p.Partitions != 0 {
+			t.Fatalf("run %d: progress right after Start: %+v; want it running on [%s], nothing counted yet, %d runs finished before", i+1, p, spec, i)
+		}
+		proceed <- struct{}{}
+		proxytest.Eventually(t, fmt.Sprintf("run %d to finish", i+1), func() bool { return w.Progress().Runs == i+1 })
+		if p := w.Progress(); p.Running || p.Errors != 0 || p.Partitions != 20 {
+			t.Fatalf("run %d finished: %+v; want 20 partitions loaded", i+1, p)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/redistest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/upstream"
@@ -317,16 +318,21 @@ func TestFederationCorpusPrefixed(t *testing.T) {
 		len(psteps), equal, reads, n.srv.GroupCalls(1, proxy.OutcomeHit), n.srv.GroupCalls(1, proxy.OutcomeMiss))
 }
 
-// TestFederationMemberKilled measures, in one run, the primary's p50
-// through a federation while the member (an HMS 2.3 of its own) is
-// quiet, then after it was killed while clients keep calling it and
-// listing (issue 13's goal: a ratio of at most 1.2). Listings must then
-// fail naming the member. It fails only on a gross slowdown (3x): the
-// figure is for the note, not a timed test.
+// TestFederationMemberKilled measures the primary's p50 through a
+// federation while its member (an HMS 2.3 of its own) is up, and while
+// it is dead and its clients keep calling it every 10 ms (issue 13's
+// goal: a ratio of at most 1.2). The member is reached through a relay
+// that is cut and restored in alternating rounds, so that both sides see
+// the same machine (its JVM's start-up work, other load) and the ratio
+// is the median of the rounds'. Then the member is killed for real, and
+// listings must fail naming it. It fails only on a gross slowdown (3x):
+// the figure is for the note, not a timed test.
 func TestFederationMemberKilled(t *testing.T) {
 	primary, _ := fedVersions(t)
 	member := startShared(t, "2.3", "2.3-killed", 40)
-	n := startFederated(t, primary, member, fedOpts{lakeDBs: []string{"lake_*"}, timeout: 2 * time.Second, noCache: true})
+	relay := redistest.NewRelay(t, member.addr)
+	n := startFederated(t, primary, &metastore{version: member.version, addr: relay.Addr, work: member.work},
+		fedOpts{lakeDBs: []string{"lake_*"}, timeout: 2 * time.Second, noCache: true})
 	c := dial(t, n.addr)
 	get := hmsreq.Args(hmsreq.Str(1, "default"))
 	// Uncached (the federation has no cache): every call reaches the
@@ -341,41 +347,63 @@ func TestFederationMemberKilled(t *testing.T) {
 		slices.Sort(lat)
 		return lat[len(lat)/2]
 	}
+	// The member's clients, as a pool of engines would keep calling a
+	// dead metastore: a connection, a call, every 10 ms each.
+	memberClients := func() (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for i := 0; i < 4; i++ {
+			wg.Go(func() {
+				tick := time.NewTicker(10 * time.Millisecond)
+				defer tick.Stop()
+				for ctx.Err() == nil {
+					select {
+					case <-ctx.Done():
+						return
+					case <-tick.C:
+					}
+					mc, err := hmsclient.Dial(ctx, n.addr, wire.Buffered)
+					if err != nil {
+						continue
+					}
+					mc.Call(ctx, "get_database", hmsreq.Args(hmsreq.Str(1, "lake_x")))
+					mc.Close()
+				}
+			})
+		}
+		return func() { cancel(); wg.Wait() }
+	}
 	p50() // warm-up
-	quiet := p50()
+	var ratios []float64
+	var quiet, dead []time.Duration
+	for range 5 {
+		q := p50()
+		relay.Cut()
+		stop := memberClients()
+		d := p50()
+		stop()
+		relay.Restore()
+		quiet, dead = append(quiet, q), append(dead, d)
+		ratios = append(ratios, float64(d)/float64(q))
+	}
+	slices.Sort(ratios)
+	r := ratios[len(ratios)/2]
+	fmt.Printf("e2e: federation primary p50 with the member up / dead and called: %v / %v: ratios %.2f, median of 5 alternated rounds %.2f (goal <= 1.2)\n",
+		quiet, dead, ratios, r)
+	if r > 3 {
+		t.Errorf("the primary slowed down %.1fx with the member dead", r)
+	}
 
 	exec.Command("bash", filepath.Join(repoRoot(), "testbed", "hms.sh"), "stop", member.work).Run()
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer func() { stop(); wg.Wait() }()
-	for i := 0; i < 4; i++ {
-		wg.Go(func() {
-			tick := time.NewTicker(10 * time.Millisecond)
-			defer tick.Stop()
-			for ctx.Err() == nil {
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-				}
-				mc, err := hmsclient.Dial(ctx, n.addr, wire.Buffered)
-				if err != nil {
-					continue
-				}
-				mc.Call(ctx, "get_database", hmsreq.Args(hmsreq.Str(1, "lake_x")))
-				mc.Close()
-			}
-		})
-	}
+	defer memberClients()()
 	lc := dial(t, n.addr)
 	reply := call(t, lc, "get_all_databases", hmsreq.Args())
 	if o := outcome(t, reply); o != "ex1" || !strings.Contains(string(reply), `"lake"`) {
 		t.Errorf("listing with the member killed: %s %q; want a MetaException naming lake", o, reply)
 	}
 	killed := p50()
-	r := float64(killed) / float64(quiet)
-	fmt.Printf("e2e: federation primary p50 with the member killed: quiet %v, killed %v: ratio %.2f (goal <= 1.2)\n", quiet, killed, r)
-	if r > 3 {
+	fmt.Printf("e2e: federation primary p50 after the member was killed, its clients calling: %v\n", killed)
+	if r := float64(killed) / float64(slices.Min(quiet)); r > 3 {
 		t.Errorf("the primary slowed down %.1fx with the member killed", r)
 	}
 }

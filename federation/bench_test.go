@@ -68,10 +68,11 @@ func BenchmarkRoutingHit(b *testing.B) {
 	}
 }
 
-// BenchmarkPrimaryWhileMemberDead: uncached calls to the primary, quiet,
-// then with the member's metastore killed while clients keep calling it
-// and listing (every listing waits for the member's failure): the
-// primary's p50 must not move (issue 13: ratio at most 1.2).
+// BenchmarkPrimaryWhileMemberDead: uncached calls to the primary while
+// the member's clients keep calling it and listing, with the member's
+// metastore up (quiet), then killed (every listing waits for the
+// member's failure): the primary's p50 must not move (issue 13: ratio at
+// most 1.2).
 func BenchmarkPrimaryWhileMemberDead(b *testing.B) {
 	_, pAddr := proxytest.Demo(b, proxytest.DemoOptions{})
 	args := hmsclient.Args("demo_db0", "t0")
@@ -96,29 +97,31 @@ func BenchmarkPrimaryWhileMemberDead(b *testing.B) {
 			defer func() { stop(); wg.Wait() }()
 			if dead {
 				f.Close()
-				for i := 0; i < 4; i++ {
-					wg.Go(func() {
-						// Clients that retry every 10 ms, as a pool of
-						// engines would: not a busy loop, which would only
-						// measure the CPU it takes from the benchmark.
-						tick := time.NewTicker(10 * time.Millisecond)
-						defer tick.Stop()
-						for ctx.Err() == nil {
-							select {
-							case <-ctx.Done():
-								return
-							case <-tick.C:
-							}
-							c, err := hmsclient.Dial(ctx, addr, wire.Buffered)
-							if err != nil {
-								continue
-							}
-							c.Call(ctx, "get_database", hmsclient.Args("lake"))
-							c.Call(ctx, "get_all_databases", hmsclient.Args())
-							c.Close()
+			}
+			// The member's clients run in both: the quiet run carries the
+			// same load, so the ratio is the member's death alone.
+			for i := 0; i < 4; i++ {
+				wg.Go(func() {
+					// Clients that retry every 10 ms, as a pool of
+					// engines would: not a busy loop, which would only
+					// measure the CPU it takes from the benchmark.
+					tick := time.NewTicker(10 * time.Millisecond)
+					defer tick.Stop()
+					for ctx.Err() == nil {
+						select {
+						case <-ctx.Done():
+							return
+						case <-tick.C:
 						}
-					})
-				}
+						c, err := hmsclient.Dial(ctx, addr, wire.Buffered)
+						if err != nil {
+							continue
+						}
+						c.Call(ctx, "get_database", hmsclient.Args("lake"))
+						c.Call(ctx, "get_all_databases", hmsclient.Args())
+						c.Close()
+					}
+				})
 			}
 			c := proxytest.Dial(b, addr, wire.Buffered)
 			proxytest.Call(b, c, "get_table", args)

@@ -6,7 +6,7 @@ SHELL := bash
 GO ?= go
 LISTEN ?= 127.0.0.1:9083
 
-.PHONY: run test unit lint tidy-check bench bench-go bench-e2e fuzz e2e build bench-tool deps deploy-check fleet-check
+.PHONY: run test prefetch unit lint tidy-check bench bench-go bench-e2e fuzz e2e build bench-tool deps deploy-check fleet-check
 
 build: ## Build the binaries into bin/
 	$(GO) build -o bin/ ./cmd/...
@@ -37,7 +37,10 @@ deploy-check: ## Helm chart, alert rules, systemd unit, Dockerfile build (instal
 fleet-check: ## Three nodes behind a real HAProxy (SIGTERM and SIGKILL under load) scraped by a real Prometheus (installs both into .cache/tools once)
 	GO=$(GO) bash scripts/fleet-check.sh
 
-test: lint unit deploy-check fleet-check e2e ## Everything CI runs
+test: prefetch lint unit deploy-check fleet-check e2e ## Everything CI runs
+
+prefetch: ## Fetch the e2e test bed in the background while the other checks run
+	bash scripts/prefetch.sh start
 
 bench: bench-tool bench-go bench-e2e ## The demo comparison table, the Go benchmarks, then the real-metastore ones (ratios measured side by side)
 

@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 versions=${1:-${HMSPROXY_E2E_VERSIONS:-2.3,3.1,4.0}}
 t0=$SECONDS
 bash scripts/deps.sh >/dev/null
+bash scripts/prefetch.sh wait
 for v in ${versions//,/ } clients; do
   s=$SECONDS
   bash testbed/hms.sh fetch "$v"

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Fetches the e2e test bed (metastores, listener, client venv) in the
+# background while the unit tests run: the fetch waits on the network
+# (Maven Central, PyPI), the unit tests on the CPU, so on a fresh machine
+# make test overlaps them instead of paying both in turn.
+#   scripts/prefetch.sh start   begin, unless a fetch already runs
+#   scripts/prefetch.sh wait    wait for a running fetch (e2e.sh does)
+# Every fetch step writes its stamp last, so a fetch cut short is redone
+# by the next one; e2e.sh fetches again after waiting, which is instant
+# when this one succeeded.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p .cache
+pidf=.cache/prefetch.pid log=.cache/prefetch.log
+versions=${HMSPROXY_E2E_VERSIONS:-2.3,3.1,4.0}
+
+running() { [[ -f $pidf ]] && kill -0 "$(cat "$pidf")" 2>/dev/null; }
+
+case "${1:-}" in
+  start)
+    if running; then exit 0; fi
+    setsid bash -c '
+      for v in '"${versions//,/ }"' clients; do
+        s=$SECONDS
+        bash testbed/hms.sh fetch "$v" && echo "prefetch: $v in $((SECONDS - s))s"
+      done' >"$log" 2>&1 </dev/null &
+    echo $! >"$pidf"
+    echo "prefetch: fetching the e2e test bed in the background (log: $log)"
+    ;;
+  wait)
+    s=$SECONDS
+    while running; do sleep 1; done
+    if [[ -f $pidf ]]; then
+      rm -f "$pidf"
+      grep '^prefetch:' "$log" || true
+      echo "prefetch: waited $((SECONDS - s))s for the background fetch"
+    fi
+    ;;
+  *) echo "usage: prefetch.sh start|wait" >&2; exit 2 ;;
+esac

@@ -80,7 +80,8 @@ var ErrConfig = errors.New("coherence: bad config")
 // ErrRunning is returned by a second Run of one Bus.
 var ErrRunning = errors.New("coherence: bus already running")
 
-// ErrStopped is returned by Publish once Run has returned.
+// ErrStopped is returned, wrapped with ErrNotPublished, by a Publish
+// that came after the bus began to stop: nothing carried it.
 var ErrStopped = errors.New("coherence: bus stopped")
 
 // ErrNotPublished is returned (wrapped) by a Publish that did not reach
@@ -107,9 +108,18 @@ type Bus struct {
 
 	running atomic.Bool
 	// abandoned: writes through this node may have reached a metastore
-	// without being published (Abandon); the node leaves without a
-	// goodbye, so its peers treat it as silent.
+	// without being published (Abandon, a publish after the last drain);
+	// the node leaves without a goodbye, so its peers treat it as silent.
 	abandoned atomic.Bool
+	// closing is set when the sender begins to stop; publishing counts
+	// the publishes deciding whether to queue; byeDecided is set once the
+	// sender has chosen to say goodbye (see late).
+	closing    atomic.Bool
+	publishing atomic.Int64
+	byeDecided atomic.Bool
+	// onClosing, if set, runs in the stopping sender after its last
+	// drain, before it decides on the goodbye: a test seam.
+	onClosing func()
 	reqs      chan *pubReq  // publishes for the sender
 	stopped   chan struct{} // closed when Run has returned
 	seq       uint64        // the sender's numbering; only the sender touches it
@@ -262,28 +272,30 @@ func (b *Bus) Synced() bool {
 // Publish sends invalidations to the other nodes and returns once every
 // live peer has applied them, or after HeartbeatTimeout. Either way the
 // caller may then answer the writing client; the error says which
-// (ErrNotPublished, ErrNotAcknowledged, ErrStopped, or ctx's).
+// (ErrNotPublished, with ErrStopped once the bus is stopping;
+// ErrNotAcknowledged; or ctx's).
 func (b *Bus) Publish(ctx context.Context, ents []cache.Entity) error {
 	start := time.Now()
 	defer func() { b.stats.waits.add(time.Since(start)) }()
-	select {
-	case <-b.stopped:
-		return ErrStopped
-	default:
+	// Counted while it decides, so that the stopping sender drains every
+	// publish that saw it still open (finish).
+	b.publishing.Add(1)
+	if b.closing.Load() {
+		b.publishing.Add(-1)
+		return b.late(ctx)
 	}
 	req := newPubReq(ents)
 	deadline := req.timer
 	deadline.Reset(b.timeout)
 	select {
 	case b.reqs <- req:
-	case <-b.stopped:
-		req.free()
-		return ErrStopped
+		b.publishing.Add(-1)
 	case <-ctx.Done():
+		b.publishing.Add(-1)
 		req.free()
 		return fmt.Errorf("coherence: publish: %w", ctx.Err())
 	}
-	expired, stopped := deadline.C, b.stopped
+	expired := deadline.C
 	for {
 		select {
 		case res := <-req.done:
@@ -298,17 +310,6 @@ func (b *Bus) Publish(ctx context.Context, ents []cache.Entity) error {
 			}
 			req.free() // its one outcome came: the sender is done with it
 			return res.err
-		case <-stopped:
-			// The sender is gone, so done and appended are final.
-			stopped = nil
-			if len(req.done) > 0 || req.appended.Load() {
-				continue // delivered, or appended and settled by the timers
-			}
-			// Queued after the sender's last drain: nothing will carry
-			// it, and waiting out the deadline helps no one.
-			deadline.Stop()
-			b.stats.PublishErrors.Add(1)
-			return ErrStopped
 		case <-expired:
 			if !req.appended.Load() {
 				// No append since the request was queued has been heard by
@@ -324,6 +325,29 @@ func (b *Bus) Publish(ctx context.Context, ents []cache.Entity) error {
 			return fmt.Errorf("coherence: publish: %w", ctx.Err())
 		}
 	}
+}
+
+// late answers a publish that came after the stopping sender's last
+// drain: nothing will carry it. The node then leaves without a goodbye
+// unless that is already decided, and the writer waits until the peers
+// have stopped hearing it, as for an append that failed. After a goodbye
+// the invalidation is lost (Run's caller must stop writes before it
+// stops the bus); the wait is kept even then, since the goodbye may be
+// decided just after this check.
+func (b *Bus) late(ctx context.Context) error {
+	b.stats.PublishErrors.Add(1)
+	b.abandoned.Store(true)
+	if b.byeDecided.Load() {
+		b.log.Error("a write came after this node decided to say goodbye on the bus; its invalidation may be lost")
+	}
+	t := time.NewTimer(b.timeout)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return fmt.Errorf("coherence: publish: %w", ctx.Err())
+	}
+	return fmt.Errorf("%w: %w", ErrNotPublished, ErrStopped)
 }
 
 // ackWaiter is a batch of writes whose entry, id, awaits the live peers'
@@ -512,11 +536,12 @@ func parseRegistry(v string) (time.Time, string, bool) {
 }
 
 // Abandon tells the bus that writes through this node may have reached
-// a metastore unpublished (a shutdown that cut calls in flight, whose
-// writes can still land): when Run stops it leaves without a goodbye, so
-// the peers take the node for silent, serve from the metastore, and
-// flush once they declare it gone, as after a crash. A clean goodbye
-// would have them forget it with those invalidations missing.
+// a metastore unpublished (a shutdown that cut writes in flight, which
+// can still land): when Run stops it leaves without a goodbye, so the
+// peers take the node for silent, flush and serve from the metastore
+// until they declare it gone (and flush again), as after a crash. A
+// clean goodbye would have them forget it with those invalidations
+// missing. Called once Run has said goodbye, it changes nothing.
 func (b *Bus) Abandon() { b.abandoned.Store(true) }
 
 // Run keeps the node on the bus until ctx ends: it publishes, reads the

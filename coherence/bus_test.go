@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -555,62 +554,18 @@ func TestPeerGone(t *testing.T) {
 	}
 }
 
-// TestAbandonLeavesSilently: a node that may have let writes through
-// unpublished (Abandon) leaves without a goodbye, so its peer bypasses
-// its cache and flushes when it declares the node gone; without Abandon
-// the same stop is a clean one the peer forgets at once, still serving.
-func TestAbandonLeavesSilently(t *testing.T) {
-	for _, abandon := range []bool{false, true} {
-		t.Run(fmt.Sprintf("abandon=%v", abandon), func(t *testing.T) {
-			r := redistest.Start(t)
-			cfg := fast(r.Client(), "ab")
-			cfg.PeerGone = 500 * time.Millisecond
-			a := run(t, cfg, nil)
-			b, err := New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); b.Run(ctx, &node{}) }()
-			waitFor(t, "peer known", func() bool { return len(a.bus.Peers()) == 1 && a.bus.Synced() })
-			if abandon {
-				b.Abandon()
-			}
-			cancel()
-			<-done
-			if !abandon {
-				waitFor(t, "peer left", func() bool { return len(a.bus.Peers()) == 0 })
-				if !a.bus.Synced() || a.bus.Stats().Loss("peer-silent") != 0 {
-					t.Fatal("a clean stop made the peer bypass its cache")
-				}
-				return
-			}
-			waitFor(t, "bypass", func() bool { return !a.bus.Synced() })
-			waitFor(t, "gone, with a flush", func() bool { return a.bus.Stats().Loss("peer-gone") == 1 })
-			waitFor(t, "serving again", a.bus.Synced)
-		})
-	}
+// leaving is a config whose peers tell a clean leave from a silence
+// even on a loaded machine: a heartbeat timeout of ten heartbeats.
+func leaving(c redis.UniversalClient, group string) Config {
+	return Config{Client: c, Group: group, Heartbeat: 100 * time.Millisecond, HeartbeatTimeout: time.Second, PeerGone: time.Hour}
 }
 
-// TestPublishAfterLastDrain: a write queued after the stopping sender's
-// last drain (while its goodbye is on the way) fails with ErrStopped as
-// soon as the bus has stopped, not at the publish deadline.
-func TestPublishAfterLastDrain(t *testing.T) {
-	r := redistest.Start(t)
-	c := r.Client()
-	gate, held := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	c.AddHook(seeCmds(func(cmds ...redis.Cmder) {
-		for _, cmd := range cmds {
-			if cmd.Name() == "xadd" && strings.Contains(fmt.Sprint(cmd.Args()...), `"b":true`) {
-				once.Do(func() { close(held) })
-				<-gate
-			}
-		}
-	}))
-	cfg := fast(c, "late")
-	cfg.HeartbeatTimeout = 10 * time.Second
+// stopsWithGoodbye runs a node b beside a peer a, stops it after arm
+// (which may make it leave without a goodbye), and reports whether a then
+// forgot b cleanly (true) or took it for silent (false).
+func stopsWithGoodbye(t *testing.T, r *redistest.Server, cfg Config, arm func(b *Bus)) bool {
+	t.Helper()
+	a := run(t, cfg, nil)
 	b, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -618,20 +573,70 @@ func TestPublishAfterLastDrain(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); b.Run(ctx, &node{}) }()
-	waitFor(t, "synced", b.Synced)
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, "peer known", func() bool { return len(a.bus.Peers()) == 1 && a.bus.Synced() })
+	arm(b)
 	cancel()
-	<-held // the sender drained its queue and says goodbye
-	res := make(chan error, 1)
-	at := time.Now()
-	go func() { res <- b.Publish(context.Background(), []cache.Entity{tbl}) }()
-	waitFor(t, "publish queued", func() bool { return len(b.reqs) == 1 })
-	close(gate)
 	<-done
-	err = <-res
-	if !errors.Is(err, ErrStopped) {
-		t.Fatalf("publish queued after the last drain: got %v; want ErrStopped", err)
+	var clean bool
+	waitFor(t, "the peer to leave or fall silent", func() bool {
+		clean = len(a.bus.Peers()) == 0
+		return clean || a.bus.Stats().Loss("peer-silent") == 1
+	})
+	if clean && a.bus.Stats().Loss("peer-silent") != 0 {
+		t.Fatal("a peer that left cleanly was also taken for silent")
 	}
-	if took := time.Since(at); took > cfg.HeartbeatTimeout/2 {
-		t.Fatalf("publish queued after the last drain held its writer %v, near the deadline %v", took, cfg.HeartbeatTimeout)
+	return clean
+}
+
+// TestAbandonLeavesSilently: a node that may have let writes through
+// unpublished (Abandon) leaves without a goodbye, so its peer bypasses
+// its cache; without Abandon the same stop is a clean one the peer
+// forgets at once, still serving.
+func TestAbandonLeavesSilently(t *testing.T) {
+	for _, abandon := range []bool{false, true} {
+		t.Run(fmt.Sprintf("abandon=%v", abandon), func(t *testing.T) {
+			r := redistest.Start(t)
+			clean := stopsWithGoodbye(t, r, leaving(r.Client(), "ab"), func(b *Bus) {
+				if abandon {
+					b.Abandon()
+				}
+			})
+			if clean == abandon {
+				t.Fatalf("abandon=%v: peer forgot the node cleanly: %v", abandon, clean)
+			}
+		})
+	}
+}
+
+// TestLatePublishLeavesSilently: a write that comes after the stopping
+// sender's last drain is carried by nothing, so the node leaves without a
+// goodbye and the writer is answered only once the peers stopped hearing
+// it, as for a failed append.
+func TestLatePublishLeavesSilently(t *testing.T) {
+	r := redistest.Start(t)
+	cfg := leaving(r.Client(), "late")
+	res := make(chan error, 1)
+	var took time.Duration
+	clean := stopsWithGoodbye(t, r, cfg, func(b *Bus) {
+		b.onClosing = func() {
+			go func() {
+				at := time.Now()
+				err := b.Publish(context.Background(), []cache.Entity{tbl})
+				took = time.Since(at)
+				res <- err
+			}()
+			waitFor(t, "the late publish to be seen", b.abandoned.Load)
+		}
+	})
+	if clean {
+		t.Fatal("the node said goodbye though a write came after its last drain")
+	}
+	err := <-res
+	if !errors.Is(err, ErrNotPublished) || !errors.Is(err, ErrStopped) {
+		t.Fatalf("late publish: got %v; want ErrNotPublished and ErrStopped", err)
+	}
+	if took < cfg.HeartbeatTimeout {
+		t.Fatalf("late publish answered after %v, before the peers stop hearing the node (%v)", took, cfg.HeartbeatTimeout)
 	}
 }

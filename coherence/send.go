@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -265,11 +266,17 @@ func (b *Bus) append(ctx context.Context, batch []*pubReq) pubResult {
 	return res
 }
 
-// finish publishes what is still queued, then says goodbye. Publishes
-// queued later fail; Run's caller stops writes before it stops the bus.
+// finish publishes what is still queued, then says goodbye, unless
+// writes may be unpublished: the final append failed, Abandon was
+// called, or a publish came too late to be carried (Publish, late). An
+// earlier append that failed needs nothing here: its sequence number is
+// missing, so the goodbye shows the peers a gap and they flush. Every
+// publish that saw the bus open is drained first: the loop drains while
+// waiting for them, so that one blocked on a full queue gets in.
 func (b *Bus) finish(batch []*pubReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	defer cancel()
+	b.closing.Store(true)
 	for {
 		select {
 		case r := <-b.reqs:
@@ -277,7 +284,13 @@ func (b *Bus) finish(batch []*pubReq) {
 			continue
 		default:
 		}
-		break
+		if b.publishing.Load() == 0 && len(b.reqs) == 0 {
+			break
+		}
+		runtime.Gosched()
+	}
+	if b.onClosing != nil {
+		b.onClosing()
 	}
 	if len(batch) > 0 {
 		res := b.append(ctx, batch)
@@ -292,6 +305,7 @@ func (b *Bus) finish(batch []*pubReq) {
 		b.log.Warn("leaving the bus without a goodbye: writes through this node may be unpublished; peers serve from the metastore until they declare it gone")
 		return
 	}
+	b.byeDecided.Store(true)
 	b.sendBye(ctx)
 }
 

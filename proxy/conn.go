@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -66,7 +67,8 @@ type clientConn struct {
 	objs  [][]byte    // the objects of that reply
 	parts []namedPart // a by-names read's partitions being assembled
 
-	outcome Outcome // how the call in progress was answered
+	outcome Outcome     // how the call in progress was answered
+	writing atomic.Bool // the call in progress may change the metastore
 
 	// Read deadlines: the idle deadline is moved only when it has less
 	// than 7/8 of the idle timeout left, or a request deadline replaced
@@ -323,7 +325,16 @@ func (c *clientConn) serve() {
 		start := time.Now()
 		meth := hms.Lookup(m.Name())
 		c.outcome, c.rt = OutcomePassthrough, nil
+		// A call that may change the metastore, seen by a Shutdown that
+		// cuts it: reads pay nothing for it.
+		mayWrite := classOf(meth) == upstream.Write
+		if mayWrite {
+			c.writing.Store(true)
+		}
 		err = c.handle(meth, m)
+		if mayWrite {
+			c.writing.Store(false)
+		}
 		if err != nil {
 			c.outcome = OutcomeError
 		}

@@ -331,15 +331,27 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		s.cancel()
 		s.mu.Lock()
-		n := len(s.conns)
+		n, writes := len(s.conns), 0
 		for c := range s.conns {
+			if c.writing.Load() {
+				writes++
+			}
 			c.nc.Close()
 		}
 		s.mu.Unlock()
 		<-done
+		if writes > 0 {
+			return fmt.Errorf("proxy: shutdown cut off %d connections, %d in a call that may change the metastore: %w: %w",
+				n, writes, ErrWritesCut, ctx.Err())
+		}
 		return fmt.Errorf("proxy: shutdown cut off %d connections: %w", n, ctx.Err())
 	}
 }
+
+// ErrWritesCut is wrapped by a Shutdown that cut off calls that may
+// change the metastore (writes, unknown methods): they can still land
+// there after every invalidation this node publishes.
+var ErrWritesCut = errors.New("proxy: calls that may change the metastore were cut off")
 
 var aLongTimeAgo = time.Unix(1, 0)
 

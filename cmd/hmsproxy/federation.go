@@ -163,7 +163,9 @@ func newRouter(cfg fileConfig, primary *upstream.Group, groups []*fedGroup, log 
 // groupCoherence runs, for each federated group, what keeps its cache in
 // step: its invalidation bus and its event-log poller (on the holder of
 // the group's own Redis lease, or here without Redis). The returned stop
-// ends them all.
+// ends them all; on an error it ends what was started, and the caller
+// calls it once the server takes no more calls, so that no write
+// reaches a group whose bus has already said goodbye.
 func groupCoherence(cfg fileConfig, srv *proxy.Server, groups []*fedGroup, rdb redis.UniversalClient, upTransport wire.Transport,
 	upAuth func(context.Context, net.Conn, string) (net.Conn, error), caps *ttlCaps, log *slog.Logger) (func(), error) {
 	var stops []func()
@@ -200,8 +202,7 @@ func groupCoherence(cfg fileConfig, srv *proxy.Server, groups []*fedGroup, rdb r
 			var stopLeader func()
 			var err error
 			if el, stopLeader, err = runLeader(rdb, g.cfg.Name, nodeID, glog); err != nil {
-				stop()
-				return nil, err
+				return stop, err
 			}
 			stops = append(stops, stopLeader)
 			lead = el
@@ -213,8 +214,7 @@ func groupCoherence(cfg fileConfig, srv *proxy.Server, groups []*fedGroup, rdb r
 		caller, err := housekeeping.NewClient(housekeeping.ClientConfig{Addrs: addrs, Transport: upTransport,
 			User: cfg.Housekeeping.User, Handshake: upAuth, Logger: glog.With("component", "housekeeping")})
 		if err != nil {
-			stop()
-			return nil, err
+			return stop, err
 		}
 		stops = append(stops, func() { caller.Close() })
 		// As the primary's; a member without a log caps the TTLs of the
@@ -222,8 +222,7 @@ func groupCoherence(cfg fileConfig, srv *proxy.Server, groups []*fedGroup, rdb r
 		poller, health, tasks, err := eventLogTasks(cfg, eventLogGroup{name: g.cfg.Name, caller: caller, rdb: rdb, lease: el,
 			catalog: g.caching.DefaultCatalog, flush: gc.Flush, suffix: ":" + g.cfg.Name}, caps, glog)
 		if err != nil {
-			stop()
-			return nil, err
+			return stop, err
 		}
 		g.poller = poller
 		if health != nil {
@@ -232,8 +231,7 @@ func groupCoherence(cfg fileConfig, srv *proxy.Server, groups []*fedGroup, rdb r
 		runner, err := worker.New(worker.Config{Leadership: lead, LeaderCheck: 100 * time.Millisecond,
 			Logger: glog.With("component", "workers")}, tasks...)
 		if err != nil {
-			stop()
-			return nil, err
+			return stop, err
 		}
 		runner.Start()
 		stops = append(stops, runner.Close)

@@ -282,6 +282,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 		if err != nil {
 			srv.Shutdown(context.Background())
 			<-errc
+			stopGroups()
 			return err
 		}
 		defer stopGroups()
@@ -365,12 +366,16 @@ func run(ctx context.Context, cfg fileConfig) error {
 		}
 	}
 	cut := false
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("shutdown cut off calls in flight", "err", err)
+	shutErr := srv.Shutdown(sctx)
+	if shutErr != nil {
+		log.Warn("shutdown cut off calls in flight", "err", shutErr)
 		cut = true
-		// A cut write can still land on its metastore, unpublished: the
-		// buses (stopped by the deferred calls) leave as a crash would,
-		// so that peers bypass their caches and flush.
+	}
+	if errors.Is(shutErr, proxy.ErrWritesCut) {
+		// A cut write can still land on its metastore after its
+		// invalidation went out: the buses (stopped by the deferred
+		// calls) leave as a crash would, so that peers bypass their
+		// caches until they declare this node gone. Cut reads need none.
 		if bus != nil {
 			bus.Abandon()
 		}

@@ -330,6 +330,9 @@ func TestFederationCorpusPrefixed(t *testing.T) {
 func TestFederationMemberKilled(t *testing.T) {
 	primary, _ := fedVersions(t)
 	member := startShared(t, "2.3", "2.3-killed", 40)
+	// A cut relay accepts and closes, where a dead JVM's port refuses:
+	// both fail every call at once, which is what the primary must not
+	// feel. The real kill follows the rounds.
 	relay := redistest.NewRelay(t, member.addr)
 	n := startFederated(t, primary, &metastore{version: member.version, addr: relay.Addr, work: member.work},
 		fedOpts{lakeDBs: []string{"lake_*"}, timeout: 2 * time.Second, noCache: true})
@@ -403,7 +406,8 @@ func TestFederationMemberKilled(t *testing.T) {
 	}
 	killed := p50()
 	fmt.Printf("e2e: federation primary p50 after the member was killed, its clients calling: %v\n", killed)
-	if r := float64(killed) / float64(slices.Min(quiet)); r > 3 {
+	slices.Sort(quiet)
+	if r := float64(killed) / float64(quiet[len(quiet)/2]); r > 3 {
 		t.Errorf("the primary slowed down %.1fx with the member killed", r)
 	}
 }

@@ -121,8 +121,9 @@ func BenchmarkPrimaryWhileMemberDead(b *testing.B) {
 			if dead {
 				f.Close()
 			}
-			// The member's clients run in both: the quiet run carries the
-			// same load, so the ratio is the member's death alone.
+			// The member's clients run in both, so the dead run differs
+			// from the quiet one by the member's death (their calls then
+			// fail instead of being answered).
 			for i := 0; i < 4; i++ {
 				wg.Go(func() {
 					// Clients that retry every 10 ms, as a pool of

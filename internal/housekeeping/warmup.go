@@ -219,12 +219,17 @@ func (w *WarmUp) Start(targets []Target) error {
 	if !w.running.CompareAndSwap(false, true) {
 		return ErrWarmUpRunning
 	}
+	// Under the lock Close cancels under: either Close sees this run
+	// counted and waits for it, or this sees Close's cancel.
+	w.mu.Lock()
 	if w.ctx.Err() != nil {
+		w.mu.Unlock()
 		w.running.Store(false)
 		return ErrClosed
 	}
-	start := w.begin(targets)
 	w.wg.Add(1)
+	w.mu.Unlock()
+	start := w.begin(targets)
 	go func() {
 		defer w.wg.Done()
 		w.run(w.ctx, targets, start) // logged and in Progress
@@ -235,7 +240,9 @@ func (w *WarmUp) Start(targets []Target) error {
 // Close cancels a run started by Start and waits for it. Safe to call
 // twice. The Task's run is cancelled by its runner.
 func (w *WarmUp) Close() {
+	w.mu.Lock()
 	w.cancel()
+	w.mu.Unlock()
 	w.wg.Wait()
 }
 
@@ -329,11 +336,7 @@ func (w *WarmUp) run(ctx context.Context, targets []Target, start time.Time) (er
 			return fmt.Errorf("housekeeping: warm-up: wait until ready: %w", err)
 		}
 	}
-	specs := make([]string, len(targets))
-	for i, t := range targets {
-		specs[i] = t.spec
-	}
-	log.Info("housekeeping: warm-up started", "targets", specs, "concurrency", len(w.cfg.Callers), "batch", w.cfg.Batch)
+	log.Info("housekeeping: warm-up started", "targets", w.Progress().Targets, "concurrency", len(w.cfg.Callers), "batch", w.cfg.Batch)
 
 	// Progress in the log while the run lasts.
 	logCtx, stopLog := context.WithCancel(ctx)

@@ -19,9 +19,13 @@ import (
 // the proxy from a warm cache (local pruning) are byte-equal to the
 // metastore's own answers, for thousands of generated requests over a
 // table of 1,000 partitions keyed by a string, an int and a date-like
-// string. Requests the proxy does not evaluate exactly are in the mix
-// too: they must be forwarded, so they compare equal as well. The seed
-// is printed; HMSPROXY_E2E_SEED replays one.
+// string. The filters compare the int key with =, !=, IN and NOT IN and
+// with ranges (<, <=, >, >=, reversed, [NOT] BETWEEN, lo > hi, literals
+// beyond int up to the ends of int64). Requests the proxy does not
+// evaluate exactly are in the mix too (ranges over string keys, an
+// integer beyond int64, LIKE, ...): they must be forwarded, so they
+// compare equal as well. The seed is printed; HMSPROXY_E2E_SEED replays
+// one.
 //
 // What the runs against 2.3, 3.1 and 4.0 showed is encoded in
 // proxy/prune.go: filters come back in PART_NAME order with max_parts
@@ -32,7 +36,9 @@ import (
 // specs are; integral keys holding the default partition or
 // non-canonical numbers (the "odd" table) are forwarded. The first run
 // against 3.1, before partial specs were forwarded, failed on exactly
-// those two differences.
+// those two differences. Ranges and [NOT] BETWEEN on the int key agreed
+// on every version from their first run: all three cast the value to
+// decimal(21,0) in direct SQL and read BETWEEN as two comparisons.
 func TestPruneDifferential(t *testing.T) {
 	for _, v := range versions(t) {
 		t.Run(v, func(t *testing.T) { runPruneDifferential(t, v) })
@@ -241,6 +247,8 @@ type pruneCall struct {
 type pruneGen struct {
 	rng *rand.Rand
 	v4  bool
+	// usedRange: the filter being generated has a range over n.
+	usedRange bool
 }
 
 func (g *pruneGen) pick(xs []string) string { return xs[g.rng.Intn(len(xs))] }
@@ -257,10 +265,48 @@ func (g *pruneGen) value(i int) string {
 	return g.pick(append(pruneDays(), "2026-12-31"))
 }
 
+// rangeLits are the integer literals of ranges over n: values the table
+// has (-3 0 1 2 5 10 12 100), values between and beside them, numbers
+// whose order as strings is not their order as numbers (9 and 10), and
+// literals beyond int, up to the ends of int64 (the metastore casts the
+// stored value to decimal(21,0), so they compare as the numbers they are).
+var rangeLits = []string{"-9223372036854775808", "-3000000000", "-4", "-3", "-1", "0", "1", "2", "3", "5", "7", "9",
+	"10", "11", "12", "99", "100", "101", "3000000000", "9223372036854775807"}
+
+// ranged is a range or [NOT] BETWEEN over the int key n, against
+// integer literals: exact when n's values are canonical.
+func (g *pruneGen) ranged() string {
+	g.usedRange = true
+	ops := []string{"<", "<=", ">", ">="}
+	switch g.rng.Intn(7) {
+	case 0, 1:
+		return "n " + g.pick(ops) + " " + g.pick(rangeLits)
+	case 2:
+		return g.pick(rangeLits) + " " + g.pick(ops) + " n"
+	}
+	i, j := g.rng.Intn(len(rangeLits)), g.rng.Intn(len(rangeLits))
+	if i > j && g.rng.Intn(4) > 0 {
+		i, j = j, i // mostly lo <= hi; sometimes lo > hi, which matches nothing
+	}
+	between := " between "
+	switch g.rng.Intn(5) {
+	case 0:
+		between = " not between "
+	case 1:
+		between = " NOT BETWEEN "
+	case 2:
+		between = " BETWEEN "
+	}
+	return "n" + between + rangeLits[i] + " and " + rangeLits[j]
+}
+
 // atom is one exact comparison.
 func (g *pruneGen) atom() string {
 	key := g.rng.Intn(3)
 	name := []string{"region", "n", "ds"}[key]
+	if key == 1 && g.rng.Intn(2) == 0 {
+		return g.ranged()
+	}
 	lit := func() string {
 		if key == 1 {
 			return g.value(1)
@@ -306,19 +352,28 @@ func (g *pruneGen) expr(depth int) string {
 
 // inexact is a filter the proxy must forward.
 func (g *pruneGen) inexact() (string, string) {
-	switch g.rng.Intn(7) {
+	// Ranges over string keys follow the backing database's collation
+	// (MySQL's default is case-insensitive: 'ZA' < 'eu' or not), which
+	// the proxy cannot know.
+	switch g.rng.Intn(10) {
 	case 0:
-		return "n > " + g.value(1), "range"
+		return "ds > '" + g.value(2) + "'", "string range"
 	case 1:
-		return "ds >= '" + g.value(2) + "' and region = 'us'", "range"
+		return "ds >= '" + g.value(2) + "' and region = 'us'", "string range"
 	case 2:
-		return "region like 'u.*'", "like"
+		return "region < 'eu' and ds = '" + g.value(2) + "'", "string range"
 	case 3:
-		return "n between 1 and 10", "between"
+		return "region like 'u.*'", "like"
 	case 4:
-		return "not region = 'us'", "not"
+		return "ds between '2026-11-03' and '" + g.value(2) + "'", "string between"
 	case 5:
+		return "region not between 'a' and 'f' and ds = '" + g.value(2) + "'", "string between"
+	case 6:
+		return "not region = 'us'", "not"
+	case 7:
 		return "owner = 'x'", "not a key"
+	case 8:
+		return "n < 9223372036854775808", "int64 overflow"
 	}
 	return "ds = ", "syntax"
 }
@@ -338,6 +393,7 @@ func (g *pruneGen) next(db, tbl string) pruneCall {
 	// metastore answering hundreds of partitions per call would make the
 	// test slow.
 	flt, class := "", "exact"
+	g.usedRange = false
 	max := g.maxParts()
 	switch r := g.rng.Intn(8); {
 	case r == 0:
@@ -348,11 +404,27 @@ func (g *pruneGen) next(db, tbl string) pruneCall {
 		max = int16(g.rng.Intn(8))
 	case r <= 3:
 		flt = "region = '" + g.value(0) + "' and (n = " + g.value(1) + " or " + g.expr(1) + ")"
+	case r == 4:
+		flt = "ds = '" + g.value(2) + "' and "
+		switch g.rng.Intn(3) {
+		case 0:
+			flt += g.ranged()
+		case 1:
+			flt += "(" + g.ranged() + " or " + g.ranged() + ")"
+		default:
+			flt += g.ranged() + " and " + g.expr(1)
+		}
 	default:
 		flt = "ds = '" + g.value(2) + "' and " + g.expr(2)
 	}
-	if tbl == "odd" && class == "exact" {
+	if class == "exact" && g.usedRange {
+		class = "exact with int range"
+	}
+	if tbl == "odd" && strings.HasPrefix(class, "exact") {
 		class = "odd table"
+		if g.usedRange {
+			class = "odd table, int range"
+		}
 	}
 	methods := []string{"get_partitions_by_filter", "get_num_partitions_by_filter"}
 	if g.v4 {

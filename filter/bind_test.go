@@ -21,10 +21,14 @@ func TestBindAgreesWithEval(t *testing.T) {
 		`HR = 7 and Region = 'us'`,
 		`hr = '07'`,
 		`7 < hr`,
+		`hr >= 7 and hr < 9 or region = 'us'`,
+		`hr not between 2 and 8 or ds = 'a'`,
+		`hr between 8 and 2`,
+		`hr <= -1 or hr > 9223372036854775806`,
 	}
 	var values [][]string
 	for _, ds := range []string{"a", "b", "2024-01-02"} {
-		for _, hr := range []string{"1", "07", "7", "x", DefaultPartition} {
+		for _, hr := range []string{"1", "07", "7", "-1", "x", DefaultPartition} {
 			for _, region := range []string{"eu", "us"} {
 				values = append(values, []string{ds, hr, region})
 			}

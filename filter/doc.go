@@ -43,14 +43,25 @@
 // [Expr.Eval] decides a filter for one partition, and [Expr.Exact] says
 // whether that decision is certain to equal the metastore's own. A cache
 // evaluates a filter itself only when Exact is true and asks the metastore
-// otherwise. Exact is true when every comparison is =, !=, <>, IN or NOT IN, of
-// a string (or varchar) key against a string literal or of an integral key
-// (tinyint, smallint, int, bigint) against an integer literal, combined with
-// AND, OR and parentheses, and the filter is written in syntax that every
-// metastore version accepts (so no ==, unary NOT, bare "key IN", back-quoted
-// keys, backslashes or adjacent string literals). Everything else (LIKE,
-// ranges, BETWEEN, date, timestamp and decimal keys, mixed types) is evaluated
-// on a best-effort basis but is not Exact.
+// otherwise. Exact is true when every comparison is =, !=, <>, IN or NOT IN of
+// a string (or varchar) key against string literals, or =, !=, <>, IN, NOT
+// IN, <, <=, >, >=, BETWEEN or NOT BETWEEN of an integral key (tinyint,
+// smallint, int, bigint) against integer literals, combined with AND, OR and
+// parentheses, and the filter is written in syntax that every metastore
+// version accepts (so no ==, unary NOT, bare "key IN", back-quoted keys,
+// backslashes, adjacent string literals or "- 5"). Everything else (LIKE,
+// ranges and BETWEEN on string keys, date, timestamp and decimal keys, mixed
+// types) is evaluated on a best-effort basis but is not Exact.
+//
+// Integral comparisons are numeric, as in the metastore's direct SQL, which
+// casts the stored value to decimal(21,0): "n >= 10" matches 10 and not 9,
+// a literal beyond the key type's own range (tinyint n > 1000) is compared
+// as the number it is, "n BETWEEN 10 AND 2" matches nothing and "n NOT
+// BETWEEN lo AND hi" is "n < lo OR n > hi". A literal that does not fit
+// int64 is a syntax error here, as the metastore's Long.parseLong refuses
+// it. A range over a string key stays inexact because its order is the
+// collation of the metastore's backing database (Derby, MySQL's
+// case-insensitive default, Postgres), which a cache cannot know.
 //
 // [Expr.Bind] ties a filter to one table's partition keys, in order; the
 // [Bound] filter then decides a partition from its values by position, as

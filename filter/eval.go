@@ -84,20 +84,28 @@ func exact(n *node, keyTypes map[string]string) bool {
 		}
 		return true
 	case nCmp:
-		if n.op != EQ && n.op != NE {
+		if n.op == Like {
 			return false
 		}
-	case nIn:
-	default: // nNot is always odd; nBetween is a range
+	case nIn, nBetween:
+	default: // nNot is always odd
 		return false
 	}
 	typ, ok := keyTypes[n.key]
 	if !ok {
 		return false
 	}
+	// Ranges (<, <=, >, >=, [NOT] BETWEEN) only on integral keys, which
+	// every version compares as numbers (direct SQL casts the value);
+	// the order of strings is the backing database's collation, which
+	// the proxy cannot know.
+	ranged := n.kind == nBetween || (n.kind == nCmp && n.op != EQ && n.op != NE)
 	want := litString
 	switch classify(typ) {
 	case classString:
+		if ranged {
+			return false
+		}
 	case classIntegral:
 		want = litInt
 	default:

@@ -249,8 +249,8 @@ type prunePlan struct {
 	// can have for that key (nil: no such key): the candidates to test.
 	pins [][]string
 	// intKeys are the positions of the integral keys the filter
-	// compares: exact only while every stored value of them is
-	// canonical (nameIndex.odd).
+	// compares (by =, IN, ranges or BETWEEN alike): exact only while
+	// every stored value of them is canonical (nameIndex.odd).
 	intKeys []int
 }
 

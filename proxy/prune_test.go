@@ -96,8 +96,18 @@ func pruneCases() []pruneCase {
 		// The demo metastore, like 2.3 and 3.1, does not know this one:
 		// its UNKNOWN_METHOD answer is what the client must get.
 		{"ps names req unknown", "get_partition_names_ps_req", psArgs("get_partition_names_ps_req", -1, "2024-01-01", "1"), false},
+		// Integral ranges compare numbers, as direct SQL does.
+		{"range", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr >= 8 and ds = '2024-01-02'`, -1), true},
+		{"range none", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr > 20`, -1), true},
+		{"reversed range", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `17 < hr`, 3), true},
+		{"between", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr between 9 and 11`, -1), true},
+		{"between empty", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr between 11 and 9`, -1), true},
+		{"not between", "get_num_partitions_by_filter", filterArgs("get_num_partitions_by_filter", `hr not between 2 and 17`, -1), true},
+		{"range beyond int", "get_num_partitions_by_filter", filterArgs("get_num_partitions_by_filter", `hr < 3000000000 and hr > -3000000000`, -1), true},
 		// Not evaluated here: forwarded, the metastore's answer (or error).
-		{"range", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr > 20`, -1), false},
+		{"string range", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `ds > '2024-01-01'`, 4), false},
+		{"string between", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `ds between '2024-01-01' and '2024-01-01'`, 4), false},
+		{"literal beyond int64", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr < 9223372036854775808`, -1), false},
 		{"not a key", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `region = 'x'`, -1), false},
 		{"bad filter", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `ds = `, -1), false},
 		{"too many values", "get_partitions_ps", psArgs("get_partitions_ps", -1, "a", "1", "x"), false},
@@ -542,5 +552,80 @@ func TestPruneKeepsNoLargeBuffers(t *testing.T) {
 		if n > maxKeptBuf {
 			t.Errorf("connection keeps %s of %d bytes after a prune of %d partitions; want at most %d", name, n, size, maxKeptBuf)
 		}
+	}
+}
+
+// TestPruneRangeNonCanonical: a range over an integral key is answered
+// locally only while every stored value of the key is a canonical
+// integer. Once the table holds hr=07 (which 2.3, 3.1 and JDO compare
+// differently), ranges and BETWEEN on hr are forwarded, as = and IN on
+// it are, while a filter that leaves hr alone is still answered locally.
+func TestPruneRangeNonCanonical(t *testing.T) {
+	_, addr := startDemo(t, wire.Buffered)
+	caching := newCaching(t, nil)
+	f := &countingForwarder{}
+	var srv *Server
+	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { f.up = up; return f }, func(s *Server) { srv = s })
+	direct := dial(t, addr, wire.Buffered)
+	c := dial(t, paddr, wire.Buffered)
+	st := srv.PruneStats()
+
+	rng := filterArgs("get_partitions_by_filter", `hr between 6 and 8`, -1)
+	call(t, c, "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr != -1`, -1))
+	caching.Store.Wait()
+	f.take()
+	local := st.Local.Load()
+	if got, want := call(t, c, "get_partitions_by_filter", rng), call(t, direct, "get_partitions_by_filter", rng); !sameButSeqID(got, want) {
+		t.Fatalf("canonical values: reply differs from the metastore's\n got %x\nwant %x", got, want)
+	}
+	if n := f.take(); len(n) != 0 || st.Local.Load() != local+1 {
+		t.Fatalf("canonical values: upstream calls %v, local answers +%d; want none and +1", n, st.Local.Load()-local)
+	}
+
+	// hr=07 next to hr=7, added through the proxy (which drops the
+	// table's partition set, so the next prune reads the new name list).
+	p := addedPartition()
+	p.Values[1] = "07"
+	p.SD = hmsreq.TextSD("file:/tmp/wh/demo_db0.db/t0/ds=2024-01-01/hr=07", hmsreq.Column{Name: "id", Type: "bigint"})
+	count := filterArgs("get_num_partitions_by_filter", `ds = '2024-01-01'`, -1)
+	before := call(t, direct, "get_num_partitions_by_filter", count)
+	call(t, c, "add_partition", hmsreq.Args(p.Field(1)))
+	if after := call(t, direct, "get_num_partitions_by_filter", count); sameButSeqID(before, after) {
+		t.Fatalf("add_partition hr=07 added nothing")
+	}
+	caching.Store.Wait()
+	day := filterArgs("get_partitions_by_filter", `ds = '2024-01-01'`, -1)
+	call(t, c, "get_partitions_by_filter", day) // loads the name list and partition the add dropped
+	caching.Store.Wait()
+	for _, tc := range []struct {
+		name, method string
+		args         []byte
+		local        bool
+	}{
+		{"string key only", "get_partitions_by_filter", day, true},
+		{"between", "get_partitions_by_filter", rng, false},
+		{"range", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr > 6 and ds = '2024-01-01'`, -1), false},
+		{"not between", "get_num_partitions_by_filter", filterArgs("get_num_partitions_by_filter", `hr not between 1 and 18`, -1), false},
+		{"eq", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr = 7`, -1), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f.take()
+			local, inexact := st.Local.Load(), st.Inexact.Load()
+			got, want := call(t, c, tc.method, tc.args), call(t, direct, tc.method, tc.args)
+			if !sameButSeqID(got, want) {
+				t.Fatalf("reply differs from the metastore's\n got %x\nwant %x", got, want)
+			}
+			n := f.take()
+			if tc.local {
+				if len(n) != 0 || st.Local.Load() != local+1 {
+					t.Fatalf("upstream calls %v, local answers +%d; want none and +1", n, st.Local.Load()-local)
+				}
+				return
+			}
+			if n[tc.method] != 1 || st.Local.Load() != local || st.Inexact.Load() != inexact+1 {
+				t.Fatalf("upstream calls %v, local answers +%d, inexact +%d; want the request forwarded as inexact",
+					n, st.Local.Load()-local, st.Inexact.Load()-inexact)
+			}
+		})
 	}
 }

@@ -112,11 +112,9 @@ type Bus struct {
 	// the node leaves without a goodbye, so its peers treat it as silent.
 	abandoned atomic.Bool
 	// closing is set when the sender begins to stop; publishing counts
-	// the publishes deciding whether to queue; byeDecided is set once the
-	// sender has chosen to say goodbye (see late).
+	// the publishes deciding whether to queue (see finish).
 	closing    atomic.Bool
 	publishing atomic.Int64
-	byeDecided atomic.Bool
 	// onClosing, if set, runs in the stopping sender after its last
 	// drain, before it decides on the goodbye: a test seam.
 	onClosing func()
@@ -328,18 +326,14 @@ func (b *Bus) Publish(ctx context.Context, ents []cache.Entity) error {
 }
 
 // late answers a publish that came after the stopping sender's last
-// drain: nothing will carry it. The node then leaves without a goodbye
-// unless that is already decided, and the writer waits until the peers
-// have stopped hearing it, as for an append that failed. After a goodbye
-// the invalidation is lost (Run's caller must stop writes before it
-// stops the bus); the wait is kept even then, since the goodbye may be
-// decided just after this check.
+// drain: nothing will carry it. The node then leaves without a goodbye,
+// unless it already said one (Run's caller must stop writes before it
+// stops the bus), and the writer waits until the peers have stopped
+// hearing it, as for an append that failed.
 func (b *Bus) late(ctx context.Context) error {
 	b.stats.PublishErrors.Add(1)
 	b.abandoned.Store(true)
-	if b.byeDecided.Load() {
-		b.log.Error("a write came after this node decided to say goodbye on the bus; its invalidation may be lost")
-	}
+	b.log.Warn("a write came while the bus was stopping; unpublished, it keeps the node from a clean goodbye if not yet said")
 	t := time.NewTimer(b.timeout)
 	defer t.Stop()
 	select {

@@ -305,7 +305,6 @@ func (b *Bus) finish(batch []*pubReq) {
 		b.log.Warn("leaving the bus without a goodbye: writes through this node may be unpublished; peers serve from the metastore until they declare it gone")
 		return
 	}
-	b.byeDecided.Store(true)
 	b.sendBye(ctx)
 }
 

@@ -81,6 +81,11 @@ type Coherence interface {
 	// it may be missing other nodes' invalidations, and then reads go to
 	// the metastore.
 	Synced() bool
+	// Abandon is called when a shutdown cut off a write to the group: it
+	// may still land on the metastore after every invalidation this node
+	// publishes, so the node must leave its peers as a crash would, never
+	// with a clean goodbye.
+	Abandon()
 }
 
 // WriteObserver watches the writes that pass through the proxy.

@@ -16,6 +16,7 @@ import (
 // published.
 type fakeCoherence struct {
 	synced    atomic.Bool
+	abandoned atomic.Bool
 	published chan []cache.Entity
 }
 
@@ -25,6 +26,8 @@ func (f *fakeCoherence) Publish(ctx context.Context, ents []cache.Entity) error 
 }
 
 func (f *fakeCoherence) Synced() bool { return f.synced.Load() }
+
+func (f *fakeCoherence) Abandon() { f.abandoned.Store(true) }
 
 // fakeWrites is a hand-written WriteObserver.
 type fakeWrites struct{ seen chan wrote }

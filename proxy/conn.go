@@ -67,8 +67,10 @@ type clientConn struct {
 	objs  [][]byte    // the objects of that reply
 	parts []namedPart // a by-names read's partitions being assembled
 
-	outcome Outcome     // how the call in progress was answered
-	writing atomic.Bool // the call in progress may change the metastore
+	outcome Outcome // how the call in progress was answered
+	// writing is the group of a call in progress that may change its
+	// metastore (forward), for a Shutdown that cuts it.
+	writing atomic.Pointer[route]
 
 	// Read deadlines: the idle deadline is moved only when it has less
 	// than 7/8 of the idle timeout left, or a request deadline replaced
@@ -325,16 +327,7 @@ func (c *clientConn) serve() {
 		start := time.Now()
 		meth := hms.Lookup(m.Name())
 		c.outcome, c.rt = OutcomePassthrough, nil
-		// A call that may change the metastore, seen by a Shutdown that
-		// cuts it: reads pay nothing for it.
-		mayWrite := classOf(meth) == upstream.Write
-		if mayWrite {
-			c.writing.Store(true)
-		}
 		err = c.handle(meth, m)
-		if mayWrite {
-			c.writing.Store(false)
-		}
 		if err != nil {
 			c.outcome = OutcomeError
 		}
@@ -505,6 +498,10 @@ func (c *clientConn) forward(call upstream.Call, sink upstream.ReplySink) error 
 		c.goneFn = c.gone
 	}
 	call.ClientGone = c.goneFn
+	if call.Class == upstream.Write { // reads pay nothing for it
+		c.writing.Store(c.rt)
+		defer c.writing.Store(nil)
+	}
 	if err := c.rt.up.Do(c.s.ctx, call, sink); err != nil {
 		// The client must see a transport failure, never a made-up
 		// answer: its retry logic reconnects on exactly that.

@@ -2,9 +2,13 @@ package proxy
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
@@ -87,4 +91,56 @@ func TestDrainClosesBetweenCalls(t *testing.T) {
 
 	s.Resume()
 	call(t, dial(t, addr, wire.Buffered), "fast_call", hmsclient.Args())
+}
+
+// TestCutWriteAbandonsItsGroup: a Shutdown that cuts a write in flight
+// tells the group's Coherence to abandon (the write may land after every
+// invalidation published, so the peers must not be told a clean
+// goodbye); cutting a read does not.
+func TestCutWriteAbandonsItsGroup(t *testing.T) {
+	for _, tc := range []struct {
+		method  string
+		args    []byte
+		abandon bool
+	}{
+		{"get_table", hmsclient.Args("demo_db0", "t0"), false},
+		{"drop_table", hmsclient.Args("demo_db0", "t0"), true},
+	} {
+		t.Run(tc.method, func(t *testing.T) {
+			release, got := make(chan struct{}), make(chan string, 16)
+			up := proxytest.Fake(t, wire.Buffered, func(c *proxytest.FakeConn, m wire.Message) error {
+				got <- string(m.Name())
+				<-release
+				return io.EOF
+			})
+			caching := newCaching(t, nil)
+			coh := &fakeCoherence{published: make(chan []cache.Entity, 4)}
+			coh.synced.Store(true)
+			caching.Coherence = coh
+			caching.Scope = ScopeShared // auto would wait for the hung metastore to tell it
+			s, addr := startProxy(t, proxyOpts{cache: caching}, up)
+			// Before the proxy's cleanup, which waits for its calls, and
+			// the fake's, which waits for its handlers.
+			t.Cleanup(func() { close(release) })
+			c := dial(t, addr, wire.Buffered)
+			if err := c.Send(ctxT(t), wire.Call, tc.method, tc.args); err != nil {
+				t.Fatal(err)
+			}
+			for m := ""; m != tc.method; {
+				select {
+				case m = <-got:
+				case <-time.After(proxytest.Timeout):
+					t.Fatalf("%s never reached the metastore", tc.method)
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			if err := s.Shutdown(ctx); err == nil {
+				t.Fatal("Shutdown cut nothing; want the call in flight cut")
+			}
+			if a := coh.abandoned.Load(); a != tc.abandon {
+				t.Fatalf("cut %s: coherence abandoned %v; want %v", tc.method, a, tc.abandon)
+			}
+		})
+	}
 }

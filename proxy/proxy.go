@@ -333,25 +333,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.mu.Lock()
 		n, writes := len(s.conns), 0
 		for c := range s.conns {
-			if c.writing.Load() {
+			if rt := c.writing.Load(); rt != nil {
+				// The write can still land after every invalidation this
+				// node publishes: its group's peers must not be told a
+				// clean goodbye.
 				writes++
+				if rt.cache != nil && rt.cache.Coherence != nil {
+					rt.cache.Coherence.Abandon()
+				}
 			}
 			c.nc.Close()
 		}
 		s.mu.Unlock()
 		<-done
-		if writes > 0 {
-			return fmt.Errorf("proxy: shutdown cut off %d connections, %d in a call that may change the metastore: %w: %w",
-				n, writes, ErrWritesCut, ctx.Err())
-		}
-		return fmt.Errorf("proxy: shutdown cut off %d connections: %w", n, ctx.Err())
+		return fmt.Errorf("proxy: shutdown cut off %d connections, %d in a write: %w", n, writes, ctx.Err())
 	}
 }
-
-// ErrWritesCut is wrapped by a Shutdown that cut off calls that may
-// change the metastore (writes, unknown methods): they can still land
-// there after every invalidation this node publishes.
-var ErrWritesCut = errors.New("proxy: calls that may change the metastore were cut off")
 
 var aLongTimeAgo = time.Unix(1, 0)
 

@@ -195,3 +195,4 @@ func (f *flushCounter) Publish(_ context.Context, ents []cache.Entity) error {
 }
 
 func (f *flushCounter) Synced() bool { return true }
+func (f *flushCounter) Abandon()     {}

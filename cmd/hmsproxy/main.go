@@ -366,24 +366,11 @@ func run(ctx context.Context, cfg fileConfig) error {
 		}
 	}
 	cut := false
-	shutErr := srv.Shutdown(sctx)
-	if shutErr != nil {
-		log.Warn("shutdown cut off calls in flight", "err", shutErr)
+	// A cut write abandons its group's bus (stopped by the deferred
+	// calls), so that the peers are not told a clean goodbye.
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("shutdown cut off calls in flight", "err", err)
 		cut = true
-	}
-	if errors.Is(shutErr, proxy.ErrWritesCut) {
-		// A cut write can still land on its metastore after its
-		// invalidation went out: the buses (stopped by the deferred
-		// calls) leave as a crash would, so that peers bypass their
-		// caches until they declare this node gone. Cut reads need none.
-		if bus != nil {
-			bus.Abandon()
-		}
-		for _, g := range fedGroups {
-			if g.bus != nil {
-				g.bus.Abandon()
-			}
-		}
 	}
 	if err := <-errc; serveErr == nil && !errors.Is(err, proxy.ErrServerClosed) {
 		serveErr = err

@@ -353,28 +353,9 @@ func TestFederationMemberKilled(t *testing.T) {
 	// The member's clients, as a pool of engines would keep calling a
 	// dead metastore: a connection, a call, every 10 ms each.
 	memberClients := func() (stop func()) {
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		for i := 0; i < 4; i++ {
-			wg.Go(func() {
-				tick := time.NewTicker(10 * time.Millisecond)
-				defer tick.Stop()
-				for ctx.Err() == nil {
-					select {
-					case <-ctx.Done():
-						return
-					case <-tick.C:
-					}
-					mc, err := hmsclient.Dial(ctx, n.addr, wire.Buffered)
-					if err != nil {
-						continue
-					}
-					mc.Call(ctx, "get_database", hmsreq.Args(hmsreq.Str(1, "lake_x")))
-					mc.Close()
-				}
-			})
-		}
-		return func() { cancel(); wg.Wait() }
+		return proxytest.Reconnecting(n.addr, 4, 10*time.Millisecond, func(ctx context.Context, mc *hmsclient.Client) {
+			mc.Call(ctx, "get_database", hmsreq.Args(hmsreq.Str(1, "lake_x")))
+		})
 	}
 	p50() // warm-up
 	var ratios []float64

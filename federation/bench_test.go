@@ -3,7 +3,6 @@ package federation
 import (
 	"context"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -115,38 +114,18 @@ func BenchmarkPrimaryWhileMemberDead(b *testing.B) {
 				b.Fatal(err)
 			}
 			addr := proxytest.Serve(b, srv)
-			ctx, stop := context.WithCancel(context.Background())
-			var wg sync.WaitGroup
-			defer func() { stop(); wg.Wait() }()
 			if dead {
 				f.Close()
 			}
 			// The member's clients run in both, so the dead run differs
 			// from the quiet one by the member's death (their calls then
-			// fail instead of being answered).
-			for i := 0; i < 4; i++ {
-				wg.Go(func() {
-					// Clients that retry every 10 ms, as a pool of
-					// engines would: not a busy loop, which would only
-					// measure the CPU it takes from the benchmark.
-					tick := time.NewTicker(10 * time.Millisecond)
-					defer tick.Stop()
-					for ctx.Err() == nil {
-						select {
-						case <-ctx.Done():
-							return
-						case <-tick.C:
-						}
-						c, err := hmsclient.Dial(ctx, addr, wire.Buffered)
-						if err != nil {
-							continue
-						}
-						c.Call(ctx, "get_database", hmsclient.Args("lake"))
-						c.Call(ctx, "get_all_databases", hmsclient.Args())
-						c.Close()
-					}
-				})
-			}
+			// fail instead of being answered). Every 10 ms, as a pool of
+			// engines would: a busy loop would only measure the CPU it
+			// takes from the benchmark.
+			defer proxytest.Reconnecting(addr, 4, 10*time.Millisecond, func(ctx context.Context, c *hmsclient.Client) {
+				c.Call(ctx, "get_database", hmsclient.Args("lake"))
+				c.Call(ctx, "get_all_databases", hmsclient.Args())
+			})()
 			c := proxytest.Dial(b, addr, wire.Buffered)
 			proxytest.Call(b, c, "get_table", args)
 			p50(b, c, "get_table", args)

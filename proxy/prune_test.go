@@ -16,6 +16,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/eventlog"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
@@ -115,18 +116,32 @@ func pruneCases() []pruneCase {
 	}
 }
 
+// pruneBed is a caching proxy over the demo metastore whose upstream
+// calls are counted, with a client of each.
+type pruneBed struct {
+	caching   *Caching
+	f         *countingForwarder
+	srv       *Server
+	addr      string            // the metastore's
+	direct, c *hmsclient.Client // to the metastore, to the proxy
+}
+
+func newPruneBed(t *testing.T, clock *fakeClock) *pruneBed {
+	t.Helper()
+	b := &pruneBed{caching: newCaching(t, clock), f: &countingForwarder{}}
+	_, b.addr = startDemo(t, wire.Buffered)
+	paddr := startProxyOver(t, b.caching, b.addr, func(up Forwarder) Forwarder { b.f.up = up; return b.f }, func(s *Server) { b.srv = s })
+	b.direct, b.c = dial(t, b.addr, wire.Buffered), dial(t, paddr, wire.Buffered)
+	return b
+}
+
 // TestPruneLocal: filters and partial specs the proxy evaluates exactly
 // are answered from the cached table, name list and partitions, byte-equal
 // to the metastore's answer, and with a warm cache a filter never seen
 // before costs no upstream call; anything else reaches the metastore.
 func TestPruneLocal(t *testing.T) {
-	_, addr := startDemo(t, wire.Buffered)
-	caching := newCaching(t, nil)
-	f := &countingForwarder{}
-	var srv *Server
-	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { f.up = up; return f }, func(s *Server) { srv = s })
-	direct := dial(t, addr, wire.Buffered)
-	c := dial(t, paddr, wire.Buffered)
+	b := newPruneBed(t, nil)
+	caching, f, srv, direct, c := b.caching, b.f, b.srv, b.direct, b.c
 	// Warm: the table, its names and every partition.
 	call(t, c, "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr != -1`, -1))
 	caching.Store.Wait()
@@ -155,12 +170,8 @@ func TestPruneLocal(t *testing.T) {
 // name list once each and the matching partitions in one by-names call;
 // a prune with PruneOff caches the reply whole.
 func TestPruneFetchesMissingInBulk(t *testing.T) {
-	_, addr := startDemo(t, wire.Buffered)
-	caching := newCaching(t, nil)
-	f := &countingForwarder{}
-	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { f.up = up; return f })
-	direct := dial(t, addr, wire.Buffered)
-	c := dial(t, paddr, wire.Buffered)
+	b := newPruneBed(t, nil)
+	caching, f, direct, c := b.caching, b.f, b.direct, b.c
 	args := filterArgs("get_partitions_by_filter", `hr = 3 or hr = 5`, -1)
 	if got, want := call(t, c, "get_partitions_by_filter", args), call(t, direct, "get_partitions_by_filter", args); !sameButSeqID(got, want) {
 		t.Fatalf("cold prune differs\n got %x\nwant %x", got, want)
@@ -194,7 +205,7 @@ func TestPruneFetchesMissingInBulk(t *testing.T) {
 	off := newCaching(t, nil)
 	off.PruneOff = true
 	g := &countingForwarder{}
-	oaddr := startProxyOver(t, off, addr, func(up Forwarder) Forwarder { g.up = up; return g })
+	oaddr := startProxyOver(t, off, b.addr, func(up Forwarder) Forwarder { g.up = up; return g })
 	o := dial(t, oaddr, wire.Buffered)
 	call(t, o, "get_partitions_by_filter", args)
 	off.Store.Wait()
@@ -463,11 +474,8 @@ func TestPruneFollowsWrites(t *testing.T) {
 // not the list's), the next prune fetches them again.
 func TestPruneRemembersOnlyLiveEntries(t *testing.T) {
 	clock := newClock()
-	_, addr := startDemo(t, wire.Buffered)
-	caching := newCaching(t, clock)
-	f := &countingForwarder{}
-	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { f.up = up; return f })
-	c, direct := dial(t, paddr, wire.Buffered), dial(t, addr, wire.Buffered)
+	b := newPruneBed(t, clock)
+	caching, f, c, direct := b.caching, b.f, b.c, b.direct
 	day := filterArgs("get_partitions_by_filter", `ds = '2024-01-01'`, -1)
 	call(t, c, "get_partitions_by_filter", day)
 	caching.Store.Wait()
@@ -561,13 +569,8 @@ func TestPruneKeepsNoLargeBuffers(t *testing.T) {
 // differently), ranges and BETWEEN on hr are forwarded, as = and IN on
 // it are, while a filter that leaves hr alone is still answered locally.
 func TestPruneRangeNonCanonical(t *testing.T) {
-	_, addr := startDemo(t, wire.Buffered)
-	caching := newCaching(t, nil)
-	f := &countingForwarder{}
-	var srv *Server
-	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { f.up = up; return f }, func(s *Server) { srv = s })
-	direct := dial(t, addr, wire.Buffered)
-	c := dial(t, paddr, wire.Buffered)
+	b := newPruneBed(t, nil)
+	caching, f, srv, direct, c := b.caching, b.f, b.srv, b.direct, b.c
 	st := srv.PruneStats()
 
 	rng := filterArgs("get_partitions_by_filter", `hr between 6 and 8`, -1)

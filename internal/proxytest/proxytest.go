@@ -260,6 +260,35 @@ func Within(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
+// Reconnecting runs clients that each, every period, connect to addr,
+// make the calls of calls and disconnect, as a pool of engines keeps
+// calling a metastore that fails them (errors are theirs to ignore),
+// until the returned stop, which waits for them.
+func Reconnecting(addr string, clients int, every time.Duration, calls func(context.Context, *hmsclient.Client)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			tick := time.NewTicker(every)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+				}
+				c, err := hmsclient.Dial(ctx, addr, wire.Buffered)
+				if err != nil {
+					continue
+				}
+				calls(ctx, c)
+				c.Close()
+			}
+		})
+	}
+	return func() { cancel(); wg.Wait() }
+}
+
 // Eventually polls cond every 2ms until it holds, failing
 // the test after Timeout with what it waited for.
 func Eventually(t testing.TB, what string, cond func() bool) {

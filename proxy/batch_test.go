@@ -13,6 +13,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -247,7 +248,7 @@ func callAsync(t *testing.T, addr, method string, args []byte) <-chan []byte {
 // number of entries each batch waits for instead of loading them.
 func startGatedBatchProxy(t *testing.T, caching *Caching, addr string) (paddr string, rec *recordingForwarder, gate *gatedForwarder, joined chan int) {
 	t.Helper()
-	gate = &gatedForwarder{method: "get_partitions_by_names", arrived: make(chan struct{}), release: make(chan struct{})}
+	gate = newGate("get_partitions_by_names")
 	rec = &recordingForwarder{up: gate}
 	paddr, joined = startJoinWatchingProxy(t, caching, addr, func(up Forwarder) Forwarder { gate.up = up; return rec })
 	return paddr, rec, gate, joined
@@ -288,29 +289,29 @@ func TestBatchMissesCoalesce(t *testing.T) {
 		replies[i] = callAsync(t, paddr, "get_partitions_by_names", byNamesReq("get_partitions_by_names", reqs[i]...))
 	}
 	send(0)
-	<-gate.arrived
+	held := []chan struct{}{gate.held(t, "batch A's load")}
 	for i := 1; i < len(reqs); i++ {
 		send(i)
 	}
 	// Each later batch either joins A's loads or goes upstream on its own.
-	held, joins := 1, 0
+	joins := 0
 	timeout := time.After(10 * time.Second)
-	for !(joins == 3 && held == 3) && held < 4 {
+	for !(joins == 3 && len(held) == 3) && len(held) < 4 {
 		select {
-		case <-gate.arrived:
-			held++
+		case release := <-gate.arrived:
+			held = append(held, release)
 		case <-joined:
 			joins++
 		case <-timeout:
-			t.Fatalf("batches stuck: %d upstream calls held, %d joined", held, joins)
+			t.Fatalf("batches stuck: %d upstream calls held, %d joined", len(held), joins)
 		}
 	}
-	for ; held > 0; held-- {
-		gate.release <- struct{}{}
+	for _, release := range held {
+		close(release)
 	}
 	for i := range reqs {
 		want := call(t, direct, "get_partitions_by_names", byNamesReq("get_partitions_by_names", reqs[i]...))
-		if got := <-replies[i]; !sameButSeqID(got, want) {
+		if got := proxytest.Recv(t, replies[i], fmt.Sprintf("batch %d's reply", i)); !sameButSeqID(got, want) {
 			t.Errorf("batch %d: reply differs from the metastore's", i)
 		}
 	}
@@ -345,31 +346,32 @@ func TestBatchMissAfterWriteLoadsAgain(t *testing.T) {
 	}
 
 	before := callAsync(t, paddr, "get_partitions_by_names", args)
-	<-gate.arrived // its load read all four partitions and is held
+	loadBefore := gate.held(t, "the load of the batch before the write") // it read all four partitions
 	w := dial(t, paddr, wire.Buffered)
 	call(t, w, "drop_partition_by_name", hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"), hmsreq.Str(3, partName(3)), hmsreq.Bool(4, true)))
 
 	after := callAsync(t, paddr, "get_partitions_by_names", args)
+	var loadAfter chan struct{}
 	select {
-	case <-gate.arrived: // its own load
+	case loadAfter = <-gate.arrived: // its own load
 	case n := <-joined:
 		t.Fatalf("a batch after the write joined %d loads from before it", n)
 	case <-time.After(10 * time.Second):
 		t.Fatal("the batch after the write neither loaded nor joined")
 	}
-	gate.release <- struct{}{}
-	gate.release <- struct{}{}
-	if !hasPart3(<-before) {
+	close(loadBefore)
+	close(loadAfter)
+	if !hasPart3(proxytest.Recv(t, before, "the reply to the batch before the write")) {
 		t.Fatal("the batch before the write lacks partition 3: the test did not race the write")
 	}
-	if hasPart3(<-after) {
+	if hasPart3(proxytest.Recv(t, after, "the reply to the batch after the write")) {
 		t.Fatal("the batch after the write got the dropped partition")
 	}
 	caching.Store.Wait()
 	go func() { // a third read may load again: let it through
 		select {
-		case <-gate.arrived:
-			gate.release <- struct{}{}
+		case release := <-gate.arrived:
+			close(release)
 		case <-time.After(5 * time.Second):
 		}
 	}()

@@ -161,13 +161,25 @@ func TestReadYourWrites(t *testing.T) {
 	}
 }
 
-// gatedForwarder holds back the reply of one method until released: a
-// load that read old state and is slow to come back.
+// gatedForwarder holds back the reply of every call of one method until
+// that call is released: loads that read old state and are slow to come
+// back. Each held call sends its own release on arrived, so a test lets
+// go of exactly the load it means; two loads held on one shared channel
+// are released in whichever order they happened to start waiting.
 type gatedForwarder struct {
 	up      Forwarder
 	method  string
-	arrived chan struct{}
-	release chan struct{}
+	arrived chan chan struct{}
+}
+
+func newGate(method string) *gatedForwarder {
+	return &gatedForwarder{method: method, arrived: make(chan chan struct{})}
+}
+
+// held waits for the next call to reach the gate and returns its release.
+func (g *gatedForwarder) held(t testing.TB, what string) chan struct{} {
+	t.Helper()
+	return proxytest.Recv(t, g.arrived, what)
 }
 
 func (g *gatedForwarder) Do(ctx context.Context, c upstream.Call, sink upstream.ReplySink) error {
@@ -178,13 +190,14 @@ func (g *gatedForwarder) Do(ctx context.Context, c upstream.Call, sink upstream.
 	if err := g.up.Do(ctx, c, &cs); err != nil {
 		return err
 	}
+	release := make(chan struct{})
 	select {
-	case g.arrived <- struct{}{}:
+	case g.arrived <- release:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	select {
-	case <-g.release:
+	case <-release:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -200,7 +213,8 @@ func (g *gatedForwarder) Do(ctx context.Context, c upstream.Call, sink upstream.
 // never lands in the cache after it (promise 3; Trino #10512).
 func TestLoadInvalidateRace(t *testing.T) {
 	_, addr := startDemo(t, wire.Buffered)
-	gate := &gatedForwarder{up: proxytest.Group(t, upstream.Config{}, addr), method: "get_table", arrived: make(chan struct{}), release: make(chan struct{})}
+	gate := newGate("get_table")
+	gate.up = proxytest.Group(t, upstream.Config{}, addr)
 	caching := newCaching(t, nil)
 	_, paddr := serve(t, Config{Cache: caching}, gate)
 
@@ -209,34 +223,27 @@ func TestLoadInvalidateRace(t *testing.T) {
 	get := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "race"))
 
 	// Reader A misses and its load reads v=old, then stalls.
-	done := make(chan []byte)
-	go func() {
-		c := dial(t, paddr, wire.Buffered)
-		done <- call(t, c, "get_table", get)
-	}()
-	<-gate.arrived
+	done := callAsync(t, paddr, "get_table", get)
+	loadA := gate.held(t, "reader A's load")
 	// The write happens and returns while A's load is in flight.
 	call(t, setup, "alter_table", alterTableArgs("demo_db0", "race", testTable("demo_db0", "race", map[string]string{"v": "new"})))
 	// Reader B starts after the write returned, while A's load is still
 	// out: it must not join that load.
-	doneB := make(chan []byte)
-	go func() {
-		c := dial(t, paddr, wire.Buffered)
-		doneB <- call(t, c, "get_table", get)
-	}()
+	doneB := callAsync(t, paddr, "get_table", get)
+	var loadB chan struct{}
 	select {
-	case <-gate.arrived: // B's own load
+	case loadB = <-gate.arrived: // B's own load
 	case got := <-doneB:
 		t.Fatalf("reader B answered from reader A's load (v=%q) without a load of its own", tableParam(t, got, "v"))
 	case <-time.After(5 * time.Second):
 		t.Fatal("reader B joined reader A's load, which began before the write")
 	}
-	gate.release <- struct{}{} // A's load returns old state
-	if got := tableParam(t, <-done, "v"); got != "" {
+	close(loadA) // A's load returns old state, after the write
+	if got := tableParam(t, proxytest.Recv(t, done, "reader A's reply"), "v"); got != "" {
 		t.Fatalf("reader A got v=%q; it read before the write", got)
 	}
-	gate.release <- struct{}{}
-	if got := tableParam(t, <-doneB, "v"); got != "new" {
+	close(loadB)
+	if got := tableParam(t, proxytest.Recv(t, doneB, "reader B's reply"), "v"); got != "new" {
 		t.Fatalf("reader B got v=%q; want new", got)
 	}
 	caching.Store.Wait()
@@ -244,8 +251,8 @@ func TestLoadInvalidateRace(t *testing.T) {
 	// of B's load or a fresh load, never v=old.
 	go func() {
 		select {
-		case <-gate.arrived:
-			gate.release <- struct{}{}
+		case release := <-gate.arrived:
+			close(release)
 		case <-time.After(5 * time.Second):
 		}
 	}()

@@ -286,23 +286,24 @@ func TestScopeFlightsPerUser(t *testing.T) {
 	_, addr := startDemo(t, wire.Buffered)
 	caching := newCaching(t, nil)
 	caching.Scope = ScopeUser
-	gate := &gatedForwarder{method: "get_table", arrived: make(chan struct{}), release: make(chan struct{})}
+	gate := newGate("get_table")
 	paddr := startProxyOver(t, caching, addr, func(f Forwarder) Forwarder { gate.up = f; return gate })
 	alice, bob := userConn(t, paddr, "alice"), userConn(t, paddr, "bob")
 	get := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))
 	done := make(chan struct{}, 2)
-	go func() { alice.Call(context.Background(), "get_table", get); done <- struct{}{} }()
-	<-gate.arrived // alice's load is upstream and held
-	go func() { bob.Call(context.Background(), "get_table", get); done <- struct{}{} }()
+	go func() { alice.Call(ctxT(t), "get_table", get); done <- struct{}{} }()
+	loadAlice := gate.held(t, "alice's load") // upstream and held
+	go func() { bob.Call(ctxT(t), "get_table", get); done <- struct{}{} }()
+	var loadBob chan struct{}
 	select {
-	case <-gate.arrived: // bob's own load
+	case loadBob = <-gate.arrived: // bob's own load
 	case <-time.After(10 * time.Second):
 		t.Fatal("bob's read made no load of its own: it joined alice's flight")
 	}
-	gate.release <- struct{}{}
-	gate.release <- struct{}{}
-	<-done
-	<-done
+	close(loadAlice)
+	close(loadBob)
+	proxytest.Recv(t, done, "the first reply")
+	proxytest.Recv(t, done, "the second reply")
 }
 
 // TestScopeRefreshAsEntryUser (issue 14): keyed by identity, refresh-ahead

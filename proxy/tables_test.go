@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -234,7 +236,7 @@ func TestTableObjectsMissesCoalesce(t *testing.T) {
 		t.Run(method, func(t *testing.T) {
 			_, addr := startDemo(t, wire.Buffered)
 			caching := newCaching(t, nil)
-			gate := &gatedForwarder{method: method, arrived: make(chan struct{}), release: make(chan struct{})}
+			gate := newGate(method)
 			rec := &tableCallsForwarder{up: gate}
 			paddr, joined := startJoinWatchingProxy(t, caching, addr, func(up Forwarder) Forwarder { gate.up = up; return rec })
 			direct := dial(t, addr, wire.Buffered)
@@ -242,7 +244,7 @@ func TestTableObjectsMissesCoalesce(t *testing.T) {
 			want := call(t, direct, method, args)
 
 			first := callAsync(t, paddr, method, args)
-			<-gate.arrived
+			loadFirst := gate.held(t, "the first read's load")
 			var rest []<-chan []byte
 			for i := 0; i < 3; i++ {
 				rest = append(rest, callAsync(t, paddr, method, args))
@@ -256,9 +258,9 @@ func TestTableObjectsMissesCoalesce(t *testing.T) {
 					t.Fatal("reads neither joined nor went upstream")
 				}
 			}
-			gate.release <- struct{}{}
+			close(loadFirst)
 			for i, ch := range append(rest, first) {
-				if got := <-ch; !sameButSeqID(got, want) {
+				if got := proxytest.Recv(t, ch, fmt.Sprintf("read %d's reply", i)); !sameButSeqID(got, want) {
 					t.Fatalf("read %d: reply differs from the metastore's", i)
 				}
 			}
@@ -271,21 +273,22 @@ func TestTableObjectsMissesCoalesce(t *testing.T) {
 			call(t, dial(t, paddr, wire.Buffered), "alter_table", alterTableArgs("demo_db0", "t1",
 				testTable("demo_db0", "t1", map[string]string{"v": "1"})))
 			before := callAsync(t, paddr, method, args)
-			<-gate.arrived
+			loadBefore := gate.held(t, "the load of the read before the write")
 			call(t, dial(t, paddr, wire.Buffered), "alter_table", alterTableArgs("demo_db0", "t1",
 				testTable("demo_db0", "t1", map[string]string{"v": "2"})))
 			after := callAsync(t, paddr, method, args)
+			var loadAfter chan struct{}
 			select {
-			case <-gate.arrived:
+			case loadAfter = <-gate.arrived:
 			case <-joined:
 				t.Fatal("a read after a write joined a load from before it")
 			case <-time.After(10 * time.Second):
 				t.Fatal("the read after the write neither joined nor went upstream")
 			}
-			gate.release <- struct{}{}
-			gate.release <- struct{}{}
-			<-before
-			if got, want := <-after, call(t, direct, method, args); !sameButSeqID(got, want) {
+			close(loadBefore)
+			close(loadAfter)
+			proxytest.Recv(t, before, "the reply to the read before the write")
+			if got, want := proxytest.Recv(t, after, "the reply to the read after the write"), call(t, direct, method, args); !sameButSeqID(got, want) {
 				t.Fatal("the read after the write differs from the metastore's answer")
 			}
 		})

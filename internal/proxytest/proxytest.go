@@ -289,6 +289,21 @@ func Reconnecting(addr string, clients int, every time.Duration, calls func(cont
 	return func() { cancel(); wg.Wait() }
 }
 
+// Recv receives from ch, failing the test with what it waited for after
+// Timeout: a wait that a bug in the proxy could leave hanging must fail
+// as that test, not as the whole package's timeout.
+func Recv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(Timeout):
+		t.Fatalf("timed out after %v waiting for %s", Timeout, what)
+		var zero T
+		return zero
+	}
+}
+
 // Eventually polls cond every 2ms until it holds, failing
 // the test after Timeout with what it waited for.
 func Eventually(t testing.TB, what string, cond func() bool) {

@@ -3,9 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
-	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -17,7 +15,6 @@ import (
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
-	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/redistest"
@@ -124,120 +121,39 @@ func TestClusterReadYourWrites(t *testing.T) {
 		}
 	}
 
-	const (
-		totalOps = 100_000
-		writes   = 8_000
-		readers  = 3
-	)
-	type done struct {
-		v  int64
-		at time.Time
-	}
-	var mu sync.Mutex
-	var history []done // writes in return order
-	floorAt := func(t0 time.Time) int64 {
-		mu.Lock()
-		defer mu.Unlock()
-		i := sort.Search(len(history), func(i int) bool { return !history[i].at.Before(t0) })
-		if i == 0 {
-			return 0
-		}
-		return history[i-1].v
-	}
-	var ops, stale atomic.Int64
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var wg sync.WaitGroup
-	killAt := int64(writes / 2)
-	wg.Add(1)
-	go func() { // writer, round robin over nodes
-		defer wg.Done()
-		cs := make([]*hmsclient.Client, len(nodes))
-		for i, nd := range nodes {
-			cs[i], _ = hmsclient.Dial(ctx, nd.addr, wire.Buffered)
-			defer cs[i].Close()
-		}
-		for v := int64(2); v < writes+2; v++ {
-			if v == killAt {
-				r.Stop()
-				killed := time.Now()
-				for _, nd := range nodes {
-					for nd.bus.Synced() {
-						if time.Since(killed) > 2*time.Second {
-							t.Error("a node still claims to be in sync 2s after Redis died")
-							break
-						}
-						time.Sleep(time.Millisecond)
-					}
+	// The randomized run is bounded by its writes, not by a count of
+	// operations: a slow machine does fewer reads between two writes and
+	// still checks every one.
+	const writes = 8_000
+	res := fleetReadYourWrites(t, nodes, len(nodes), "cl_load", writes, 3*time.Second, func(write func()) {
+		r.Stop()
+		killed := time.Now()
+		for _, nd := range nodes {
+			for nd.bus.Synced() {
+				if time.Since(killed) > 2*time.Second {
+					t.Error("a node still claims to be in sync 2s after Redis died")
+					break
 				}
-				t.Logf("redis killed at write %d; every node noticed within %v", v, time.Since(killed).Round(time.Millisecond))
-				go func() { time.Sleep(300 * time.Millisecond); r.Restart() }()
+				time.Sleep(time.Millisecond)
 			}
-			if _, err := cs[v%3].Call(ctx, "alter_table", alter(v)); err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			history = append(history, done{v, time.Now()})
-			mu.Unlock()
-			ops.Add(1)
 		}
-	}()
-	for rd := 0; rd < readers; rd++ {
-		wg.Add(1)
-		go func(seed uint64) {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(seed, 7))
-			cs := make([]*hmsclient.Client, len(nodes))
-			for i, nd := range nodes {
-				cs[i], _ = hmsclient.Dial(ctx, nd.addr, wire.Buffered)
-				defer cs[i].Close()
-			}
-			for ops.Load() < totalOps && ctx.Err() == nil {
-				start := time.Now()
-				floor := floorAt(start)
-				m, err := cs[rng.IntN(len(cs))].Call(ctx, "get_table", get)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				got, _ := strconv.ParseInt(tableParam(t, m.Buf, "v"), 10, 64)
-				if got < floor {
-					stale.Add(1)
-				}
-				ops.Add(1)
-			}
-		}(uint64(rd))
-	}
-	wg.Wait()
-	var lags []time.Duration
-	hits := uint64(0)
-	for _, nd := range nodes {
-		lags = append(lags, nd.bus.Stats().Lags()...)
-		hits += nd.st.Stats(3).Hits.Load() // hms.KindTable
-	}
-	slices.Sort(lags)
-	var waits []time.Duration
-	for _, nd := range nodes {
-		waits = append(waits, nd.bus.Stats().PublishWaits()...)
-	}
-	slices.Sort(waits)
+		t.Logf("redis killed at write %d; every node noticed within %v", writes/2, time.Since(killed).Round(time.Millisecond))
+		go func() { time.Sleep(300 * time.Millisecond); r.Restart() }()
+	})
+	var lags, waits []time.Duration
 	rejoins := uint64(0)
 	for _, nd := range nodes {
-		rejoins += nd.bus.Stats().Rejoins.Load()
+		st := nd.bus.Stats()
+		lags = append(lags, st.Lags()...)
+		waits = append(waits, st.PublishWaits()...)
+		rejoins += st.Rejoins.Load()
 	}
-	t.Logf("writes done %d; %d operations, %d cache hits; stale: %d; bus lag p50 %v p99 %v; publish wait p50 %v p99 %v; flushes on node B: %d; rejoins: %d", len(history),
-		ops.Load(), hits, stale.Load(), pctD(lags, 50), pctD(lags, 99), pctD(waits, 50), pctD(waits, 99),
+	slices.Sort(lags)
+	slices.Sort(waits)
+	t.Logf("%d writes, %d reads, %d cache hits; stale: %d; bus lag p50 %v p99 %v; publish wait p50 %v p99 %v; flushes on node B: %d; rejoins: %d",
+		res.writes, res.reads, res.hits, res.stale, pctD(lags, 50), pctD(lags, 99), pctD(waits, 50), pctD(waits, 99),
 		nodes[1].bus.Stats().Loss("reconnect")+nodes[1].bus.Stats().Loss("gap"), rejoins)
-	if ops.Load() < totalOps {
-		t.Fatalf("only %d operations", ops.Load())
-	}
-	if stale.Load() != 0 {
-		t.Fatalf("%d reads older than a write that had returned before they began", stale.Load())
-	}
-	if hits == 0 {
-		t.Fatal("no cache hits: the run did not exercise the cache")
-	}
+	checkFleetLoad(t, res, writes)
 	if nodes[1].bus.Stats().Loss("reconnect")+nodes[1].bus.Stats().Loss("gap") == 0 {
 		for i, nd := range nodes {
 			st := nd.bus.Stats()

@@ -62,7 +62,7 @@ func fleetReadYourWrites(t *testing.T, nodes []*clusterNode, writers int, table 
 	}
 	var res fleetLoad
 	var reads, stale, beyond, written atomic.Int64
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // the writes bound the run; this only ends a stuck one
 	defer cancel()
 	writing := make(chan struct{})
 	var wg sync.WaitGroup

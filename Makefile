@@ -26,7 +26,7 @@ deps: ## Install what the tests need (redis-server, headless Chromium), idempote
 	bash scripts/browser-deps.sh
 
 unit: deps ## Unit tests, all under the race detector (most packages run goroutines)
-	$(GO) test -count=1 -race ./...
+	GO=$(GO) bash scripts/unit.sh
 
 e2e: ## Real Hive Metastores 2.3, 3.1, 4.0 with real clients, through the proxy
 	bash scripts/e2e.sh

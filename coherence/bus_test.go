@@ -169,7 +169,7 @@ func TestNewNodeIsWaitedFor(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- a.bus.Publish(context.Background(), []cache.Entity{tbl}) }()
-	<-stall.appended
+	proxytest.Recv(t, stall.appended, "the invalidation appended")
 	select {
 	case err := <-done:
 		t.Fatalf("publish returned (%v) before the newcomer applied it", err)
@@ -186,7 +186,8 @@ func TestNewNodeIsWaitedFor(t *testing.T) {
 
 // stallReads blocks its client's stream reads while armed, until gate is
 // closed (a writer that has not read a newcomer's hello), and tells when
-// an invalidation was appended.
+// an invalidation was appended: an entry that carries entities, whether
+// or not a heartbeat shared its append.
 type stallReads struct {
 	gate     chan struct{}
 	armed    atomic.Bool
@@ -208,12 +209,12 @@ func (s *stallReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
 		for _, c := range cmds {
-			if c.Name() == "hset" {
-				return err // a heartbeat
+			args := c.Args()
+			if c.Name() != "xadd" || len(args) < 2 || args[1] != "hmsproxy:inval:join" || !s.armed.Load() {
+				continue
 			}
-		}
-		for _, c := range cmds {
-			if c.Name() == "xadd" && len(c.Args()) > 1 && c.Args()[1] == "hmsproxy:inval:join" && s.armed.Load() {
+			raw, _ := args[len(args)-1].(string)
+			if m, derr := decode(raw); derr == nil && len(m.Ents) > 0 {
 				select {
 				case s.appended <- struct{}{}:
 				default:

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/redistest"
 )
 
@@ -273,12 +274,23 @@ func TestHeldWritesGoOut(t *testing.T) {
 			t.Cleanup(func() { close(gate) })
 
 			wg.Go(func() { a.bus.Publish(context.Background(), []cache.Entity{tbl}) })
-			<-inApply
-			before := appends.n.Load()
-			wg.Go(func() {
-				a.bus.Publish(context.Background(), []cache.Entity{{Level: cache.LevelTable, Cat: "hive", DB: "db", Table: "late"}})
-			})
-			<-held // it was held
+			proxytest.Recv(t, inApply, "the first batch applied by the peer")
+			// A late write is held while the first batch waits. One that
+			// the sender took together with a heartbeat goes out at once,
+			// unheld, and proves nothing here: write another.
+			var before int64
+			for try := 0; ; try++ {
+				before = appends.n.Load()
+				wg.Go(func() {
+					a.bus.Publish(context.Background(), []cache.Entity{{Level: cache.LevelTable, Cat: "hive", DB: "db", Table: fmt.Sprint("late", try)}})
+				})
+				if heldOrAppended(t, held, func() bool { return appends.n.Load() != before }) {
+					break
+				}
+				if try == 5 {
+					t.Fatal("every late write went out with a heartbeat, unheld")
+				}
+			}
 			for end := time.Now().Add(within); appends.n.Load() == before; time.Sleep(2 * time.Millisecond) {
 				if time.Now().After(end) {
 					t.Fatalf("the held write was not appended within %v while the first batch waits", within)
@@ -286,6 +298,29 @@ func TestHeldWritesGoOut(t *testing.T) {
 			}
 		})
 	}
+}
+
+// heldOrAppended waits until the sender holds a write (true) or an
+// append went out without one being held (false).
+func heldOrAppended(t *testing.T, held <-chan int, appended func() bool) bool {
+	t.Helper()
+	for end := time.Now().Add(proxytest.Timeout); time.Now().Before(end); {
+		select {
+		case <-held:
+			return true
+		case <-time.After(2 * time.Millisecond):
+			if appended() {
+				select { // held before its append, if at all
+				case <-held:
+					return true
+				default:
+					return false
+				}
+			}
+		}
+	}
+	t.Fatalf("a late write was neither held nor appended within %v", proxytest.Timeout)
+	return false
 }
 
 // failAck fails the first acknowledgement append after it is armed.

@@ -176,13 +176,24 @@ func runPruneDifferential(t *testing.T, v string) {
 	byClass := map[string]*tally{}
 	failures, done := 0, 0
 	work := make(chan pruneCall)
+	// A worker whose call failed the test ends by runtime.Goexit; quit
+	// then stops the feeding, which would otherwise wait for it forever.
+	quit := make(chan struct{})
+	var quitOnce sync.Once
 	var wg sync.WaitGroup
 	for w := 0; w < 4; w++ {
 		d, c := dial(t, ms.addr), dial(t, p.addr)
 		wg.Go(func() {
+			finished := false
+			defer func() {
+				if !finished {
+					quitOnce.Do(func() { close(quit) })
+				}
+			}()
 			for pc := range work {
 				got, want := call(t, c, pc.method, pc.args), call(t, d, pc.method, pc.args)
 				same := sameButSeqID(got, want)
+				gotOutcome, wantOutcome := outcome(t, got), outcome(t, want)
 				mu.Lock()
 				cl := pc.method + "/" + pc.class
 				if byClass[cl] == nil {
@@ -201,15 +212,21 @@ func runPruneDifferential(t *testing.T, v string) {
 							at++
 						}
 						t.Errorf("%s %s %q (%s): proxy %s (%d bytes), metastore %s (%d bytes), first difference at byte %d",
-							pc.method, pc.tbl, pc.what, pc.class, outcome(t, got), len(got), outcome(t, want), len(want), at)
+							pc.method, pc.tbl, pc.what, pc.class, gotOutcome, len(got), wantOutcome, len(want), at)
 					}
 				}
 				mu.Unlock()
 			}
+			finished = true
 		})
 	}
+feed:
 	for _, c := range cases {
-		work <- c
+		select {
+		case work <- c:
+		case <-quit:
+			break feed
+		}
 	}
 	close(work)
 	wg.Wait()

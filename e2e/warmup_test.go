@@ -13,6 +13,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/housekeeping"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/proxy"
 )
 
@@ -70,8 +71,17 @@ func runWarmupRate(t *testing.T, v string) {
 		addBatch = 25
 	}
 	errs := make(chan error, adders)
+	ctx := proxytest.Within(t, 10*time.Minute)
 	for a := range adders {
 		go func() {
+			// An adder that failed the test ends by runtime.Goexit and
+			// must still be counted.
+			sent := false
+			defer func() {
+				if !sent {
+					errs <- fmt.Errorf("adder %d stopped early", a)
+				}
+			}()
 			c := dial(t, ms.addr)
 			for lo := a * addBatch; lo < total; lo += adders * addBatch {
 				var ps []hmsreq.Partition
@@ -80,17 +90,19 @@ func runWarmupRate(t *testing.T, v string) {
 					ps = append(ps, hmsreq.Partition{DB: db, Table: "events", Values: []string{val},
 						CreateTime: 1700000000, SD: clSD(loc + "/events/ds=" + val)})
 				}
-				r, err := c.Call(context.Background(), "add_partitions", hmsreq.Args(hmsreq.Partitions(1, ps...)))
+				r, err := c.Call(ctx, "add_partitions", hmsreq.Args(hmsreq.Partitions(1, ps...)))
 				if err == nil {
 					if o := outcome(t, append([]byte(nil), r.Buf...)); o != "ok" {
 						err = fmt.Errorf("add_partitions: %s %q", o, r.Buf[max(0, len(r.Buf)-200):])
 					}
 				}
 				if err != nil {
+					sent = true
 					errs <- err
 					return
 				}
 			}
+			sent = true
 			errs <- nil
 		}()
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/coherence"
@@ -299,19 +300,28 @@ func newReplyHold() *replyHold {
 
 func (h *replyHold) Do(ctx context.Context, c upstream.Call, sink upstream.ReplySink) error {
 	if m := string(c.Msg.Name()); m != "" && h.method.CompareAndSwap(m, "") {
-		return h.up.Do(ctx, c, heldReply{sink, h})
+		return h.up.Do(ctx, c, heldReply{sink, h, ctx})
 	}
 	return h.up.Do(ctx, c, sink)
 }
 
 type heldReply struct {
 	upstream.ReplySink
-	h *replyHold
+	h   *replyHold
+	ctx context.Context // the call's: a shutdown ends the hold
 }
 
 func (s heldReply) Reply(m wire.Message) error {
-	s.h.reached <- struct{}{}
-	<-s.h.release
+	select {
+	case s.h.reached <- struct{}{}:
+	case <-s.ctx.Done():
+		return s.ctx.Err()
+	}
+	select {
+	case <-s.h.release:
+	case <-s.ctx.Done():
+		return s.ctx.Err()
+	}
 	return s.ReplySink.Reply(m)
 }
 
@@ -334,36 +344,36 @@ func TestAddRacesLoad(t *testing.T) {
 			d, addr := startDemo(t, wire.Buffered)
 			caching := negativeCaching(t)
 			h := newReplyHold()
-			joined := make(chan int, 1)
+			joined := make(chan int, 16)
 			paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { h.up = up; return h }, func(s *Server) {
 				s.cache.joinHook = func(n int) { joined <- n }
 			})
-			c1, c2, direct := dial(t, paddr, wire.Buffered), dial(t, paddr, wire.Buffered), dial(t, addr, wire.Buffered)
+			c2, direct := dial(t, paddr, wire.Buffered), dial(t, addr, wire.Buffered)
 			h.method.Store(l.method)
-			first := make(chan []byte, 1)
-			go func() { first <- call(t, c1, l.method, l.args) }()
-			<-h.reached // the metastore answered without hr=20; not admitted yet
+			first := callAsync(t, paddr, l.method, l.args)
+			proxytest.Recv(t, h.reached, "the racing load's reply") // the metastore answered without hr=20; not admitted yet
 			call(t, c2, "add_partition", addArgs("add_partition"))
 			if !l.batch {
 				// The racing load ends after the add: it must not be admitted.
 				close(h.release)
-				<-first
+				proxytest.Recv(t, first, "the racing read's reply")
 				caching.Store.Wait()
 			}
 			d.ResetCalls()
-			second := make(chan []byte, 1)
-			go func() { second <- call(t, c2, l.method, l.args) }()
+			second := callAsync(t, paddr, l.method, l.args)
 			var got []byte
 			select {
 			case got = <-second:
 			case n := <-joined:
 				t.Errorf("a read after the add waited for %d entries a load from before it is loading", n)
+			case <-time.After(proxytest.Timeout):
+				t.Fatal("the read after the add neither answered nor joined a load")
 			}
 			if l.batch {
 				close(h.release)
-				<-first
+				proxytest.Recv(t, first, "the racing read's reply")
 				if got == nil {
-					got = <-second
+					got = proxytest.Recv(t, second, "the read after the add")
 				}
 			}
 			if n := d.CallCount(l.method); n != 1 {

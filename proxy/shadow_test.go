@@ -10,6 +10,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -29,7 +30,11 @@ func (h *holdForwarder) Do(ctx context.Context, c upstream.Call, sink upstream.R
 	if string(c.Msg.Name()) != h.method || !h.armed.CompareAndSwap(true, false) {
 		return h.up.Do(ctx, c, sink)
 	}
-	h.arrived <- struct{}{}
+	select {
+	case h.arrived <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	select {
 	case <-h.release:
 	case <-ctx.Done():
@@ -124,7 +129,7 @@ func TestShadowInvalidationExplains(t *testing.T) {
 		warm(t, c, caching)
 		hold.armed.Store(true)
 		call(t, c, "get_table", get) // a hit; its re-read is held
-		<-hold.arrived
+		proxytest.Recv(t, hold.arrived, "the shadow re-read")
 		call(t, c, "alter_table", alterTableArgs("demo_db0", "sh", testTable("demo_db0", "sh", map[string]string{"v": "new"})))
 		hold.release <- struct{}{}
 		if o := waitOutcome(t, outcomes); o != ShadowExplained {

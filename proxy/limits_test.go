@@ -271,7 +271,7 @@ func TestShutdownEndsBudgetWaits(t *testing.T) {
 		return nc
 	}
 	holder := dial(req)
-	<-hold.entered
+	proxytest.Recv(t, hold.entered, "the held call upstream")
 	dial(req[:64<<10])
 	eventually(t, "a client waiting for budget", func() bool { return b.Waits() == 1 })
 
@@ -287,7 +287,7 @@ func TestShutdownEndsBudgetWaits(t *testing.T) {
 	if _, err := wire.NewReader(holder, wire.Buffered, wire.Limits{}).Read(); err != nil {
 		t.Errorf("the call in flight got no reply: %v", err)
 	}
-	if err := <-shut; err != nil {
+	if err := proxytest.Recv(t, shut, "Shutdown to return"); err != nil {
 		t.Errorf("shutdown: %v; want a clean drain", err)
 	}
 	if got := b.InUse(); got != 0 {

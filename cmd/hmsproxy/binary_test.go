@@ -234,7 +234,7 @@ func TestSecretsRedacted(t *testing.T) {
 	p.stop(t, 30*time.Second)
 
 	// A bad URL fails at start; its error quotes the URL.
-	bad := exec.Command(binary(t), "--upstream", "thrift://"+demoAddr, "--listen", "127.0.0.1:0",
+	bad := exec.CommandContext(proxytest.Within(t, time.Minute), binary(t), "--upstream", "thrift://"+demoAddr, "--listen", "127.0.0.1:0",
 		"--admin", "", "--redis", "redis://:"+redisPW+"@127.0.0.1:notaport")
 	badOut, _ := bad.CombinedOutput()
 

@@ -5,6 +5,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -243,11 +246,34 @@ func outcome(t *testing.T, reply []byte) string {
 	return fmt.Sprintf("ex%d", f)
 }
 
+// clientLimit bounds one test-bed client run: a client that hangs (a
+// Spark session waiting on a metastore that never answers) fails its
+// test instead of holding the whole e2e run until its 45-minute timeout.
+const clientLimit = 6 * time.Minute
+
 // runTimed runs a test-bed client with the test-bed cache and env on top
-// of this process's environment, and says how long it took.
+// of this process's environment, and says how long it took. The client
+// runs in a process group of its own, killed whole at clientLimit: Spark
+// starts a JVM beside its Python driver.
 func runTimed(cmd *exec.Cmd, env ...string) ([]byte, error, time.Duration) {
 	cmd.Env = append(append(os.Environ(), "HMSPROXY_CACHE="+cacheDir()), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 10 * time.Second // a child still holding the output
 	begin := time.Now()
-	out, err := cmd.CombinedOutput()
-	return out, err, time.Since(begin).Round(100 * time.Millisecond)
+	if err := cmd.Start(); err != nil {
+		return nil, err, 0
+	}
+	var killed atomic.Bool
+	limit := time.AfterFunc(clientLimit, func() {
+		killed.Store(true)
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	})
+	err := cmd.Wait()
+	limit.Stop()
+	if killed.Load() {
+		err = fmt.Errorf("killed after %v: %w", clientLimit, err)
+	}
+	return out.Bytes(), err, time.Since(begin).Round(100 * time.Millisecond)
 }

@@ -9,11 +9,14 @@
 #   - the Dockerfile's static build: CGO_ENABLED=0 go build gives a binary
 #     with no dynamic loader (the Dockerfile's own properties are checked by
 #     cmd/hmsproxy's TestDockerfile; Debian packages no hadolint).
-# Tools are installed into .cache/tools/ once, idempotently:
+# Tools are installed into .cache/tools/ once, idempotently, helm under a
+# lock (make test's background fetch builds it while the unit tests run):
 #   helm     built from the Go module proxy (HELM_VERSION), about 2 minutes;
 #   promtool from Debian's prometheus package, unpacked rather than
 #            installed: the package's maintainer script would start a
 #            Prometheus server on :9090. A promtool on PATH is used first.
+#   scripts/deploy-check.sh --helm   only build helm (no apt-get: the
+#   background build must not take apt's lock from scripts/deps.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
@@ -22,6 +25,9 @@ tools=$PWD/.cache/tools
 t0=$SECONDS
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tools"
+exec 9>"$tools/.lock"
+flock 9
 
 helm=$tools/helm-$HELM_VERSION/helm
 if [ ! -x "$helm" ]; then
@@ -30,6 +36,8 @@ if [ ! -x "$helm" ]; then
   GOBIN=$tools/helm-$HELM_VERSION CGO_ENABLED=0 "$GO" install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
   echo "deploy-check: helm built in $((SECONDS - s))s"
 fi
+flock -u 9
+if [ "${1:-}" = --helm ]; then exit 0; fi
 
 promtool=$(command -v promtool || true)
 if [ -z "$promtool" ]; then

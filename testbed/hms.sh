@@ -91,6 +91,25 @@ venv() {
   fi
 }
 
+# Spark's Hive 3.1.3 client (the e2e tests' Spark against HMS 4.0, whose
+# get_table is gone for Spark's built-in 2.3 client), downloaded by
+# Spark itself into the Ivy cache as spark_client.py's maven mode does:
+# about 90 s once, which would otherwise fall in a timed test.
+SPARK_HIVE_VERSION=3.1.3
+spark_hive_jars() {
+  local stamp="$CACHE/ivy/.stamp-hive-$SPARK_HIVE_VERSION-pyspark-$PYSPARK_VERSION"
+  if [[ -f "$stamp" ]]; then return 0; fi
+  log "downloading Spark's Hive $SPARK_HIVE_VERSION metastore client (first time only)"
+  local work; work=$(mktemp -d)
+  HMSPROXY_CACHE=$CACHE "$CACHE/venv/bin/python" "$HERE/clients/spark_client.py" \
+    thrift://127.0.0.1:1 "$work" --hive-version "$SPARK_HIVE_VERSION" --resolve-only \
+    --conf spark.hadoop.hive.metastore.connect.retries=1 >&2 || { rm -rf "$work"; die "Spark's Hive client download failed"; }
+  rm -rf "$work"
+  ls "$CACHE"/ivy/jars/*hive-metastore-"$SPARK_HIVE_VERSION".jar >/dev/null 2>&1 ||
+    die "Spark's Hive client download left no hive-metastore-$SPARK_HIVE_VERSION jar in $CACHE/ivy/jars"
+  touch "$stamp"
+}
+
 pyspark_jars() {
   "$CACHE/venv/bin/python" -c 'import os,pyspark;print(os.path.join(os.path.dirname(pyspark.__file__),"jars"))'
 }
@@ -168,7 +187,7 @@ fetch_listener_40() {
 fetch() {
   case "$1" in
     2.3) fetch_23 ;;
-    clients) venv ;;   # the Python venv used by testbed/clients/*.py
+    clients) venv; spark_hive_jars ;;   # what testbed/clients/*.py need
     3.1) fetch_mvn 3.1 ;;
     4.0) fetch_mvn 4.0; fetch_listener_40 ;;
     *) die "unknown version '$1' (want 2.3, 3.1 or 4.0)" ;;

@@ -31,6 +31,10 @@ def main():
     ap.add_argument("--hive-jars", default="maven",
                     help="with --hive-version: 'maven' (Ivy cache under HMSPROXY_CACHE) "
                          "or a classpath for spark.sql.hive.metastore.jars.path")
+    ap.add_argument("--resolve-only", action="store_true",
+                    help="with --hive-version and maven jars: only download the Hive "
+                         "client into the Ivy cache (the test bed's fetch does, so that "
+                         "a timed run does not), then exit; uri may point nowhere")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                     help="extra Spark conf, repeatable (e.g. spark.hadoop.hive.metastore.use.SSL=true)")
     a = ap.parse_args()
@@ -75,6 +79,16 @@ def main():
              .enableHiveSupport().getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     t_session = time.time() - t0
+    if a.resolve_only:
+        # The Hive client is loaded, and its jars downloaded, when the
+        # catalog is first used; the connection that follows may fail.
+        try:
+            spark.sql("SHOW DATABASES").collect()
+        except Exception as e:  # noqa: BLE001 - only the download matters
+            print(f"spark_client: after the download: {type(e).__name__}", file=sys.stderr)
+        spark.stop()
+        print(f"spark_client RESOLVED hive={a.hive_version} secs={time.time() - t0:.1f}")
+        return 0
     db = a.db
 
     def sql(q):

@@ -15,8 +15,9 @@
 #   promtool from Debian's prometheus package, unpacked rather than
 #            installed: the package's maintainer script would start a
 #            Prometheus server on :9090. A promtool on PATH is used first.
-#   scripts/deploy-check.sh --helm   only build helm (no apt-get: the
-#   background build must not take apt's lock from scripts/deps.sh)
+#   scripts/deploy-check.sh --prepare   only build helm, and the static
+#   binary into the Go build cache (no apt-get: the background build must
+#   not take apt's lock from scripts/deps.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
@@ -37,7 +38,13 @@ if [ ! -x "$helm" ]; then
   echo "deploy-check: helm built in $((SECONDS - s))s"
 fi
 flock -u 9
-if [ "${1:-}" = --helm ]; then exit 0; fi
+if [ "${1:-}" = --prepare ]; then
+  # The static build below compiles every package again (CGO_ENABLED=0
+  # and -trimpath change every package's build key): done here, it is a
+  # cache hit when deploy-check runs.
+  CGO_ENABLED=0 "$GO" build -trimpath -o "$tmp/hmsproxy" ./cmd/hmsproxy
+  exit 0
+fi
 
 promtool=$(command -v promtool || true)
 if [ -z "$promtool" ]; then

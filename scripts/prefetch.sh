@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Fetches the e2e test bed (metastores, listener, client venv) and builds
-# deploy-check's helm in the background while the unit tests run: the
-# fetch waits on the network (Maven Central, PyPI), the unit tests on the
-# CPU, so on a fresh machine make test overlaps them instead of paying
-# both in turn. deploy-check waits on helm's lock while it is still being
-# built.
+# Fetches the e2e test bed (metastores, listener, client venv) and does
+# deploy-check's builds (helm, the static binary) in the background while
+# the unit tests run: the fetch waits on the network (Maven Central,
+# PyPI), the unit tests on the CPU, so on a fresh machine make test
+# overlaps them instead of paying both in turn. deploy-check waits on
+# helm's lock while it is still being built.
 #   scripts/prefetch.sh start   begin, unless a fetch already runs
 #   scripts/prefetch.sh wait    wait for a running fetch (e2e.sh does)
 # Every fetch step writes its stamp last, so a fetch cut short is redone
@@ -28,7 +28,7 @@ case "${1:-}" in
     if command -v ionice >/dev/null; then lowest+=(ionice -c 3); fi
     setsid "${lowest[@]}" bash -c '
       s=$SECONDS
-      bash scripts/deploy-check.sh --helm && echo "prefetch: helm in $((SECONDS - s))s"
+      bash scripts/deploy-check.sh --prepare && echo "prefetch: helm and the static build in $((SECONDS - s))s"
       for v in '"${versions//,/ }"' clients; do
         s=$SECONDS
         bash testbed/hms.sh fetch "$v" && echo "prefetch: $v in $((SECONDS - s))s"

@@ -40,7 +40,7 @@ fleet-check: ## Three nodes behind a real HAProxy (SIGTERM and SIGKILL under loa
 test: prefetch lint unit deploy-check fleet-check e2e ## Everything CI runs
 
 prefetch: ## Fetch the e2e test bed in the background while the other checks run
-	bash scripts/prefetch.sh start
+	GO=$(GO) bash scripts/prefetch.sh start
 
 bench: bench-tool bench-go bench-e2e ## The demo comparison table, the Go benchmarks, then the real-metastore ones (ratios measured side by side)
 

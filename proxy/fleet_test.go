@@ -64,6 +64,13 @@ func fleetReadYourWrites(t *testing.T, nodes []*clusterNode, writers int, table 
 	var reads, stale, beyond, written atomic.Int64
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // the writes bound the run; this only ends a stuck one
 	defer cancel()
+	// Each call has a bound of its own: a stuck one fails the test long
+	// before the package's timeout would.
+	callWithin := func(c *hmsclient.Client, method string, args []byte) (wire.Message, error) {
+		cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+		defer ccancel()
+		return c.Call(cctx, method, args)
+	}
 	writing := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -78,7 +85,7 @@ func fleetReadYourWrites(t *testing.T, nodes []*clusterNode, writers int, table 
 				return
 			}
 			v++
-			if _, err := cs[v%int64(len(cs))].Call(ctx, "alter_table", alter(v)); err != nil {
+			if _, err := callWithin(cs[v%int64(len(cs))], "alter_table", alter(v)); err != nil {
 				t.Error(err)
 				return
 			}
@@ -109,7 +116,7 @@ func fleetReadYourWrites(t *testing.T, nodes []*clusterNode, writers int, table 
 				}
 				start := time.Now()
 				floor, floorOld := floorAt(start), floorAt(start.Add(-timeout))
-				m, err := cs[rng.IntN(len(cs))].Call(ctx, "get_table", get)
+				m, err := callWithin(cs[rng.IntN(len(cs))], "get_table", get)
 				if err != nil {
 					t.Error(err)
 					return

@@ -28,7 +28,10 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tools"
 exec 9>"$tools/.lock"
-flock 9
+if ! flock -n 9; then
+  echo "deploy-check: waiting for the background helm build (.cache/prefetch.log)"
+  flock -w 900 9 || { echo "deploy-check: the background helm build held its lock for 15 minutes" >&2; exit 1; }
+fi
 
 helm=$tools/helm-$HELM_VERSION/helm
 if [ ! -x "$helm" ]; then

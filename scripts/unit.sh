@@ -24,6 +24,6 @@ if ((rc != 0)); then
     /_test\.go:[0-9]+/ && head != "" { if (head != "-") { print head; head = "-" } print "  " prev; print "  " $0; next }
     NF == 0 { head = "" }
     { prev = $0 }
-  ' "$log" | head -150
+  ' "$log" | head -150 || true # head may cut awk off (SIGPIPE)
 fi
 exit "$rc"

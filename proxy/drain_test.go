@@ -127,11 +127,7 @@ func TestCutWriteAbandonsItsGroup(t *testing.T) {
 				t.Fatal(err)
 			}
 			for m := ""; m != tc.method; {
-				select {
-				case m = <-got:
-				case <-time.After(proxytest.Timeout):
-					t.Fatalf("%s never reached the metastore", tc.method)
-				}
+				m = proxytest.Recv(t, got, tc.method+" at the metastore")
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 			defer cancel()

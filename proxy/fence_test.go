@@ -99,11 +99,7 @@ func TestRemoteInvalidationFencesLoads(t *testing.T) {
 				c.gate.armed.Store(true)
 			}
 			done := tc.load(t, c)
-			select { // the load read the old state and is held
-			case <-c.gate.arrived:
-			case <-time.After(proxytest.Timeout):
-				t.Fatal("the load never reached the metastore")
-			}
+			proxytest.Recv(t, c.gate.arrived, "the load at the metastore") // it read the old state and is held
 			tc.write(t, c)
 			c.srv.ApplyRemote(tc.ents) // as the bus does, before it acknowledges
 			close(c.gate.release)

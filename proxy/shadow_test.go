@@ -63,13 +63,7 @@ func startShadowProxy(t *testing.T, addr string, grace time.Duration, wrap func(
 
 func waitOutcome(t *testing.T, outcomes <-chan ShadowOutcome) ShadowOutcome {
 	t.Helper()
-	select {
-	case o := <-outcomes:
-		return o
-	case <-time.After(10 * time.Second):
-		t.Fatal("no shadow check within 10s")
-		return 0
-	}
+	return proxytest.Recv(t, outcomes, "a shadow check")
 }
 
 // TestShadowFindsPlantedStaleEntry: a write made directly on the

@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -69,17 +71,27 @@ func (u *unknownMethods) writeFor(name []byte) *hms.Method {
 			um = &unknownMethod{meth: hms.Method{Name: key, Class: hms.Write, Effects: flushAll}}
 			u.byName[key] = um
 			if key == unknownOther {
-				u.log.Warn("unknown methods past the tracking bound: each still flushes the cache, counted as \"other\"",
-					"method", string(name), "bound", maxUnknownNames)
+				u.log.Warn("unknown methods past the tracking bound: each still flushes the cache",
+					"method", logName(name), "bound", maxUnknownNames)
 			} else {
 				u.log.Warn("unknown method: forwarded, then everything cached for the upstream group is invalidated; list it in cache.known_reads if it only reads",
-					"method", key)
+					"method", logName(name))
 			}
 		}
 	}
 	u.mu.Unlock()
 	um.flushes.Add(1)
 	return &um.meth
+}
+
+// logName is a method name a client sent, fit for a log line: at most
+// maxUnknownNameLen bytes of it, quoted with every byte that is not
+// printable ASCII escaped.
+func logName(name []byte) string {
+	if len(name) > maxUnknownNameLen {
+		return strconv.QuoteToASCII(string(name[:maxUnknownNameLen])) + fmt.Sprintf("… (%d bytes)", len(name))
+	}
+	return strconv.QuoteToASCII(string(name))
 }
 
 // each calls fn with every tracked name and its flush count.

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
@@ -106,6 +107,24 @@ func (h *logCounter) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
+// TestUnknownMethodNameLogged: a name that is not valid UTF-8, or longer
+// than the bound, is logged quoted and cut (issue 22: such a name once
+// crashed the process as a metric label).
+func TestUnknownMethodNameLogged(t *testing.T) {
+	h := &logCounter{n: map[string]int{}}
+	u := newUnknownMethods(nil, slog.New(h))
+	u.writeFor([]byte("get_\xff\xfetable"))
+	u.writeFor(bytes.Repeat([]byte("y"), 4*maxUnknownNameLen))
+	for name := range h.n {
+		if !utf8.ValidString(name) || len(name) > maxUnknownNameLen+40 {
+			t.Errorf("logged method %q (%d bytes); want valid UTF-8 of at most about %d bytes", name, len(name), maxUnknownNameLen)
+		}
+	}
+	if h.n[`"get_\xff\xfetable"`] != 1 {
+		t.Errorf("logged %v; want the name quoted once", h.n)
+	}
+}
+
 // TestUnknownMethodsBounded: each name is logged once however often it
 // comes, and counted on its own row up to maxUnknownNames names (and
 // maxUnknownNameLen bytes); past that, names share the "other" row and
@@ -137,8 +156,8 @@ func TestUnknownMethodsBounded(t *testing.T) {
 	if want := uint64(1 + 2*maxUnknownNames - (maxUnknownNames - 2)); rows[unknownOther] != want {
 		t.Errorf("other flushed %d times; want %d", rows[unknownOther], want)
 	}
-	if h.n["new_write"] != 1 {
-		t.Errorf("new_write logged %d times; want once", h.n["new_write"])
+	if h.n[`"new_write"`] != 1 {
+		t.Errorf("new_write logged %d times; want once", h.n[`"new_write"`])
 	}
 	if got := len(h.n); got > maxUnknownNames+1 {
 		t.Errorf("logged %d distinct names; want at most %d", got, maxUnknownNames+1)

@@ -43,11 +43,11 @@ func (c *certCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *certCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range c.src.CertStats() {
-		ch <- prometheus.MustNewConstMetric(c.reloads, prometheus.CounterValue, float64(st.Reloads), st.Name, "success")
-		ch <- prometheus.MustNewConstMetric(c.reloads, prometheus.CounterValue, float64(st.Failures), st.Name, "failure")
+		ch <- constMetric(c.reloads, prometheus.CounterValue, float64(st.Reloads), st.Name, "success")
+		ch <- constMetric(c.reloads, prometheus.CounterValue, float64(st.Failures), st.Name, "failure")
 		if !st.NotAfter.IsZero() {
-			ch <- prometheus.MustNewConstMetric(c.expiry, prometheus.GaugeValue, float64(st.NotAfter.Unix()), st.Name)
-			ch <- prometheus.MustNewConstMetric(c.handshakeFailed, prometheus.CounterValue, float64(st.HandshakeFailures), st.Name)
+			ch <- constMetric(c.expiry, prometheus.GaugeValue, float64(st.NotAfter.Unix()), st.Name)
+			ch <- constMetric(c.handshakeFailed, prometheus.CounterValue, float64(st.HandshakeFailures), st.Name)
 		}
 	}
 }

@@ -49,9 +49,9 @@ func (c *federationCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *federationCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, g := range c.src.FederationGroups() {
-		ch <- prometheus.MustNewConstMetric(c.routed, prometheus.CounterValue, float64(g.Routed), g.Name)
-		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(g.Refused), g.Name)
-		ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(g.ListingFailures), g.Name)
-		ch <- prometheus.MustNewConstMetric(c.omitted, prometheus.CounterValue, float64(g.ListingOmitted), g.Name)
+		ch <- constMetric(c.routed, prometheus.CounterValue, float64(g.Routed), g.Name)
+		ch <- constMetric(c.refused, prometheus.CounterValue, float64(g.Refused), g.Name)
+		ch <- constMetric(c.failures, prometheus.CounterValue, float64(g.ListingFailures), g.Name)
+		ch <- constMetric(c.omitted, prometheus.CounterValue, float64(g.ListingOmitted), g.Name)
 	}
 }

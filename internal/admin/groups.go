@@ -147,25 +147,25 @@ func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
 		if u := g.Upstreams; u != nil {
 			addrs, healthy := u.Addrs(), u.Healthy()
 			for j := range min(len(addrs), len(healthy)) {
-				ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, b2f(healthy[j]), g.Name, addrs[j])
+				ch <- constMetric(c.up, prometheus.GaugeValue, b2f(healthy[j]), g.Name, addrs[j])
 			}
 		}
 		if g.Calls != nil {
 			for _, o := range groupOutcomes {
-				ch <- prometheus.MustNewConstMetric(c.calls, prometheus.CounterValue, float64(g.Calls.GroupCalls(o)), g.Name, o.String())
+				ch <- constMetric(c.calls, prometheus.CounterValue, float64(g.Calls.GroupCalls(o)), g.Name, o.String())
 			}
 		}
 		if g.Bus != nil {
-			ch <- prometheus.MustNewConstMetric(c.busSynced, prometheus.GaugeValue, b2f(g.Bus.Synced()), g.Name)
+			ch <- constMetric(c.busSynced, prometheus.GaugeValue, b2f(g.Bus.Synced()), g.Name)
 		}
 		if g.EventLog != nil {
 			es := g.EventLog.Stats()
 			latest, applied := es.Latest.Load(), es.Applied.Load()
-			ch <- prometheus.MustNewConstMetric(c.elApplied, prometheus.GaugeValue, float64(applied), g.Name)
-			ch <- prometheus.MustNewConstMetric(c.elLag, prometheus.GaugeValue, float64(max(latest-applied, 0)), g.Name)
+			ch <- constMetric(c.elApplied, prometheus.GaugeValue, float64(applied), g.Name)
+			ch <- constMetric(c.elLag, prometheus.GaugeValue, float64(max(latest-applied, 0)), g.Name)
 			cur := eventlog.HealthState(es.Health.Load())
 			for _, st := range []eventlog.HealthState{eventlog.HealthUnknown, eventlog.HealthOK, eventlog.HealthMissing} {
-				ch <- prometheus.MustNewConstMetric(c.elHealth, prometheus.GaugeValue, b2f(st == cur), g.Name, st.String())
+				ch <- constMetric(c.elHealth, prometheus.GaugeValue, b2f(st == cur), g.Name, st.String())
 			}
 		}
 	}

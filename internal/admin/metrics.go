@@ -71,6 +71,10 @@ type collector struct {
 	shadowChecks, shadowMismatches, shadowSkipped *prometheus.Desc
 }
 
+// unknownLabel is the method label of every method outside the method
+// table: a client chooses those names, so none of them becomes a label.
+const unknownLabel = "other"
+
 // UnknownMethods reports the flushes of methods outside the method table;
 // *proxy.Server implements it, and the Flusher is asked for it.
 type UnknownMethods interface {
@@ -160,7 +164,7 @@ func newCollector(cfg *Config, seen func(*snapshot)) *collector {
 		evEvents: prometheus.NewDesc("hmsproxy_eventlog_events_total",
 			"Notification-log events read.", nil, nil),
 		unknownFlushes: prometheus.NewDesc("hmsproxy_unknown_method_flushes_total",
-			"Calls of methods outside the method table, each of which invalidated everything cached for the upstream group, by method (at most 64 names, then \"other\"). List those that only read in cache.known_reads.",
+			"Calls of methods outside the method table, each of which invalidated everything cached for the upstream group. The method label is always \"other\": names come from clients, and labels from closed sets; the log names each of the first 64 methods once. List those that only read in cache.known_reads.",
 			[]string{"method"}, nil),
 		evGaps: prometheus.NewDesc("hmsproxy_eventlog_gaps_total",
 			"Times events were missing from the log (purged, or ids going backwards) and the cache was dropped.", nil, nil),
@@ -242,30 +246,30 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.emit(s, ch)
 	if u, ok := c.cfg.Flusher.(UnknownMethods); ok {
-		u.EachUnknownFlush(func(m string, n uint64) {
-			ch <- prometheus.MustNewConstMetric(c.unknownFlushes, prometheus.CounterValue, float64(n), m)
-		})
+		var total uint64
+		u.EachUnknownFlush(func(_ string, n uint64) { total += n })
+		ch <- constMetric(c.unknownFlushes, prometheus.CounterValue, float64(total), unknownLabel)
 	}
 	if b := c.cfg.InFlight; b != nil {
-		ch <- prometheus.MustNewConstMetric(c.inflightBytes, prometheus.GaugeValue, float64(b.InUse()))
-		ch <- prometheus.MustNewConstMetric(c.inflightLimit, prometheus.GaugeValue, float64(b.Max()))
-		ch <- prometheus.MustNewConstMetric(c.inflightWaits, prometheus.CounterValue, float64(b.Waits()))
+		ch <- constMetric(c.inflightBytes, prometheus.GaugeValue, float64(b.InUse()))
+		ch <- constMetric(c.inflightLimit, prometheus.GaugeValue, float64(b.Max()))
+		ch <- constMetric(c.inflightWaits, prometheus.CounterValue, float64(b.Waits()))
 	}
 	if t := c.cfg.Timeouts; t != nil {
 		for _, d := range []proxy.ClientTimeout{proxy.TimeoutRead, proxy.TimeoutIdle, proxy.TimeoutWrite} {
-			ch <- prometheus.MustNewConstMetric(c.clientTimeouts, prometheus.CounterValue, float64(t.ClientTimeouts(d)), d.String())
+			ch <- constMetric(c.clientTimeouts, prometheus.CounterValue, float64(t.ClientTimeouts(d)), d.String())
 		}
 	}
 	if c.cfg.EventLog != nil {
 		st := c.cfg.EventLog.Stats()
 		latest, applied := st.Latest.Load(), st.Applied.Load()
-		g := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
+		g := func(d *prometheus.Desc, v float64) { ch <- constMetric(d, prometheus.GaugeValue, v) }
 		g(c.evLatest, float64(latest))
 		g(c.evApplied, float64(applied))
 		g(c.evLagEvents, float64(max(latest-applied, 0)))
 		g(c.evLagSeconds, float64(st.BehindNanos.Load())/1e9)
-		ch <- prometheus.MustNewConstMetric(c.evEvents, prometheus.CounterValue, float64(st.Events.Load()))
-		ch <- prometheus.MustNewConstMetric(c.evGaps, prometheus.CounterValue, float64(st.Gaps.Load()))
+		ch <- constMetric(c.evEvents, prometheus.CounterValue, float64(st.Events.Load()))
+		ch <- constMetric(c.evGaps, prometheus.CounterValue, float64(st.Gaps.Load()))
 		healthy := 1.0
 		if eventlog.HealthState(st.Health.Load()) == eventlog.HealthMissing {
 			healthy = 0
@@ -277,10 +281,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 // emit sends the metrics of s.
 func (c *collector) emit(s *snapshot, ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+		ch <- constMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+		ch <- constMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	if s.hasCalls {
 		for name, row := range s.methods {
@@ -302,7 +306,7 @@ func (c *collector) emit(s *snapshot, ch chan<- prometheus.Metric) {
 					buckets[le] = h.cumulative[i]
 				}
 			}
-			ch <- prometheus.MustNewConstHistogram(c.duration, h.count, h.sum, buckets, k.class.String(), k.path.String())
+			ch <- constHistogram(c.duration, h.count, h.sum, buckets, k.class.String(), k.path.String())
 		}
 	}
 	if s.hasStore {
@@ -368,4 +372,26 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// constMetric is prometheus.NewConstMetric for a collector. A value it
+// cannot represent (a label that is not valid UTF-8) becomes an invalid
+// metric, which the registry reports as an error of that one series
+// (the handler continues on errors); the Must forms panic, and a panic
+// in a collector ends the process at the next scrape.
+func constMetric(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) prometheus.Metric {
+	m, err := prometheus.NewConstMetric(d, t, v, labels...)
+	if err != nil {
+		return prometheus.NewInvalidMetric(d, err)
+	}
+	return m
+}
+
+// constHistogram is constMetric for a histogram.
+func constHistogram(d *prometheus.Desc, count uint64, sum float64, buckets map[float64]uint64, labels ...string) prometheus.Metric {
+	m, err := prometheus.NewConstHistogram(d, count, sum, buckets, labels...)
+	if err != nil {
+		return prometheus.NewInvalidMetric(d, err)
+	}
+	return m
 }

@@ -43,8 +43,8 @@ func (c *rateLimitCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *rateLimitCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.src.Stats()
 	for k := ratelimit.Class(0); k < ratelimit.NumClasses; k++ {
-		ch <- prometheus.MustNewConstMetric(c.allowed, prometheus.CounterValue, float64(st.Allowed[k].Load()), k.String())
-		ch <- prometheus.MustNewConstMetric(c.limited, prometheus.CounterValue, float64(st.Limited[k].Load()), k.String())
+		ch <- constMetric(c.allowed, prometheus.CounterValue, float64(st.Allowed[k].Load()), k.String())
+		ch <- constMetric(c.limited, prometheus.CounterValue, float64(st.Limited[k].Load()), k.String())
 	}
-	ch <- prometheus.MustNewConstMetric(c.redisErrors, prometheus.CounterValue, float64(st.RedisErrors.Load()))
+	ch <- constMetric(c.redisErrors, prometheus.CounterValue, float64(st.RedisErrors.Load()))
 }

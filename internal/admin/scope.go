@@ -48,10 +48,10 @@ func (c *scopeCollector) Collect(ch chan<- prometheus.Metric) {
 	if !ok {
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(c.perUser, prometheus.GaugeValue, b2f(st.PerUser), st.Mode.String())
-	ch <- prometheus.MustNewConstMetric(c.checks, prometheus.CounterValue, float64(st.Checks))
-	ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(st.Failures))
-	ch <- prometheus.MustNewConstMetric(c.chgs, prometheus.CounterValue, float64(st.Changes))
+	ch <- constMetric(c.perUser, prometheus.GaugeValue, b2f(st.PerUser), st.Mode.String())
+	ch <- constMetric(c.checks, prometheus.CounterValue, float64(st.Checks))
+	ch <- constMetric(c.failures, prometheus.CounterValue, float64(st.Failures))
+	ch <- constMetric(c.chgs, prometheus.CounterValue, float64(st.Changes))
 }
 
 // scopeStatus is the cache scope on /status.json.

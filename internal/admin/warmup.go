@@ -139,12 +139,12 @@ func (c *warmUpCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *warmUpCollector) Collect(ch chan<- prometheus.Metric) {
 	p := c.src.Progress()
-	ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, b2f(p.Running))
-	ch <- prometheus.MustNewConstMetric(c.tables, prometheus.GaugeValue, float64(p.Tables), "found")
-	ch <- prometheus.MustNewConstMetric(c.tables, prometheus.GaugeValue, float64(p.TablesDone), "done")
-	ch <- prometheus.MustNewConstMetric(c.partitions, prometheus.GaugeValue, float64(p.PartitionsFound), "found")
-	ch <- prometheus.MustNewConstMetric(c.partitions, prometheus.GaugeValue, float64(p.Partitions), "loaded")
-	ch <- prometheus.MustNewConstMetric(c.errs, prometheus.GaugeValue, float64(p.Errors))
-	ch <- prometheus.MustNewConstMetric(c.rate, prometheus.GaugeValue, p.Rate(time.Now()))
-	ch <- prometheus.MustNewConstMetric(c.runs, prometheus.CounterValue, float64(p.Runs))
+	ch <- constMetric(c.running, prometheus.GaugeValue, b2f(p.Running))
+	ch <- constMetric(c.tables, prometheus.GaugeValue, float64(p.Tables), "found")
+	ch <- constMetric(c.tables, prometheus.GaugeValue, float64(p.TablesDone), "done")
+	ch <- constMetric(c.partitions, prometheus.GaugeValue, float64(p.PartitionsFound), "found")
+	ch <- constMetric(c.partitions, prometheus.GaugeValue, float64(p.Partitions), "loaded")
+	ch <- constMetric(c.errs, prometheus.GaugeValue, float64(p.Errors))
+	ch <- constMetric(c.rate, prometheus.GaugeValue, p.Rate(time.Now()))
+	ch <- constMetric(c.runs, prometheus.CounterValue, float64(p.Runs))
 }

@@ -429,7 +429,7 @@ func (r fuzzReq) canonical() canonical {
 		v, typ, found, wrong := at(r.args, t.Cat, wire.TString)
 		c.refused = c.refused || wrong
 		if found && typ == wire.TString {
-			c.cat = lower(str(v))
+			c.cat = str(v)
 		}
 		drop = append(drop, t.Cat)
 	}
@@ -440,7 +440,7 @@ func (r fuzzReq) canonical() canonical {
 			db := str(v)
 			c.hasDB = true
 			if i := strings.IndexByte(db, '#'); t.DBInName && strings.HasPrefix(db, "@") && i >= 0 {
-				c.cat, c.prefixed, db = lower(db[1:i]), true, db[i+1:]
+				c.cat, c.prefixed, db = db[1:i], true, db[i+1:]
 				switch db {
 				case "":
 					c.hasDB = false
@@ -448,11 +448,7 @@ func (r fuzzReq) canonical() canonical {
 					db = ""
 				}
 			}
-			if t.Scope == hms.ScopeCatalog {
-				c.db = db // a pattern: "\W" is not "\w"
-			} else {
-				c.db = lower(db)
-			}
+			c.db = db // keys hold names as sent (cache.AppendKey)
 			if !c.hasDB {
 				c.db = ""
 			}
@@ -467,13 +463,13 @@ func (r fuzzReq) canonical() canonical {
 		v, typ, found, wrong := at(r.args, p, want)
 		c.refused = c.refused || wrong
 		if found && typ == want && want == wire.TString {
-			c.tables = []string{lower(str(v))}
+			c.tables = []string{str(v)}
 		}
 		if found && typ == want && want == wire.TList {
 			d := wire.NewDecoder(v)
 			et, n := d.ListBegin()
 			for i := 0; i < n && et == wire.TString; i++ {
-				c.tables = append(c.tables, lower(d.String()))
+				c.tables = append(c.tables, d.String())
 			}
 		}
 		drop = append(drop, p)
@@ -494,11 +490,15 @@ func TestKeyCollisionModel(t *testing.T) {
 		a, b fuzzReq
 		same bool
 	}{
-		{"case", mk("get_table", getTable("DB", "T").args), mk("get_table", getTable("db", "t").args), true},
+		// Names are keyed as sent: the metastore's not-found answers quote them.
+		{"case", mk("get_table", getTable("DB", "T").args), mk("get_table", getTable("db", "t").args), false},
+		{"blank", mk("get_table", getTable("db", "t ").args), mk("get_table", getTable("db", "t").args), false},
+		{"same", mk("get_table", getTable("db", "t").args), mk("get_table", getTable("db", "t").args), true},
 		{"prefix", mk("get_table", getTable("@hive#db", "t").args), mk("get_table", getTable("db", "t").args), false},
-		{"prefix case", mk("get_table", getTable("@HIVE#db", "t").args), mk("get_table", getTable("@hive#DB", "t").args), true},
+		{"prefix case", mk("get_table", getTable("@HIVE#db", "t").args), mk("get_table", getTable("@hive#DB", "t").args), false},
 		{"pattern escapes", mk("get_databases", getDatabases("\\W*").args), mk("get_databases", getDatabases("\\w*").args), false},
-		{"cat unset", mk("get_table_req", getTableReq("db", "t", "", "").args), mk("get_table_req", getTableReq("db", "t", "HIVE", "").args), true},
+		{"cat unset", mk("get_table_req", getTableReq("db", "t", "", "").args), mk("get_table_req", getTableReq("db", "t", "hive", "").args), true},
+		{"cat case", mk("get_table_req", getTableReq("db", "t", "", "").args), mk("get_table_req", getTableReq("db", "t", "HIVE", "").args), false},
 		{"snapshot", mk("get_table_req", getTableReq("db", "t", "", "x").args), mk("get_table_req", getTableReq("db", "t", "", "y").args), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

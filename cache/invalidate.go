@@ -328,9 +328,9 @@ func (t *TxnTracker) Observe(method string, args []byte, defaultCat string) []En
 		cat, dbb, _ := splitCatDB([]byte(db))
 		c := defaultCat
 		if cat != nil {
-			c = lowerASCII(cat)
+			c = hms.Normalize(cat)
 		}
-		e := Entity{Level: LevelTable, Cat: c, DB: lowerASCII(dbb), Table: lowerASCII([]byte(tbl))}
+		e := Entity{Level: LevelTable, Cat: c, DB: hms.Normalize(dbb), Table: hms.NormalizeString(tbl)}
 		t.mu.Lock()
 		for _, id := range ids {
 			t.add(id, e)

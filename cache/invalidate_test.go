@@ -171,6 +171,13 @@ func TestWriteEntities(t *testing.T) {
 			[]Entity{{Level: LevelAll}}},
 		{"drop_table", "drop_table", hmsreq.Args(hmsreq.Str(1, "db0"), hmsreq.Str(2, "T1")),
 			[]Entity{{Level: LevelTable, Cat: "hive", DB: "db0", Table: "t1"}}},
+		// Issue 20: the metastore trims names too; "t2 " is t2.
+		{"drop_table blanks", "drop_table", hmsreq.Args(hmsreq.Str(1, " DB0\t"), hmsreq.Str(2, "t2 ")),
+			[]Entity{{Level: LevelTable, Cat: "hive", DB: "db0", Table: "t2"}}},
+		{"drop_table kelvin", "drop_table", hmsreq.Args(hmsreq.Str(1, "db0"), hmsreq.Str(2, "\u212aey")),
+			[]Entity{{Level: LevelTable, Cat: "hive", DB: "db0", Table: "key"}}},
+		{"drop_table @cat#db blanks", "drop_table", hmsreq.Args(hmsreq.Str(1, "@Spark #db0 "), hmsreq.Str(2, "t1")),
+			[]Entity{{Level: LevelTable, Cat: "spark", DB: "db0", Table: "t1"}}},
 		{"drop_table @cat#db", "drop_table", hmsreq.Args(hmsreq.Str(1, "@spark#db0"), hmsreq.Str(2, "t1")),
 			[]Entity{{Level: LevelTable, Cat: "spark", DB: "db0", Table: "t1"}}},
 		{"drop_table no table", "drop_table", hmsreq.Args(hmsreq.Str(1, "db0")),
@@ -226,6 +233,29 @@ func dedup(es []Entity) []Entity {
 		}
 	}
 	return out
+}
+
+// TestWriteInvalidatesReadAnySpelling: a write of one spelling of a name
+// reaches the reads of every other spelling the metastore reads as the
+// same name (issue 20: an alter of t1 left get_table("t1 ") served).
+func TestWriteInvalidatesReadAnySpelling(t *testing.T) {
+	s := newTestStore(t, Config{})
+	reads := []req{getTable("db0", "t1 "), getTable(" DB0", "T1"), getTable("db0\n", "\tt1"), getTableReq("Db0 ", "t1\x01", "HIVE ", "")}
+	other := getTable("db0", "t1\u00a0") // a no-break space is kept: another name
+	snaps := make([]Snapshot, len(reads))
+	for i, r := range reads {
+		snaps[i] = snapOf(t, s, r)
+	}
+	snapOther := snapOf(t, s, other)
+	s.Apply("a", WriteEntities(nil, method(t, "alter_table"), hmsreq.Args(hmsreq.Str(1, "db0"), hmsreq.Str(2, "t1"), hmsreq.Struct(3, hmsreq.Str(1, "t1"), hmsreq.Str(2, "db0"))), "hive"))
+	for i, r := range reads {
+		if s.Gens().Current(&snaps[i]) {
+			t.Errorf("%s %q after an alter of db0.t1: current; want stale", r.meth, r.args)
+		}
+	}
+	if !s.Gens().Current(&snapOther) {
+		t.Errorf("get_table of t1 and a no-break space after an alter of db0.t1: stale; want current")
+	}
 }
 
 // TestWriteInvalidatesRead ties WriteEntities, Apply and ReadDeps together.

@@ -9,8 +9,10 @@ import (
 )
 
 // Names are the normalised catalog, database and table names a request
-// or a write refers to. HMS lower-cases identifiers before use, so keys and
-// entities do too; partition values are case-sensitive and stay as sent.
+// or a write refers to: what the metastore reads them as (hms.Normalize:
+// trim, then lower-case), so that every spelling of one object is one
+// entity to dependencies and invalidations. Keys keep the names as sent
+// (see AppendKey). Partition values are case-sensitive and stay as sent.
 type Names struct {
 	Cat, DB string
 	Tables  []string
@@ -36,24 +38,10 @@ type Scope struct {
 	PerUser bool
 	// User is the identity when PerUser is set, else "".
 	User string
-}
-
-// lowerASCII lower-cases ASCII letters, as HMS's identifier normalisation
-// does for the names that matter here.
-func lowerASCII(b []byte) string {
-	for _, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			out := make([]byte, len(b))
-			for i, c := range b {
-				if 'A' <= c && c <= 'Z' {
-					c += 'a' - 'A'
-				}
-				out[i] = c
-			}
-			return string(out)
-		}
-	}
-	return string(b)
+	// Conf stands for the session's setMetaConf overrides that can change
+	// an answer (a digest); "" for a session with none. Sessions share
+	// entries only with sessions of the same overrides.
+	Conf string
 }
 
 // splitCatDB splits the "@cat#db" form that 3.x/4.0 clients fold into a
@@ -84,7 +72,7 @@ func ExtractNames(e *hms.Effect, args []byte, defaultCat string) (Names, error) 
 	if e.Cat != nil {
 		if err := hms.Walk(args, e.Cat, func(typ byte, v []byte) bool {
 			if typ == wire.TString {
-				n.Cat = lowerASCII(v)
+				n.Cat = hms.Normalize(v)
 			}
 			return false
 		}); err != nil {
@@ -99,7 +87,7 @@ func ExtractNames(e *hms.Effect, args []byte, defaultCat string) (Names, error) 
 			if e.DBInName {
 				cat, db, null := splitCatDB(v)
 				if cat != nil {
-					n.Cat = lowerASCII(cat)
+					n.Cat = hms.Normalize(cat)
 					n.Prefixed = true
 				}
 				if null {
@@ -116,7 +104,7 @@ func ExtractNames(e *hms.Effect, args []byte, defaultCat string) (Names, error) 
 	if e.Table != nil {
 		if err := hms.Walk(args, e.Table, func(typ byte, v []byte) bool {
 			if typ == wire.TString {
-				n.Tables = append(n.Tables, lowerASCII(v))
+				n.Tables = append(n.Tables, hms.Normalize(v))
 			}
 			return true
 		}); err != nil {
@@ -126,13 +114,16 @@ func ExtractNames(e *hms.Effect, args []byte, defaultCat string) (Names, error) 
 	return n, nil
 }
 
-// AppendKey appends the cache key of a read: scope, method, normalised
-// names (and whether the database came as "@cat#db", which metastores
-// before 3.0 answer differently), then the args with the name fields
-// removed, so that every other field that can change the reply
-// (snapshots, capabilities, engine, filters, partition values, limits) is
-// part of the key as sent. It is ReadKey for names n found by
-// ExtractNames; the request path uses ReadKey.
+// AppendKey appends the cache key of a read: scope, method, the names as
+// sent, then the args with the name fields removed, so that every other
+// field that can change the reply (snapshots, capabilities, engine,
+// filters, partition values, limits) is part of the key as sent. Names
+// are keyed as sent, not normalised: the metastore finds one object for
+// "T1 " and "t1", but its not-found answers quote the name as it came
+// ("hive.db.T1  table not found"), so only identical spellings may share
+// an entry. It is ReadKey for names n found by ExtractNames (whose names
+// are normalised: equal to the spelling only for plain names); the
+// request path uses ReadKey.
 //
 // Scope and names are length-prefixed, not terminated: they come from the
 // network (set_ugi, db and table names) and may hold any byte, and with
@@ -146,12 +137,13 @@ func AppendKey(dst []byte, sc Scope, m *hms.Method, n *Names, args []byte) ([]by
 	if err := m.Resolve(&r, args); err != nil || r.Bad {
 		return dst, false
 	}
-	kn := keyNames{defCat: n.Cat, hasDB: n.HasDB, prefixed: n.Prefixed, db: []byte(n.DB)}
-	for _, t := range n.Tables {
-		kn.tables = append(kn.tables, []byte(t))
+	defCat := n.Cat
+	if n.Prefixed || r.Cat != nil {
+		// n.Cat is the catalog the request named, not the default one,
+		// which the request's own names then override anyway.
+		defCat = ""
 	}
-	dst = appendPrefix(dst, sc, m, &kn, len(kn.tables))
-	return append(dst, r.Rest...), true
+	return ReadKey(dst, sc, m, &r, defCat)
 }
 
 // ReadKey appends the cache key of a read whose args m.Resolve resolved
@@ -170,7 +162,8 @@ func ReadKey(dst []byte, sc Scope, m *hms.Method, r *hms.Resolved, defaultCat st
 // EntryKeyPrefix appends the key prefix of the entries of a batch read
 // (m.Batch): the read's key without its list of names, then 0xff. An
 // entry's key is the prefix and its name: a partition name as sent, or a
-// table name lower-cased.
+// table name normalised (a table-objects reply lists the tables found,
+// with no trace of how they were asked for).
 func EntryKeyPrefix(dst []byte, sc Scope, m *hms.Method, r *hms.Resolved, defaultCat string) ([]byte, bool) {
 	if r.Bad {
 		return dst, false
@@ -194,9 +187,9 @@ func EntryKeyPrefix(dst []byte, sc Scope, m *hms.Method, r *hms.Resolved, defaul
 }
 
 // AppendTableName appends a table name as entry keys hold it.
-func AppendTableName(dst, tbl []byte) []byte { return appendLower(dst, tbl) }
+func AppendTableName(dst, tbl []byte) []byte { return hms.AppendNormalized(dst, tbl) }
 
-// keyNames are a read's names as found, before lower-casing: cat nil
+// keyNames are a read's names as found, before normalising: cat nil
 // stands for defCat, taken as it is.
 type keyNames struct {
 	cat, db         []byte
@@ -230,7 +223,7 @@ func ReadNames(m *hms.Method, r *hms.Resolved, defaultCat string) Names {
 	kn := resolvedNames(m, r, defaultCat)
 	n := Names{Cat: defaultCat, HasDB: kn.hasDB, Prefixed: kn.prefixed}
 	if kn.cat != nil {
-		n.Cat = lowerASCII(kn.cat)
+		n.Cat = hms.Normalize(kn.cat)
 	}
 	if kn.hasDB {
 		n.DB = normDB(m.Target.Scope, kn.db)
@@ -238,7 +231,7 @@ func ReadNames(m *hms.Method, r *hms.Resolved, defaultCat string) Names {
 	if len(kn.tables) > 0 {
 		n.Tables = make([]string, len(kn.tables))
 		for i, t := range kn.tables {
-			n.Tables[i] = lowerASCII(t)
+			n.Tables[i] = hms.Normalize(t)
 		}
 	}
 	return n
@@ -252,21 +245,16 @@ func normDB(sc hms.Scope, db []byte) string {
 	if sc == hms.ScopeCatalog {
 		return string(db)
 	}
-	return lowerASCII(db)
+	return hms.Normalize(db)
 }
 
-// appendPrefix appends the scope, method and the first nt tables of kn.
+// appendPrefix appends the scope, method, and the names as sent: the
+// catalog, the database and the first nt tables of kn.
 func appendPrefix(dst []byte, sc Scope, m *hms.Method, kn *keyNames, nt int) []byte {
-	dst = appendString(dst, sc.Upstream)
-	if sc.PerUser {
-		dst = append(dst, 1)
-	} else {
-		dst = append(dst, 0)
-	}
-	dst = appendString(dst, sc.User)
+	dst = sc.Append(dst)
 	dst = appendString(dst, m.Name)
 	if kn.cat != nil {
-		dst = appendLower(dst, kn.cat)
+		dst = appendBytes(dst, kn.cat)
 	} else {
 		dst = appendString(dst, kn.defCat)
 	}
@@ -279,18 +267,26 @@ func appendPrefix(dst []byte, sc Scope, m *hms.Method, kn *keyNames, nt int) []b
 	}
 	dst = append(dst, form)
 	if kn.hasDB {
-		if m.Target.Scope == hms.ScopeCatalog {
-			dst = binary.AppendUvarint(dst, uint64(len(kn.db)))
-			dst = append(dst, kn.db...)
-		} else {
-			dst = appendLower(dst, kn.db)
-		}
+		dst = appendBytes(dst, kn.db)
 	}
 	dst = binary.AppendUvarint(dst, uint64(nt))
 	for _, t := range kn.tables[:nt] {
-		dst = appendLower(dst, t)
+		dst = appendBytes(dst, t)
 	}
 	return dst
+}
+
+// Append appends the scope to a key: each part length-prefixed, so that
+// no two scopes meet.
+func (sc *Scope) Append(dst []byte) []byte {
+	dst = appendString(dst, sc.Upstream)
+	if sc.PerUser {
+		dst = append(dst, 1)
+	} else {
+		dst = append(dst, 0)
+	}
+	dst = appendString(dst, sc.User)
+	return appendString(dst, sc.Conf)
 }
 
 // appendString appends s with its length in front.
@@ -299,16 +295,10 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, s...)
 }
 
-// appendLower appends b lower-cased (as lowerASCII), length in front.
-func appendLower(dst, b []byte) []byte {
+// appendBytes appends b with its length in front.
+func appendBytes(dst, b []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(b)))
-	for _, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		dst = append(dst, c)
-	}
-	return dst
+	return append(dst, b...)
 }
 
 // notFound maps the point lookups whose not-found answer may be cached

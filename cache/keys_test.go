@@ -63,15 +63,7 @@ func TestAppendKeySame(t *testing.T) {
 		name string
 		a, b req
 	}{
-		{"db case", getTable("DB0", "t1"), getTable("db0", "t1")},
-		{"table case", getTable("db0", "Orders"), getTable("db0", "orders")},
-		{"legacy @HIVE#DB0", getTable("@HIVE#DB0", "t1"), getTable("@hive#db0", "t1")},
-		{"legacy partition @hive#", getPartition("@hive#db0", "t1", "2024"), getPartition("@HIVE#db0", "T1", "2024")},
 		{"get_table_req cat unset vs hive", getTableReq("db0", "t1", "", ""), getTableReq("db0", "t1", "hive", "")},
-		{"get_table_req cat HIVE", getTableReq("db0", "t1", "HIVE", ""), getTableReq("db0", "t1", "hive", "")},
-		{"get_table_req names case", getTableReq("DB0", "T1", "", "x"), getTableReq("db0", "t1", "hive", "x")},
-		{"by_names_req @hive#", byNamesReq("@hive#DB0", "t1", "p=1"), byNamesReq("@hive#db0", "t1", "p=1")},
-		{"objects_by_name case", objectsByName("DB0", "A", "b"), objectsByName("db0", "a", "B")},
 		{"user ignored when unset", getTable("db0", "t1").in(Scope{Upstream: "a"}), getTable("db0", "t1").in(Scope{Upstream: "a"})},
 	}
 	for _, tc := range tests {
@@ -94,6 +86,19 @@ func TestAppendKeyDifferent(t *testing.T) {
 		a, b req
 	}{
 		{"table", getTable("db0", "t1"), getTable("db0", "t2")},
+		// Names are keyed as sent (issue 20): the metastore finds one
+		// object for every spelling, but quotes the spelling in its
+		// not-found answers ("hive.DB0.t1 table not found").
+		{"db case", getTable("DB0", "t1"), getTable("db0", "t1")},
+		{"table case", getTable("db0", "Orders"), getTable("db0", "orders")},
+		{"table blank", getTable("db0", "t1 "), getTable("db0", "t1")},
+		{"legacy @HIVE#DB0", getTable("@HIVE#DB0", "t1"), getTable("@hive#db0", "t1")},
+		{"legacy partition @hive#", getPartition("@hive#db0", "t1", "2024"), getPartition("@HIVE#db0", "T1", "2024")},
+		{"get_table_req cat HIVE", getTableReq("db0", "t1", "HIVE", ""), getTableReq("db0", "t1", "hive", "")},
+		{"get_table_req names case", getTableReq("DB0", "T1", "", "x"), getTableReq("db0", "t1", "hive", "x")},
+		{"by_names_req @hive#", byNamesReq("@hive#DB0", "t1", "p=1"), byNamesReq("@hive#db0", "t1", "p=1")},
+		{"objects_by_name case", objectsByName("DB0", "A", "b"), objectsByName("db0", "a", "B")},
+		{"session overrides", getTable("db0", "t1").in(Scope{Upstream: "a", Conf: "x"}), getTable("db0", "t1").in(Scope{Upstream: "a"})},
 		{"database", getTable("db0", "t1"), getTable("db1", "t1")},
 		{"catalog", getTable("@spark#db0", "t1"), getTable("db0", "t1")},
 		// Issue 10: HMS 2.3 takes "@hive#db0" as a literal, unknown

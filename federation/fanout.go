@@ -150,7 +150,7 @@ func (r *Router) keeps(g *group, method string, item []byte) bool {
 	case "get_all_functions":
 		db = stringField(item, 2) // Function.dbName
 	}
-	owner, refuse := r.resolve(strings.ToLower(db))
+	owner, refuse := r.resolve(hms.NormalizeString(db))
 	return refuse == "" && owner == g
 }
 

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/filter"
+	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/proxy"
 )
 
@@ -182,7 +183,7 @@ func compileGroups(cfg Config) ([]*group, error) {
 			return nil, fmt.Errorf("%w: group %q has no upstream", ErrConfig, g.Name)
 		}
 		c := &group{Group: g, idx: i, access: g.Access, aliases: map[string]string{}, local: map[string]string{},
-			prefix: strings.ToLower(g.Prefix)}
+			prefix: hms.NormalizeString(g.Prefix)}
 		if c.access == Default {
 			c.access = ReadWrite
 			if i > 0 {
@@ -200,7 +201,7 @@ func compileGroups(cfg Config) ([]*group, error) {
 			c.writable = p
 		}
 		for from, to := range g.Aliases {
-			from, to = strings.ToLower(from), strings.ToLower(to)
+			from, to = hms.NormalizeString(from), hms.NormalizeString(to)
 			if _, dup := c.local[to]; dup {
 				return nil, fmt.Errorf("%w: group %q: two database_name_mapping entries name database %q", ErrConfig, g.Name, to)
 			}
@@ -227,7 +228,7 @@ func compileGroups(cfg Config) ([]*group, error) {
 					return nil, fmt.Errorf("%w: group %q databases: %q names a table; a group serves whole databases", ErrConfig, g.Name, d)
 				}
 				if !strings.HasPrefix(d, "re:") && !strings.ContainsAny(d, "*?") {
-					c.literals = append(c.literals, strings.ToLower(d))
+					c.literals = append(c.literals, hms.NormalizeString(d))
 				}
 			}
 			for a := range c.aliases {

@@ -134,8 +134,10 @@ func (r *Router) renames(g *group) bool {
 var errNotOurs = errors.New("federation: database of another group")
 
 // toLocal is the metastore's name of a database clients name db.
+// Names are compared as the metastore reads them (hms.Normalize), so
+// that " Lake_Sales" is routed, refused and renamed as lake_sales is.
 func (g *group) toLocal(db string) (string, error) {
-	l := strings.ToLower(db)
+	l := hms.NormalizeString(db)
 	if a, ok := g.aliases[l]; ok {
 		return a, nil
 	}
@@ -145,12 +147,12 @@ func (g *group) toLocal(db string) (string, error) {
 	if !strings.HasPrefix(l, g.prefix) {
 		return "", fmt.Errorf("%w: %q lacks prefix %q", errNotOurs, db, g.Prefix)
 	}
-	return db[len(g.prefix):], nil
+	return l[len(g.prefix):], nil
 }
 
 // toClient is the name clients see for the metastore's database db.
 func (g *group) toClient(db string) string {
-	if a, ok := g.local[strings.ToLower(db)]; ok {
+	if a, ok := g.local[hms.NormalizeString(db)]; ok {
 		return a
 	}
 	if g.idx == 0 {
@@ -210,8 +212,8 @@ func (r *Router) groupOf(dbs *dbSet) (*group, string) {
 	return got, ""
 }
 
-// resolve is the group serving db (lower-cased, no catalog), as
-// clients name it.
+// resolve is the group serving db (normalised, no catalog), as clients
+// name it.
 func (r *Router) resolve(db string) (*group, string) {
 	if r.mode == Prefixed {
 		for _, g := range r.groups[1:] {
@@ -276,10 +278,10 @@ func (s *dbSet) add(b []byte) {
 			b = b[i+1:]
 		}
 	}
-	if len(b) == 0 {
+	db := hms.Normalize(b)
+	if db == "" {
 		return
 	}
-	db := strings.ToLower(string(b))
 	for _, have := range s.names() {
 		if have == db {
 			return

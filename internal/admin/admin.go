@@ -212,7 +212,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.DefaultCatalog == "" {
 		cfg.DefaultCatalog = "hive"
 	}
-	cfg.DefaultCatalog = strings.ToLower(cfg.DefaultCatalog)
+	cfg.DefaultCatalog = hms.NormalizeString(cfg.DefaultCatalog)
 	if cfg.ReadHeaderTimeout <= 0 {
 		cfg.ReadHeaderTimeout = 10 * time.Second
 	}
@@ -521,12 +521,12 @@ func (s *Server) flushEntity(level cache.Level) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		cat := s.cfg.DefaultCatalog
 		if c := r.URL.Query().Get("catalog"); c != "" {
-			cat = strings.ToLower(c)
+			cat = hms.NormalizeString(c)
 		}
-		e := cache.Entity{Level: level, Cat: cat, DB: strings.ToLower(r.PathValue("db"))}
+		e := cache.Entity{Level: level, Cat: cat, DB: hms.NormalizeString(r.PathValue("db"))}
 		name := cat + "." + e.DB
 		if level != cache.LevelDatabase {
-			e.Table = strings.ToLower(r.PathValue("table"))
+			e.Table = hms.NormalizeString(r.PathValue("table"))
 			name += "." + e.Table
 		}
 		if e.DB == "" || (level != cache.LevelDatabase && e.Table == "") {

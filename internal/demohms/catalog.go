@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/hms"
 )
 
 const warehouse = "file:/tmp/demohms/warehouse"
@@ -49,7 +51,7 @@ func splitDBName(s string) (cat, db string, dbNull bool) {
 	cat = defaultCatalog
 	if strings.HasPrefix(s, "@") {
 		if i := strings.IndexByte(s, '#'); i > 0 {
-			cat, s = strings.ToLower(s[1:i]), s[i+1:]
+			cat, s = hms.NormalizeString(s[1:i]), s[i+1:]
 			switch s {
 			case "":
 				return cat, "", true
@@ -58,14 +60,14 @@ func splitDBName(s string) (cat, db string, dbNull bool) {
 			}
 		}
 	}
-	return cat, strings.ToLower(s), false
+	return cat, hms.NormalizeString(s), false
 }
 
 func catOr(cat string) string {
 	if cat == "" {
 		return defaultCatalog
 	}
-	return strings.ToLower(cat)
+	return hms.NormalizeString(cat)
 }
 
 func (s *Server) lookupDB(cat, db string) *dbEntry {
@@ -80,7 +82,7 @@ func (s *Server) lookupTable(cat, db, tbl string) *tableEntry {
 	if de == nil {
 		return nil
 	}
-	return de.tables[strings.ToLower(tbl)]
+	return de.tables[hms.NormalizeString(tbl)]
 }
 
 func qualified(cat, db, tbl string) string { return cat + "." + db + "." + tbl }

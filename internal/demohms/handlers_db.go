@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 )
 
@@ -65,12 +66,12 @@ func hGetDatabase(c *conn, a *tval, e *wire.Encoder) error {
 
 func hGetDatabaseReq(c *conn, a *tval, e *wire.Encoder) error {
 	r := a.sub(1)
-	return c.getDatabase(catOr(r.str(2)), strings.ToLower(r.str(1)), e)
+	return c.getDatabase(catOr(r.str(2)), hms.NormalizeString(r.str(1)), e)
 }
 
 func hCreateDatabase(c *conn, a *tval, e *wire.Encoder) error {
 	d := decDatabase(a.sub(1))
-	d.Name = strings.ToLower(d.Name)
+	d.Name = hms.NormalizeString(d.Name)
 	if !validName.MatchString(d.Name) {
 		return invalidObject(d.Name + " is not a valid database name")
 	}
@@ -232,7 +233,7 @@ func hGetTable(c *conn, a *tval, e *wire.Encoder) error {
 
 func hGetTableReq(c *conn, a *tval, e *wire.Encoder) error {
 	r := a.sub(1)
-	cat, db, tbl := catOr(r.str(4)), strings.ToLower(r.str(1)), r.str(2)
+	cat, db, tbl := catOr(r.str(4)), hms.NormalizeString(r.str(1)), r.str(2)
 	c.s.mu.RLock()
 	defer c.s.mu.RUnlock()
 	te := c.s.lookupTable(cat, db, tbl)
@@ -258,7 +259,7 @@ func (s *Server) tablesByName(cat, db string, names []string, all bool) ([]*tabl
 	var out []*table
 	seen := map[string]bool{}
 	for _, n := range names {
-		n = strings.ToLower(n)
+		n = hms.NormalizeString(n)
 		if te := de.tables[n]; te != nil && !seen[n] {
 			seen[n] = true
 			out = append(out, te.t)
@@ -285,7 +286,7 @@ func hGetTableObjectsByNameReq(c *conn, a *tval, e *wire.Encoder) error {
 	r := a.sub(1)
 	c.s.mu.RLock()
 	defer c.s.mu.RUnlock()
-	ts, err := c.s.tablesByName(catOr(r.str(4)), strings.ToLower(r.str(1)), r.strList(2), !r.has(2))
+	ts, err := c.s.tablesByName(catOr(r.str(4)), hms.NormalizeString(r.str(1)), r.strList(2), !r.has(2))
 	if err != nil {
 		return err
 	}
@@ -331,7 +332,7 @@ func hGetFields(withKeys bool) handler {
 
 func hCreateTable(c *conn, a *tval, e *wire.Encoder) error {
 	t := decTable(a.sub(1))
-	t.TableName, t.DBName = strings.ToLower(t.TableName), strings.ToLower(t.DBName)
+	t.TableName, t.DBName = hms.NormalizeString(t.TableName), hms.NormalizeString(t.DBName)
 	if !validName.MatchString(t.TableName) {
 		return invalidObject(t.TableName + " is not a valid object name")
 	}
@@ -366,7 +367,7 @@ func hCreateTable(c *conn, a *tval, e *wire.Encoder) error {
 
 func hDropTable(c *conn, a *tval, e *wire.Encoder) error {
 	cat, db, _ := splitDBName(a.str(1))
-	tbl := strings.ToLower(a.str(2))
+	tbl := hms.NormalizeString(a.str(2))
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -399,11 +400,11 @@ func sameKeys(a, b []fieldSchema) bool {
 func hAlterTable(cascadeArg bool) handler {
 	return func(c *conn, a *tval, e *wire.Encoder) error {
 		cat, db, _ := splitDBName(a.str(1))
-		old := strings.ToLower(a.str(2))
+		old := hms.NormalizeString(a.str(2))
 		nt := decTable(a.sub(3))
 		cascade := cascadeArg && a.boolean(4, false) ||
 			!cascadeArg && strings.EqualFold(a.sub(4).strMap(1)["CASCADE"], "true")
-		nt.TableName, nt.DBName = strings.ToLower(nt.TableName), strings.ToLower(nt.DBName)
+		nt.TableName, nt.DBName = hms.NormalizeString(nt.TableName), hms.NormalizeString(nt.DBName)
 		if nt.TableName == "" {
 			nt.TableName = old
 		}

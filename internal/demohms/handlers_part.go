@@ -5,13 +5,14 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 )
 
 // legacyTable reads the (db_name, tbl_name) arguments 1 and 2.
 func legacyTable(a *tval) (cat, db, tbl string) {
 	cat, db, _ = splitDBName(a.str(1))
-	return cat, db, strings.ToLower(a.str(2))
+	return cat, db, hms.NormalizeString(a.str(2))
 }
 
 func limitParts(ps []*partition, max int64) []*partition {
@@ -47,7 +48,7 @@ func hGetPartition(c *conn, a *tval, e *wire.Encoder) error {
 
 func hGetPartitionReq(c *conn, a *tval, e *wire.Encoder) error {
 	r := a.sub(1)
-	return c.getPartition(catOr(r.str(1)), strings.ToLower(r.str(2)), strings.ToLower(r.str(3)), r.strList(4), e, true)
+	return c.getPartition(catOr(r.str(1)), hms.NormalizeString(r.str(2)), hms.NormalizeString(r.str(3)), r.strList(4), e, true)
 }
 
 func (c *conn) getPartition(cat, db, tbl string, vals []string, e *wire.Encoder, wrapped bool) error {
@@ -108,7 +109,7 @@ func hGetPartitionsReq(c *conn, a *tval, e *wire.Encoder) error {
 	r := a.sub(1)
 	c.s.mu.RLock()
 	defer c.s.mu.RUnlock()
-	_, ps := c.allParts(catOr(r.str(1)), strings.ToLower(r.str(2)), strings.ToLower(r.str(3)), r.integer(4, -1))
+	_, ps := c.allParts(catOr(r.str(1)), hms.NormalizeString(r.str(2)), hms.NormalizeString(r.str(3)), r.integer(4, -1))
 	return okWrapped(e, wire.TList, func() { encPartitionList(e, ps) })
 }
 
@@ -190,7 +191,7 @@ func hGetPartitionsByNamesReq(c *conn, a *tval, e *wire.Encoder) error {
 	cat, db, _ := splitDBName(r.str(1))
 	c.s.mu.RLock()
 	defer c.s.mu.RUnlock()
-	ps := c.partsByNames(cat, db, strings.ToLower(r.str(2)), r.strList(3))
+	ps := c.partsByNames(cat, db, hms.NormalizeString(r.str(2)), r.strList(3))
 	return okWrapped(e, wire.TList, func() { encPartitionList(e, ps) })
 }
 
@@ -236,7 +237,7 @@ func hGetPartitionsByFilterReq(c *conn, a *tval, e *wire.Encoder) error {
 	r := a.sub(1)
 	c.s.mu.RLock()
 	defer c.s.mu.RUnlock()
-	ps, err := c.filterParts(catOr(r.str(1)), strings.ToLower(r.str(2)), strings.ToLower(r.str(3)), r.str(4), r.integer(5, -1))
+	ps, err := c.filterParts(catOr(r.str(1)), hms.NormalizeString(r.str(2)), hms.NormalizeString(r.str(3)), r.str(4), r.integer(5, -1))
 	if err != nil {
 		return err
 	}
@@ -268,7 +269,7 @@ func (s *Server) addParts(te *tableEntry, ps []*partition, ifNotExists bool) ([]
 	var added []*partition
 	seen := map[string]bool{}
 	for _, p := range ps {
-		if p.DBName != "" && strings.ToLower(p.DBName) != t.DBName || p.TableName != "" && strings.ToLower(p.TableName) != t.TableName {
+		if p.DBName != "" && hms.NormalizeString(p.DBName) != t.DBName || p.TableName != "" && hms.NormalizeString(p.TableName) != t.TableName {
 			return nil, metaErr("Partition does not belong to target table " + qualified(t.CatName, t.DBName, t.TableName) + ": " + javaList(p.Values))
 		}
 		if len(p.Values) != len(t.PartitionKeys) {
@@ -319,7 +320,7 @@ func hAddPartition(c *conn, a *tval, e *wire.Encoder) error {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	te := s.lookupTable(catOr(p.CatName), strings.ToLower(p.DBName), p.TableName)
+	te := s.lookupTable(catOr(p.CatName), hms.NormalizeString(p.DBName), p.TableName)
 	if te == nil {
 		return errNoTableForAdd()
 	}
@@ -343,7 +344,7 @@ func hAddPartitions(c *conn, a *tval, e *wire.Encoder) error {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	te := s.lookupTable(catOr(ps[0].CatName), strings.ToLower(ps[0].DBName), ps[0].TableName)
+	te := s.lookupTable(catOr(ps[0].CatName), hms.NormalizeString(ps[0].DBName), ps[0].TableName)
 	if te == nil {
 		return errNoTableForAdd()
 	}
@@ -365,7 +366,7 @@ func hAddPartitionsReq(c *conn, a *tval, e *wire.Encoder) error {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	te := s.lookupTable(catOr(r.str(6)), strings.ToLower(r.str(1)), r.str(2))
+	te := s.lookupTable(catOr(r.str(6)), hms.NormalizeString(r.str(1)), r.str(2))
 	if te == nil {
 		return errNoTableForAdd()
 	}
@@ -454,7 +455,7 @@ func hDropPartitionsReq(c *conn, a *tval, e *wire.Encoder) error {
 	if r.has(9) {
 		cat = catOr(r.str(9))
 	}
-	tbl := strings.ToLower(r.str(2))
+	tbl := hms.NormalizeString(r.str(2))
 	spec := r.sub(3)
 	if spec.has(2) {
 		return metaErr("demohms: dropping partitions by expression is not supported")
@@ -557,7 +558,7 @@ func hAlterPartitionsReq(c *conn, a *tval, e *wire.Encoder) error {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	te := s.lookupTable(catOr(r.str(1)), strings.ToLower(r.str(2)), r.str(3))
+	te := s.lookupTable(catOr(r.str(1)), hms.NormalizeString(r.str(2)), r.str(3))
 	if te == nil {
 		return metaErr("Unable to alter partition because table or database does not exist.")
 	}

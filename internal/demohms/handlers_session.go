@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 )
 
@@ -82,7 +83,7 @@ var configKeyAllowed = regexp.MustCompile(`^(hive|hdfs|mapred|metastore).*`)
 // connection's user.
 func (c *conn) hides(db, tbl string) bool {
 	h := c.s.cfg.Hidden
-	return h != nil && h(c.user, strings.ToLower(db), strings.ToLower(tbl))
+	return h != nil && h(c.user, hms.NormalizeString(db), hms.NormalizeString(tbl))
 }
 
 // ---- fb303 ----
@@ -126,7 +127,7 @@ func hGetCatalogs(c *conn, a *tval, e *wire.Encoder) error {
 }
 
 func hGetCatalog(c *conn, a *tval, e *wire.Encoder) error {
-	name := strings.ToLower(a.sub(1).str(1))
+	name := hms.NormalizeString(a.sub(1).str(1))
 	if name != defaultCatalog {
 		return noSuchObject("No catalog " + name)
 	}

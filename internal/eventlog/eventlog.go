@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 )
 
@@ -331,11 +332,11 @@ func readEvent(d *wire.Decoder) Event {
 // Entities maps one event to what it invalidates. Unknown event types
 // invalidate what they name: the table, else the database, else all.
 func Entities(ev Event, defaultCat string) []cache.Entity {
-	cat := strings.ToLower(ev.Cat)
+	cat := hms.NormalizeString(ev.Cat)
 	if cat == "" {
 		cat = defaultCat
 	}
-	db, tbl := strings.ToLower(ev.DB), strings.ToLower(ev.Table)
+	db, tbl := hms.NormalizeString(ev.DB), hms.NormalizeString(ev.Table)
 	table := func(d, t string) cache.Entity {
 		return cache.Entity{Level: cache.LevelTable, Cat: cat, DB: d, Table: t}
 	}
@@ -434,7 +435,7 @@ func renameNames(ev Event) [][2]string {
 		json.Unmarshal(obj["1"]["str"], &name)
 		json.Unmarshal(obj["2"]["str"], &db)
 		if name != "" && db != "" {
-			out = append(out, [2]string{strings.ToLower(db), strings.ToLower(name)})
+			out = append(out, [2]string{hms.NormalizeString(db), hms.NormalizeString(name)})
 		}
 	}
 	for _, p := range [][2]string{{"oldDb", "oldTable"}, {"db", "table"}} {
@@ -442,7 +443,7 @@ func renameNames(ev Event) [][2]string {
 		json.Unmarshal(m[p[0]], &db)
 		json.Unmarshal(m[p[1]], &name)
 		if name != "" && db != "" {
-			out = append(out, [2]string{strings.ToLower(db), strings.ToLower(name)})
+			out = append(out, [2]string{hms.NormalizeString(db), hms.NormalizeString(name)})
 		}
 	}
 	return out
@@ -458,7 +459,7 @@ func commitTables(ev Event, cat string) []cache.Entity {
 	var out []cache.Entity
 	if len(dbs) == len(tbls) {
 		for i := range tbls {
-			out = append(out, cache.Entity{Level: cache.LevelTable, Cat: cat, DB: strings.ToLower(dbs[i]), Table: strings.ToLower(tbls[i])})
+			out = append(out, cache.Entity{Level: cache.LevelTable, Cat: cat, DB: hms.NormalizeString(dbs[i]), Table: hms.NormalizeString(tbls[i])})
 		}
 	}
 	return out

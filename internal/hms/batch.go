@@ -53,19 +53,38 @@ func (b *Batch) AppendRequest(dst, hdr, args []byte, names []string) []byte {
 // SplitPartitions cuts a by-names reply (message type typ, result body)
 // into partitions matched to the names asked for. ok is false when the
 // reply is not a plain success this code understands: an exception,
-// result fields beyond the list, or a partition none of asked names.
+// result fields beyond the list, or a partition it cannot name.
+//
+// The metastore matches the names asked for exactly against the names
+// it stored (PART_NAME IN (...)), and a partition's struct carries its
+// values but not its keys' names. So only a name the metastore could
+// have stored can be matched: one that is the stored form of its own
+// keys and values (AppendPartName: escaped, keys lower-cased). Another
+// name ("ds=a:b" for the stored "ds=a%3Ab", "DS=a") never matches and
+// answers nothing. A partition is named by the one such name asked for
+// with its values; when two are ("ds=e" and "dt=e"), the reply cannot
+// be split, since either key may be the table's.
 func (b *Batch) SplitPartitions(typ byte, body []byte, asked []string) ([]Object, bool) {
 	d, et, n, ok := b.openList(typ, body)
 	if !ok || (et != wire.TStruct && n > 0) {
 		return nil, false
 	}
 	byValues := make(map[string]string, len(asked))
+	var buf []byte
 	for _, name := range asked {
-		_, vals, err := filter.PartitionValues(name)
+		keys, vals, err := filter.PartitionValues(name)
 		if err != nil {
 			continue
 		}
-		byValues[strings.Join(vals, "\x00")] = name
+		if buf = AppendPartName(buf[:0], keys, vals); string(buf) != name {
+			continue // not a stored form: it names no partition
+		}
+		k := strings.Join(vals, "\x00")
+		if prev, seen := byValues[k]; seen && prev != name {
+			byValues[k] = "" // two names with these values: cannot tell which
+			continue
+		}
+		byValues[k] = name
 	}
 	// n is a claimed count: size by what was asked, not by it.
 	out := make([]Object, 0, min(n, len(asked)))
@@ -75,8 +94,8 @@ func (b *Batch) SplitPartitions(typ byte, body []byte, asked []string) ([]Object
 		if d.Err() != nil {
 			return nil, false
 		}
-		name, ok := byValues[strings.Join(vals, "\x00")]
-		if !ok {
+		name := byValues[strings.Join(vals, "\x00")]
+		if name == "" {
 			return nil, false // a partition we cannot name: don't guess
 		}
 		out = append(out, Object{Name: name, Body: body[start:d.Pos()]})

@@ -324,6 +324,40 @@ func TestScopes(t *testing.T) {
 			}
 		})
 	}
+	// Issue 20: setMetaConf overrides change answers (capability checks,
+	// direct SQL): entries are shared only between sessions with the
+	// same overrides, a client-side timeout aside.
+	t.Run("overrides", func(t *testing.T) {
+		demo, addr := startDemo(t, wire.Buffered)
+		caching := newCaching(t, nil)
+		_, paddr := startProxy(t, proxyOpts{cache: caching}, addr)
+		get := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))
+		conf := func(kv ...string) *hmsclient.Client {
+			c := dial(t, paddr, wire.Buffered)
+			for i := 0; i+1 < len(kv); i += 2 {
+				call(t, c, "setMetaConf", hmsclient.Args(kv[i], kv[i+1]))
+			}
+			return c
+		}
+		for i, step := range []struct {
+			c     *hmsclient.Client
+			loads int // the metastore's get_table loads after the read
+		}{
+			{conf(), 1},
+			{conf("hive.metastore.client.socket.timeout", "700s"), 1}, // changes no answer
+			{conf("hive.metastore.client.capability.check", "false"), 2},
+			{conf("hive.metastore.client.capability.check", "false"), 2}, // the same overrides share
+			{conf("hive.metastore.try.direct.sql", "false", "hive.metastore.client.capability.check", "false"), 3},
+			{conf("hive.metastore.client.capability.check", "false", "hive.metastore.try.direct.sql", "false"), 3}, // in any order
+			{conf("hive.metastore.client.capability.check", "true"), 4},
+		} {
+			call(t, step.c, "get_table", get)
+			caching.Store.Wait()
+			if n := demo.CallCount("get_table"); n != step.loads {
+				t.Fatalf("read %d: metastore saw %d loads; want %d", i, n, step.loads)
+			}
+		}
+	})
 	t.Run("deny", func(t *testing.T) {
 		demo, addr := startDemo(t, wire.Buffered)
 		caching := newCaching(t, nil)

@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -196,14 +198,58 @@ func (k *cacher) close() {
 
 // scope is whose entry a read of sess is. Keyed by identity, the key and
 // so the flight of a load carry the user: a load is never shared across
-// identities, nor its exception. In auto mode it waits for the first
-// decision.
+// identities, nor its exception. Likewise the session's setMetaConf
+// overrides that can change an answer (confScope). In auto mode it waits
+// for the first decision.
 func (k *cacher) scope(sess *upstream.Session) cache.Scope {
-	sc := cache.Scope{Upstream: k.Upstream}
+	sc := cache.Scope{Upstream: k.Upstream, Conf: confScope(sess)}
 	if k.scoper.scoped(k.stop) {
 		sc.PerUser, sc.User = true, sess.User()
 	}
 	return sc
+}
+
+// harmlessConf are the setMetaConf keys that change no answer of the
+// metastore: the client's own socket timeout, which the metastore keeps
+// as a setting but never reads for a reply. Every other key the
+// metastore accepts for a session does change answers:
+//   - try.direct.sql(.ddl): the JDO path refuses filters on keys that are
+//     not strings, and words its not-found messages otherwise;
+//   - client.capability.check: whether insert-only tables are refused to
+//     clients that do not declare the capability;
+//   - partition.name.whitelist.pattern, disallow.incompatible.col.type.changes:
+//     which writes are refused, and partition_name_has_valid_characters;
+//   - partition.order.expr, expression.proxy (4.0): order and evaluation
+//     of partition expressions.
+var harmlessConf = map[string]bool{
+	"hive.metastore.client.socket.timeout": true,
+	"metastore.client.socket.timeout":      true,
+}
+
+// confScope stands for the session's overrides that can change an
+// answer: "" for a session without any, else a digest of them, sorted,
+// so that sessions share entries only with sessions whose overrides are
+// the same.
+func confScope(sess *upstream.Session) string {
+	if !sess.HasConf() {
+		return ""
+	}
+	var kvs []string
+	sess.EachConf(func(k, v string) {
+		if !harmlessConf[k] {
+			kvs = append(kvs, k+"\x00"+v)
+		}
+	})
+	if len(kvs) == 0 {
+		return ""
+	}
+	slices.Sort(kvs)
+	h := sha256.New()
+	for _, kv := range kvs {
+		h.Write([]byte(kv))
+		h.Write([]byte{0xff})
+	}
+	return string(h.Sum(nil))
 }
 
 // loaded is the outcome of one upstream load, shared by every caller that

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"encoding/binary"
 	"errors"
 	"regexp"
 	"slices"
@@ -97,7 +96,10 @@ var errPruneForward = errors.New("proxy: prune: forward")
 // handled false: the caller serves the request as any other read.
 func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope) (bool, error) {
 	k := c.rt.cache
-	if k.PruneOff {
+	if k.PruneOff || sc.Conf != "" {
+		// A session's overrides may change how the metastore evaluates
+		// filters (hive.metastore.try.direct.sql=false refuses keys that
+		// are not strings): only the metastore answers such a session.
 		return false, nil
 	}
 	for _, kind := range [...]hms.Kind{hms.KindTable, hms.KindPartitionNames, hms.KindPartitions} {
@@ -455,15 +457,7 @@ func (c *clientConn) pruneSynthOf(sc cache.Scope, meth *hms.Method, args []byte)
 	memo := c.pmemo[:0]
 	memo = append(memo, meth.Name...)
 	memo = append(memo, 0)
-	memo = binary.AppendUvarint(memo, uint64(len(sc.Upstream)))
-	memo = append(memo, sc.Upstream...)
-	if sc.PerUser {
-		memo = append(memo, 1)
-		memo = binary.AppendUvarint(memo, uint64(len(sc.User)))
-		memo = append(memo, sc.User...)
-	} else {
-		memo = append(memo, 0)
-	}
+	memo = sc.Append(memo)
 	memo = append(memo, args...)
 	c.pmemo = memo
 	if syn, ok := c.psynth[string(memo)]; ok {

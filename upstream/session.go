@@ -131,6 +131,17 @@ func (s *Session) makeKey() string {
 	return b.String()
 }
 
+// EachConf calls fn with each setMetaConf override of the session, in the
+// order first set.
+func (s *Session) EachConf(fn func(key, value string)) {
+	for _, kv := range s.conf {
+		fn(kv.k, kv.v)
+	}
+}
+
+// HasConf reports whether the session has setMetaConf overrides.
+func (s *Session) HasConf() bool { return len(s.conf) > 0 }
+
 // ConfArgs decodes setMetaConf args into key and value.
 func ConfArgs(args []byte) (key, value string, err error) {
 	d := wire.NewDecoder(args)

@@ -360,6 +360,16 @@ func (t *TxnTracker) Observe(method string, args []byte, defaultCat string) []En
 	return nil
 }
 
+// Locked learns that transaction txn took write locks covering ents:
+// its commit or abort invalidates them.
+func (t *TxnTracker) Locked(txn int64, ents []Entity) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, e := range ents {
+		t.add(txn, e)
+	}
+}
+
 func (t *TxnTracker) add(txn int64, e Entity) {
 	if _, ok := t.txns[txn]; !ok {
 		t.order = append(t.order, txn)

@@ -292,6 +292,16 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 			return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
 		}
 	}
+	if len(c.locks) > 0 {
+		if !named {
+			names, named = cache.ReadNames(meth, r, k.DefaultCatalog), true
+		}
+		if c.underLock(&names) {
+			// The client holds a write lock on what it reads: the
+			// metastore answers (locks.go).
+			return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
+		}
+	}
 	sc := k.scope(c.sess)
 	if handled, err := c.pruneRead(meth, m, sc); handled {
 		return err

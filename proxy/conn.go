@@ -67,6 +67,11 @@ type clientConn struct {
 	objs  [][]byte    // the objects of that reply
 	parts []namedPart // a by-names read's partitions being assembled
 
+	// locks are the write locks the client took through this connection
+	// (locks.go): their grants invalidated what they cover, and reads of
+	// it go to the metastore until they are released.
+	locks []heldLock
+
 	outcome Outcome // how the call in progress was answered
 	// writing is the group of a call in progress that may change its
 	// metastore (forward), for a Shutdown that cuts it.
@@ -470,6 +475,8 @@ func (c *clientConn) handle(meth *hms.Method, m wire.Message) error {
 		switch {
 		case meth.Class == hms.Read && meth.Cacheable:
 			return c.cachedRead(meth, m)
+		case meth.Name == "lock" || meth.Name == "check_lock" || meth.Name == "unlock":
+			return c.lockCall(meth, m)
 		case meth.Class == hms.Write:
 			c.outcome = OutcomeWrite
 			return c.write(meth, m)

@@ -118,6 +118,10 @@ func init() {
 		"abort_txns":         {h: hAbortTxns, throws: thAbortTxn},
 		"heartbeat":          {h: hHeartbeat, throws: thHeartbeat},
 		"show_compact":       {h: hShowCompact},
+		"lock":               {h: hLock, throws: thLock},
+		"check_lock":         {h: hCheckLock, throws: thCheckLock},
+		"unlock":             {h: hUnlock, throws: thUnlock},
+		"show_locks":         {h: hShowLocks},
 	}
 }
 

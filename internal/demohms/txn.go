@@ -14,7 +14,7 @@ import (
 // Transactions and compactions, minimal in-memory semantics (§6): open,
 // heartbeat, commit and abort; committed transactions disappear,
 // aborted ones stay listed by get_open_txns_info, as in TXNS. There is no
-// timeout reaper (the demo is not a standalone service) and no locks.
+// timeout reaper (the demo is not a standalone service). Locks: locks.go.
 // show_compact lists what SeedCompaction added.
 
 // Declared exception kinds of the txn methods.
@@ -22,6 +22,7 @@ const (
 	exNoSuchTxn exKind = 100 + iota
 	exTxnAborted
 	exNoSuchLock
+	exTxnOpen
 )
 
 // TxnState values (§6.3).
@@ -57,6 +58,8 @@ type txnState struct {
 	txns        map[int64]*txn
 	next        int64
 	compactions []Compaction
+	locks       map[int64]*demoLock // locks.go
+	nextLock    int64
 }
 
 // txnStates holds each Server's transaction state, kept beside the

@@ -191,7 +191,11 @@ type Store struct {
 	stats [NumKinds]KindStats
 	// ttlCap, when positive, bounds every kind's TTL (and refresh age)
 	// at lookup: entries cached before it was set age out by it too.
-	ttlCap atomic.Int64
+	// scopeCap does the same while entries are keyed by identity, and
+	// kindCaps each kind's own (see their setters).
+	ttlCap   atomic.Int64
+	scopeCap atomic.Int64
+	kindCaps [NumKinds]atomic.Int64
 
 	refreshMu  sync.Mutex          // guards refreshing
 	refreshing map[uint64]struct{} // key hashes with a refresh in flight
@@ -303,14 +307,43 @@ func (s *Store) SetTTLCap(d time.Duration) { s.ttlCap.Store(int64(max(d, 0))) }
 // TTLCap is the bound set by SetTTLCap; 0 when none.
 func (s *Store) TTLCap() time.Duration { return time.Duration(s.ttlCap.Load()) }
 
-// policy is kind k's policy under the TTL cap: a capped kind refreshes
+// SetScopeTTLCap bounds the TTL of every kind by d while called with a
+// positive d; d <= 0 lifts it. The cache sets it while entries are keyed
+// by identity: grants and revokes made straight to the metastore, and
+// the policy changes of an external authoriser, leave no event, so an
+// identity's entries are bounded by cache.user_scope_ttl.
+func (s *Store) SetScopeTTLCap(d time.Duration) { s.scopeCap.Store(int64(max(d, 0))) }
+
+// CapKindTTL bounds kind k's TTL by d, for entries already cached too.
+// A cap only ever comes down: several groups with one store ask, and
+// the shortest holds. d <= 0 is ignored. The cache sets it for the kinds
+// that writes the metastore's notification log does not record change.
+func (s *Store) CapKindTTL(k hms.Kind, d time.Duration) {
+	if d <= 0 || int(k) >= NumKinds {
+		return
+	}
+	c := &s.kindCaps[k]
+	for {
+		old := c.Load()
+		if old > 0 && old <= int64(d) || c.CompareAndSwap(old, int64(d)) {
+			return
+		}
+	}
+}
+
+// KindTTLCap is kind k's bound set by CapKindTTL; 0 when none.
+func (s *Store) KindTTLCap(k hms.Kind) time.Duration { return time.Duration(s.kindCaps[k].Load()) }
+
+// policy is kind k's policy under the TTL caps: a capped kind refreshes
 // at half its capped TTL at the latest.
 func (s *Store) policy(k hms.Kind) KindConfig {
 	pol := s.kinds[k]
-	if c := time.Duration(s.ttlCap.Load()); c > 0 && pol.TTL > c {
-		pol.TTL = c
-		if pol.RefreshAfter > 0 {
-			pol.RefreshAfter = min(pol.RefreshAfter, c/2)
+	for _, c := range [...]time.Duration{time.Duration(s.ttlCap.Load()), time.Duration(s.scopeCap.Load()), time.Duration(s.kindCaps[k].Load())} {
+		if c > 0 && pol.TTL > c {
+			pol.TTL = c
+			if pol.RefreshAfter > 0 {
+				pol.RefreshAfter = min(pol.RefreshAfter, c/2)
+			}
 		}
 	}
 	return pol

@@ -370,6 +370,43 @@ func TestTTLCap(t *testing.T) {
 	}
 }
 
+// TestKindAndScopeCaps (issue 20): a kind's cap bounds that kind only,
+// comes down but never up, and the scope cap bounds every kind until it
+// is lifted.
+func TestKindAndScopeCaps(t *testing.T) {
+	c := newClock()
+	s := newTestStore(t, Config{Kinds: DefaultKinds(), Now: c.Now})
+	tbl := startLoad(t, s, getTable("db0", "t1"))
+	tbl.put(s, "t", false)
+	parts := startLoad(t, s, getPartition("db0", "t1", "1"))
+	parts.put(s, "p", false)
+	s.Wait()
+	s.CapKindTTL(hms.KindTable, 30*time.Second)
+	s.CapKindTTL(hms.KindTable, time.Hour) // a longer cap does not lift it
+	if got := s.KindTTLCap(hms.KindTable); got != 30*time.Second {
+		t.Fatalf("KindTTLCap(table) = %v; want 30s", got)
+	}
+	c.Advance(40 * time.Second)
+	if _, st := s.Get(tbl.key, hms.KindTable); st != Miss {
+		t.Errorf("40s-old table under a 30s table cap: %v; want Miss", st)
+	}
+	if _, st := s.Get(parts.key, hms.KindPartition); st == Miss {
+		t.Errorf("40s-old partition under a table cap only: Miss; want a hit")
+	}
+	s.SetScopeTTLCap(20 * time.Second)
+	if _, st := s.Get(parts.key, hms.KindPartition); st != Miss {
+		t.Errorf("40s-old partition under a 20s scope cap: %v; want Miss", st)
+	}
+	s.SetScopeTTLCap(0)
+	l := startLoad(t, s, getPartition("db0", "t1", "2"))
+	l.put(s, "p2", false)
+	s.Wait()
+	c.Advance(time.Minute)
+	if _, st := s.Get(l.key, hms.KindPartition); st == Miss {
+		t.Errorf("1m-old partition with the scope cap lifted: Miss; want a hit")
+	}
+}
+
 // TestAddedKeepsExisting (#12): stored entries follow the narrowed
 // invalidation of an add. The entry of an existing partition (admitted
 // under Snapshot.Existing) survives it, a not-found answer and a name

@@ -579,3 +579,43 @@ func (p *parser) parseLiteral() (literal, error) {
 	}
 	return literal{}, p.unexpected(t, "a value (string, integer, date or timestamp)")
 }
+
+// Comparison is one leaf of a filter: a key compared with literals. An
+// IN list is Op EQ with In set (NE for NOT IN), a BETWEEN Between
+// (Negated for NOT BETWEEN).
+type Comparison struct {
+	Key         string // lower-cased
+	Op          Op
+	In, Between bool
+	Negated     bool
+	Literals    []string // their text; an integer in its canonical form
+}
+
+// Comparisons calls fn with every leaf of the filter, in order: what a
+// caller that knows a metastore version's quirks looks at.
+func (e *Expr) Comparisons(fn func(Comparison)) {
+	var walk func(n *node)
+	walk = func(n *node) {
+		switch n.kind {
+		case nCmp, nIn, nBetween:
+			c := Comparison{Key: n.key, Op: n.op, Negated: n.neg}
+			switch n.kind {
+			case nIn:
+				c.In, c.Op = true, EQ
+				if n.neg {
+					c.Op = NE
+				}
+			case nBetween:
+				c.Between = true
+			}
+			for _, l := range n.lits {
+				c.Literals = append(c.Literals, l.text)
+			}
+			fn(c)
+		}
+		for _, k := range n.kids {
+			walk(k)
+		}
+	}
+	walk(e.root)
+}

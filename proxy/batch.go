@@ -47,6 +47,13 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	if len(r.List) == 0 || len(r.Tables) != 1 {
 		return false, nil
 	}
+	if set := k.settings(); !set.Known || set.Version.Is(hms.Version4) && set.Limit >= 0 && len(r.List) > set.Limit {
+		// 4.x refuses a by-names request naming more partitions than
+		// hive.metastore.limit.partition.request, found or not: the
+		// metastore's answer (or, settings unknown, whichever it is)
+		// goes whole.
+		return false, nil
+	}
 	// The key of every entry: the request without its name list, then
 	// the partition name.
 	base, ok := cache.EntryKeyPrefix(c.ekey[:0], sc, meth, r, k.DefaultCatalog)

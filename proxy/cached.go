@@ -68,6 +68,19 @@ type Caching struct {
 	// the cache fresh. The zero value samples 0.1 % of hits, at most 20
 	// a second.
 	Shadow Shadow
+	// TTLUnlogged bounds the TTL of the kinds that the writes the
+	// metastore's notification log does not record change
+	// (cache.ttl_without_eventlog): such writes, made straight to the
+	// metastore, reach the cache only when entries expire. 0: no bound.
+	TTLUnlogged time.Duration
+	// UnloggedWrites, when not nil, replaces the table of those writes
+	// for the metastore's version (hms.UnloggedWrites).
+	UnloggedWrites []string
+	// UserScopeTTL bounds every TTL while entries are keyed by identity
+	// (cache.user_scope_ttl): grants and revokes made straight to the
+	// metastore, and an external authoriser's policy changes, leave no
+	// event. 0: no bound.
+	UserScopeTTL time.Duration
 }
 
 // Coherence is what the proxy needs of the layer that keeps many nodes'
@@ -167,6 +180,7 @@ func newCacher(c Caching, log *slog.Logger) *cacher {
 		k.Store.Apply(k.Upstream, []cache.Entity{{Level: cache.LevelAll}})
 		k.Store.Clear()
 	})
+	k.scoper.defaultCatalog, k.scoper.checked = c.DefaultCatalog, k.checked
 	k.unknown = newUnknownMethods(c.KnownReads, log)
 	return k
 }
@@ -176,13 +190,13 @@ func (k *cacher) start(up Forwarder, ctx context.Context) {
 		k.wg.Add(1)
 		go k.refreshLoop(up, ctx)
 	}
-	if k.Scope == ScopeAuto {
-		k.wg.Add(1)
-		go func() {
-			defer k.wg.Done()
-			k.scoper.run(ctx, up, k.stop)
-		}()
-	}
+	// The metastore's settings are read in every scope mode; in auto mode
+	// the same check decides the scope.
+	k.wg.Add(1)
+	go func() {
+		defer k.wg.Done()
+		k.scoper.run(ctx, up, k.stop)
+	}()
 	if k.shadow != nil {
 		k.shadow.start(ctx, up)
 	}
@@ -273,7 +287,7 @@ func (s *captureSink) Reply(m wire.Message) error {
 // from one upstream load shared by identical concurrent misses.
 func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 	k := c.rt.cache
-	if k.Store.Policy(meth.Kind).TTL <= 0 || (k.Coherence != nil && !k.Coherence.Synced()) {
+	if k.Store.Policy(meth.Kind).TTL <= 0 || (k.Coherence != nil && !k.Coherence.Synced()) || k.catalogMismatch() {
 		return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
 	}
 	// The one walk over the args: everything below uses its result.

@@ -54,10 +54,19 @@ type proxyOpts struct {
 }
 
 // startProxy runs a proxy in front of the given metastore addresses.
+// With a cache, it waits (a second at most: some tests' metastores
+// never answer) until the metastore's settings are read, so that tests
+// of what the proxy answers itself do not race that first check.
 func startProxy(t testing.TB, o proxyOpts, addrs ...string) (*Server, string) {
 	t.Helper()
 	g := proxytest.Group(t, o.up, addrs...)
-	return serve(t, Config{Transport: o.clientTransport, Cache: o.cache}, g)
+	s, addr := serve(t, Config{Transport: o.clientTransport, Cache: o.cache}, g)
+	if s.cache != nil {
+		for deadline := time.Now().Add(time.Second); !s.cache.settings().Known && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return s, addr
 }
 
 func ugiArgs(user string, groups ...string) []byte {

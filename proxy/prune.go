@@ -102,6 +102,12 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		// are not strings): only the metastore answers such a session.
 		return false, nil
 	}
+	set := k.settings()
+	if !set.Known || !set.DirectSQL {
+		// What the filter means depends on settings not read yet, or on
+		// a metastore that evaluates it without direct SQL.
+		return false, nil
+	}
 	for _, kind := range [...]hms.Kind{hms.KindTable, hms.KindPartitionNames, hms.KindPartitions} {
 		if k.Store.Policy(kind).TTL <= 0 {
 			return false, nil // what a prune reads is not cached: it would cost three calls
@@ -139,7 +145,7 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		return c.pruneFallback("partition keys", errPruneForward)
 	}
 	// Exactness first: an inexact request loads nothing.
-	plan, ok := prunePlanOf(&p, tk, &k.pruneExprs)
+	plan, ok := prunePlanOf(&p, tk, &k.pruneExprs, set.Version)
 	if !ok {
 		k.prune.Inexact.Add(1)
 		return false, nil
@@ -175,6 +181,13 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		}
 	}
 
+	if p.Reply == hms.PrunePartitions && set.overLimit(len(sel), p.MaxParts) {
+		// The metastore refuses a request for this many partitions
+		// (hive.metastore.limit.partition.request): its answer, not one
+		// made up here.
+		k.prune.Inexact.Add(1)
+		return false, nil
+	}
 	var pieces [][]byte
 	var selNames []string
 	switch p.Reply {
@@ -243,10 +256,11 @@ var plainValue = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
 // so a filter sent again costs no parsing, no type checks and no
 // allocation.
 type prunePlan struct {
-	sig   string // tableKeys.sig of the keys it was made for
-	exact bool   // false: not evaluated locally; the rest is unset
-	bound *filter.Bound
-	spec  []string // a partial spec's values, when bound is nil
+	sig     string      // tableKeys.sig of the keys it was made for
+	version hms.Version // and the metastore version
+	exact   bool        // false: not evaluated locally; the rest is unset
+	bound   *filter.Bound
+	spec    []string // a partial spec's values, when bound is nil
 	// pins are, by key position, the only values a matching partition
 	// can have for that key (nil: no such key): the candidates to test.
 	pins [][]string
@@ -274,7 +288,7 @@ func (pl *prunePlan) match(vals []string) (bool, error) {
 
 // prunePlanOf returns the plan of p over a table with keys tk, and false
 // when p is not evaluated exactly.
-func prunePlanOf(p *hms.Prune, tk *tableKeys, exprs *exprCache) (*prunePlan, bool) {
+func prunePlanOf(p *hms.Prune, tk *tableKeys, exprs *exprCache, v hms.Version) (*prunePlan, bool) {
 	if !p.ByFilter {
 		if len(p.PartVals) != len(tk.keys) {
 			return nil, false // see above; too many values: the metastore raises
@@ -292,18 +306,19 @@ func prunePlanOf(p *hms.Prune, tk *tableKeys, exprs *exprCache) (*prunePlan, boo
 	if err != nil {
 		return nil, false
 	}
-	if pl := ent.plan.Load(); pl != nil && pl.sig == tk.sig {
+	if pl := ent.plan.Load(); pl != nil && pl.sig == tk.sig && pl.version == v {
 		return pl, pl.exact
 	}
-	pl := filterPlan(ent.e, tk)
+	pl := filterPlan(ent.e, tk, v)
 	ent.plan.Store(pl) // the last table's: planners ask about one table at a time
 	return pl, pl.exact
 }
 
-// filterPlan works out the plan of filter e over tables with keys tk.
-func filterPlan(e *filter.Expr, tk *tableKeys) *prunePlan {
-	pl := &prunePlan{sig: tk.sig}
-	if !e.Exact(tk.typeOf) {
+// filterPlan works out the plan of filter e over tables with keys tk,
+// on a metastore of version v.
+func filterPlan(e *filter.Expr, tk *tableKeys, v hms.Version) *prunePlan {
+	pl := &prunePlan{sig: tk.sig, version: v}
+	if !e.Exact(tk.typeOf) || !quirkFree(e, tk, v) {
 		return pl
 	}
 	b, err := e.Bind(tk.lower, tk.types)
@@ -327,6 +342,42 @@ func filterPlan(e *filter.Expr, tk *tableKeys) *prunePlan {
 	}
 	pl.exact, pl.bound = true, b
 	return pl
+}
+
+// quirkFree reports whether the metastore of version v evaluates e over
+// a table with keys tk as filter.Eval does (the rule is to answer as
+// the metastore would, quirks included, so a filter its quirks touch is
+// the metastore's to answer):
+//   - 2.x and 3.x refuse filters on varchar and char keys (direct SQL
+//     cannot push them down, JDO takes strings only), and on keys whose
+//     name starts with '_' (their filter grammar's identifiers start with
+//     a letter or digit);
+//   - 4.x adds a PART_NAME clause to =, !=, <>, IN and NOT IN: an exact
+//     name of the stored form for a single key (so an integral key's
+//     "hr = 7" misses "hr=07"), a LIKE pattern for a table of several
+//     keys, where '_' and '%' in the escaped literal (and every escaped
+//     character is '%' and two digits) are wildcards.
+func quirkFree(e *filter.Expr, tk *tableKeys, v hms.Version) bool {
+	ok := true
+	e.Comparisons(func(c filter.Comparison) {
+		typ := strings.ToLower(tk.typeOf[c.Key])
+		if v.Is(hms.Version2) || v.Is(hms.Version3) {
+			if strings.HasPrefix(typ, "varchar") || strings.HasPrefix(typ, "char") || strings.HasPrefix(c.Key, "_") {
+				ok = false
+			}
+		}
+		if v.Is(hms.Version4) && !c.Between && (c.Op == filter.EQ || c.Op == filter.NE) {
+			if filter.Integral(typ) {
+				ok = false
+			}
+			for _, l := range c.Literals {
+				if len(tk.keys) > 1 && strings.ContainsAny(l, "_%") || len(tk.keys) > 1 && hms.NeedsEscaping(l) {
+					ok = false
+				}
+			}
+		}
+	})
+	return ok
 }
 
 // tableKeys are a table's partition keys as a prune uses them, read out

@@ -269,7 +269,7 @@ func (s *Server) groupRead(ctx context.Context, i int, sess *upstream.Session, m
 	}
 	k := rt.cache
 	if k == nil || meth == nil || meth.Class != hms.Read || !meth.Cacheable || meth.Batch != nil ||
-		k.Store.Policy(meth.Kind).TTL <= 0 || (k.Coherence != nil && !k.Coherence.Synced()) {
+		k.Store.Policy(meth.Kind).TTL <= 0 || (k.Coherence != nil && !k.Coherence.Synced()) || k.catalogMismatch() {
 		return forward()
 	}
 	var r hms.Resolved

@@ -105,6 +105,12 @@ type scoper struct {
 	timeout time.Duration
 	log     *slog.Logger
 	flush   func() // drops what was cached under the previous decision
+	// defaultCatalog is cache.default_catalog, compared with the
+	// metastore's; checked is told of each check's outcome.
+	defaultCatalog string
+	checked        func(perUser bool, st ServerSettings)
+	// settings are the metastore's settings as last read (settings.go).
+	settings atomic.Pointer[ServerSettings]
 
 	perUser atomic.Bool
 	ready   chan struct{} // closed when the first decision is made
@@ -119,7 +125,7 @@ func newScoper(mode ScopeMode, every time.Duration, log *slog.Logger, flush func
 		every = 10 * time.Minute
 	}
 	s := &scoper{mode: mode, every: every, timeout: 15 * time.Second, log: log, flush: flush,
-		ready: make(chan struct{}), st: ScopeStatus{Mode: mode}}
+		ready: make(chan struct{}), st: ScopeStatus{Mode: mode}, checked: func(bool, ServerSettings) {}}
 	switch mode {
 	case ScopeShared:
 		s.decideForced(false, "cache.scope is shared")
@@ -144,7 +150,8 @@ func (s *scoper) decideForced(perUser bool, reason string) {
 // scoped reports whether entries are keyed by identity. In auto mode it
 // waits for the first decision (bounded by the check's timeout), so that
 // nothing is cached under a scope about to be thrown away; after stop
-// closes it fails safe.
+// closes it fails safe. (The metastore's settings are not waited for:
+// until they are read, the proxy makes up no answer of its own.)
 func (s *scoper) scoped(stop <-chan struct{}) bool {
 	select {
 	case <-s.ready:
@@ -202,6 +209,24 @@ func (s *scoper) run(ctx context.Context, up Forwarder, stop <-chan struct{}) {
 func (s *scoper) check(ctx context.Context, up Forwarder) bool {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	set, serr := readSettings(ctx, up, s.defaultCatalog)
+	if errors.Is(serr, context.Canceled) {
+		return false // closing: decide nothing
+	}
+	if prev := s.settings.Load(); prev != nil && !set.Known && prev.Known {
+		// A check that could not tell keeps what an earlier one read.
+		set = *prev
+	}
+	s.settings.Store(&set)
+	if serr != nil {
+		s.log.Warn("metastore settings unknown: no partitions are pruned locally until they are read", "err", serr)
+	}
+	if s.mode != ScopeAuto {
+		s.st.Checked = time.Now()
+		s.checked(s.perUser.Load(), set)
+		s.once.Do(func() { close(s.ready) })
+		return set.Known
+	}
 	hook, hookOK, err1 := askAll(ctx, up, filterHookKeys, defaultHook)
 	lis, lisOK, err2 := askAll(ctx, up, preEventKeys, noListeners)
 	err := errors.Join(err1, err2)
@@ -255,6 +280,7 @@ func (s *scoper) check(ctx context.Context, up Forwarder) bool {
 		// refuse loads still in flight under the old scope.
 		s.flush()
 	}
+	s.checked(perUser, set)
 	s.once.Do(func() { close(s.ready) })
 	switch {
 	case !wasDecided || changed:
@@ -265,7 +291,7 @@ func (s *scoper) check(ctx context.Context, up Forwarder) bool {
 	default:
 		s.log.Debug("cache scope unchanged", "scope", scopeName(perUser))
 	}
-	return known
+	return known && set.Known
 }
 
 func defaultHook(v string) bool {

@@ -198,9 +198,19 @@ type cacheConfig struct {
 	// invalidates everything cached for the upstream group once answered.
 	KnownReads []string `yaml:"known_reads"`
 	// TTLWithoutEventLog bounds every kind's TTL while the metastore's
-	// notification log is missing; -cache-ttl-without-eventlog.
+	// notification log is missing, and always the kinds changed by the
+	// writes the log does not record (UnloggedWrites);
+	// -cache-ttl-without-eventlog.
 	TTLWithoutEventLog time.Duration `yaml:"ttl_without_eventlog"`
-	Shadow             struct {
+	// UnloggedWrites lists the writes the metastore's notification log
+	// does not record (-cache-unlogged-writes); empty: the table of the
+	// metastore's version, as measured on the test bed.
+	UnloggedWrites []string `yaml:"unlogged_writes"`
+	// UserScopeTTL bounds every TTL while entries are keyed by identity
+	// (-cache-user-scope-ttl): grants, revokes and an external
+	// authoriser's policy changes leave no event. 0: no bound.
+	UserScopeTTL time.Duration `yaml:"user_scope_ttl"`
+	Shadow       struct {
 		Rate         float64 `yaml:"rate"`           // -cache-shadow-rate: fraction of hits re-read and compared; 0 off
 		MaxPerSecond int     `yaml:"max_per_second"` // bound on those re-reads
 	} `yaml:"shadow"`
@@ -236,10 +246,11 @@ func defaults() fileConfig {
 	c.Limits.ClientIdleTimeout = proxy.DefaultIdleTimeout
 	c.Limits.ClientWriteTimeout = proxy.DefaultWriteTimeout
 	c.Limits.InflightBytes = 256 << 20
-	c.EventLog.Interval = 2 * time.Second
+	c.EventLog.Interval = 250 * time.Millisecond
 	c.EventLog.Batch = 500
 	c.EventLog.HealthInterval = 10 * time.Second
 	c.Cache.TTLWithoutEventLog = 30 * time.Second
+	c.Cache.UserScopeTTL = 30 * time.Second
 	c.Housekeeping.OpenTxnsInterval = time.Minute
 	c.Housekeeping.CompactionsInterval = 5 * time.Minute
 	c.Housekeeping.Reaper.Timeout = 300 * time.Second
@@ -333,7 +344,9 @@ Flags:
 	evInterval := fs.Duration("eventlog-interval", c.EventLog.Interval, "poll interval of the metastore notification log; 0 turns it off [eventlog.interval]")
 	evBatch := fs.Int("eventlog-batch", int(c.EventLog.Batch), "events asked for per get_next_notification [eventlog.batch]")
 	evHealth := fs.Duration("eventlog-health-interval", c.EventLog.HealthInterval, "how often each node checks that the notification log records the writes through it; 0 off [eventlog.health_interval]")
-	ttlNoLog := fs.Duration("cache-ttl-without-eventlog", c.Cache.TTLWithoutEventLog, "TTL bound of every kind while the metastore keeps no notification log [cache.ttl_without_eventlog]")
+	ttlNoLog := fs.Duration("cache-ttl-without-eventlog", c.Cache.TTLWithoutEventLog, "TTL bound of every kind while the metastore keeps no notification log, and of the kinds its unlogged writes change [cache.ttl_without_eventlog]")
+	unlogged := fs.String("cache-unlogged-writes", "", "comma-separated writes the metastore's notification log does not record; empty: the table of its version [cache.unlogged_writes]")
+	userTTL := fs.Duration("cache-user-scope-ttl", c.Cache.UserScopeTTL, "TTL bound of every kind while entries are keyed by identity; 0 none [cache.user_scope_ttl]")
 	otInterval := fs.Duration("open-txns-interval", c.Housekeeping.OpenTxnsInterval, "period of the open-transactions gauge; 0 off [housekeeping.open_txns_interval]")
 	cmInterval := fs.Duration("compactions-interval", c.Housekeeping.CompactionsInterval, "period of the compaction monitor; 0 off [housekeeping.compactions_interval]")
 	reaper := fs.Bool("txn-reaper", false, "find transactions whose heartbeats stopped [housekeeping.reaper.enabled]")
@@ -437,6 +450,10 @@ Flags:
 			c.EventLog.HealthInterval = *evHealth
 		case "cache-ttl-without-eventlog":
 			c.Cache.TTLWithoutEventLog = *ttlNoLog
+		case "cache-unlogged-writes":
+			c.Cache.UnloggedWrites = splitList(*unlogged)
+		case "cache-user-scope-ttl":
+			c.Cache.UserScopeTTL = *userTTL
 		case "open-txns-interval":
 			c.Housekeeping.OpenTxnsInterval = *otInterval
 		case "compactions-interval":

@@ -529,6 +529,9 @@ func newCaching(cfg fileConfig) (*proxy.Caching, error) {
 		KnownReads:     cfg.Cache.KnownReads,
 		PruneOff:       cfg.Cache.Prune != nil && !*cfg.Cache.Prune,
 		Shadow:         shadow,
+		TTLUnlogged:    cfg.Cache.TTLWithoutEventLog,
+		UnloggedWrites: cfg.Cache.UnloggedWrites,
+		UserScopeTTL:   cfg.Cache.UserScopeTTL,
 	}, nil
 }
 

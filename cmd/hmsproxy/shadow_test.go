@@ -111,8 +111,8 @@ func TestShadowConfig(t *testing.T) {
 		want    proxy.Shadow
 		wantErr bool
 	}{
-		{"defaults", []string{"-demo"}, proxy.Shadow{Rate: 0.001, MaxPerSecond: 20, Grace: 3 * time.Second}, false},
-		{"flag off", []string{"-demo", "-cache-shadow-rate", "0"}, proxy.Shadow{Rate: -1, MaxPerSecond: 20, Grace: 3 * time.Second}, false},
+		{"defaults", []string{"-demo"}, proxy.Shadow{Rate: 0.001, MaxPerSecond: 20, Grace: 1250 * time.Millisecond}, false},
+		{"flag off", []string{"-demo", "-cache-shadow-rate", "0"}, proxy.Shadow{Rate: -1, MaxPerSecond: 20, Grace: 1250 * time.Millisecond}, false},
 		{"file, no event log", []string{"-demo", "-config", file}, proxy.Shadow{Rate: 0.5, MaxPerSecond: 7, Grace: -1}, false},
 		{"out of range", []string{"-demo", "-cache-shadow-rate", "2"}, proxy.Shadow{}, true},
 	} {

@@ -184,3 +184,14 @@ func appendPartNamePart(dst []byte, s string) []byte {
 	}
 	return dst
 }
+
+// NeedsEscaping reports whether s holds a character the metastore writes
+// as %XX in a partition name.
+func NeedsEscaping(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if escapeInPartName[s[i]] {
+			return true
+		}
+	}
+	return false
+}

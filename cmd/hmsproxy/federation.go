@@ -219,8 +219,12 @@ func groupCoherence(cfg fileConfig, srv *proxy.Server, groups []*fedGroup, rdb r
 		stops = append(stops, func() { caller.Close() })
 		// As the primary's; a member without a log caps the TTLs of the
 		// shared store.
+		var groupSynced func() bool
+		if g.bus != nil {
+			groupSynced = g.bus.Synced
+		}
 		poller, health, tasks, err := eventLogTasks(cfg, eventLogGroup{name: g.cfg.Name, caller: caller, rdb: rdb, lease: el,
-			catalog: g.caching.DefaultCatalog, flush: gc.Flush, suffix: ":" + g.cfg.Name}, caps, glog)
+			catalog: g.caching.DefaultCatalog, flush: gc.Flush, suffix: ":" + g.cfg.Name, synced: groupSynced}, caps, glog)
 		if err != nil {
 			return stop, err
 		}

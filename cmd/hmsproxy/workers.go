@@ -119,7 +119,7 @@ func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *
 		}
 		var evTasks []worker.Task
 		w.poller, w.health, evTasks, err = eventLogTasks(cfg, eventLogGroup{
-			name: upName, caller: caller, rdb: rdb, lease: w.elector, catalog: caching.DefaultCatalog,
+			name: upName, caller: caller, rdb: rdb, lease: w.elector, catalog: caching.DefaultCatalog, synced: synced(coh),
 			// Through Flush: applied here and published to the other nodes.
 			flush: srv.Flush,
 			changed: func(ev eventlog.Event, ents []cache.Entity) {
@@ -318,6 +318,14 @@ func runLeader(rdb redis.UniversalClient, group, nodeID string, log *slog.Logger
 	return el, func() { cancel(); <-done }, nil
 }
 
+// synced is coh's Synced, nil without a bus.
+func synced(coh proxy.Coherence) func() bool {
+	if coh == nil {
+		return nil
+	}
+	return coh.Synced
+}
+
 // eventLogGroup is what one upstream group's event-log poller works on.
 type eventLogGroup struct {
 	name    string // the group's name in Redis keys and TTL caps
@@ -332,6 +340,8 @@ type eventLogGroup struct {
 	// suffix ends the names of its tasks: "" for the primary, ":name"
 	// for a federated group.
 	suffix string
+	// synced reports whether the group's bus is in step (nil: no bus).
+	synced func() bool
 }
 
 // eventLogTasks builds a group's event-log poller and, when configured,
@@ -351,12 +361,18 @@ func eventLogTasks(cfg fileConfig, g eventLogGroup, caps *ttlCaps, log *slog.Log
 		Drop:    func(string) { g.flush(context.Background(), all) },
 		Changed: g.changed,
 		Logger:  log.With("component", "eventlog"),
+		Synced:  g.synced,
 	})
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	tasks := []worker.Task{{Name: "eventlog" + g.suffix, Every: cfg.EventLog.Interval, Jitter: 0.1,
 		Timeout: time.Minute, Scope: worker.LeaderOnly, Run: poller.Poll}}
+	if g.rdb != nil {
+		// The other nodes report how far the shared cursor came.
+		tasks = append(tasks, worker.Task{Name: "eventlog-follow" + g.suffix, Every: cfg.EventLog.Interval,
+			Timeout: time.Minute, Scope: worker.EveryNode, Run: poller.Follow})
+	}
 	if cfg.EventLog.HealthInterval <= 0 {
 		return poller, nil, tasks, nil
 	}

@@ -66,6 +66,10 @@ type Config struct {
 	// Now is the clock. Default time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Synced reports whether this node's cache is served: a node that
+	// may have missed invalidations reports nothing through Follow.
+	// Default: always.
+	Synced func() bool
 }
 
 // Stats are the poller's numbers.
@@ -116,6 +120,30 @@ func New(cfg Config) (*Poller, error) {
 
 // Stats are the poller's numbers.
 func (p *Poller) Stats() *Stats { return &p.stats }
+
+// Follow makes a node that does not poll report how far the shared
+// cursor has come (Stats.Applied), which the node has applied too: the
+// poller saves the cursor only once its invalidations were published
+// and every live peer acknowledged them; a peer that did not is not
+// Synced, and its cache is not served. Whoever waits for a write made
+// straight to the metastore to be visible everywhere (the twin, an
+// operator) reads Applied on every node. Applied only moves forward
+// here; on the polling node it is Poll's.
+func (p *Poller) Follow(ctx context.Context) error {
+	if p.cfg.Synced != nil && !p.cfg.Synced() {
+		return nil
+	}
+	id, ok, err := p.cfg.Cursor.Load(ctx)
+	if err != nil || !ok {
+		return err
+	}
+	for {
+		cur := p.stats.Applied.Load()
+		if id <= cur || p.stats.Applied.CompareAndSwap(cur, id) {
+			return nil
+		}
+	}
+}
 
 // Event is the part of a NotificationEvent the poller uses.
 type Event struct {

@@ -307,3 +307,39 @@ func TestMissingCursorFlushesOnce(t *testing.T) {
 		t.Fatalf("cursor saves tried %d; want one per poll", cur.saves)
 	}
 }
+
+// TestFollowReportsSharedCursor: a node that does not poll reports the
+// shared cursor as applied while its cache is served, and never moves
+// Applied back (issue 20: the twin and operators wait on every node).
+func TestFollowReportsSharedCursor(t *testing.T) {
+	cur := &MemCursor{}
+	synced := true
+	p, err := New(Config{Caller: &hmsclient.Redialer{Addr: "127.0.0.1:1"}, Cursor: cur,
+		Apply: func(context.Context, []cache.Entity) {}, Drop: func(string) {}, Synced: func() bool { return synced }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i, step := range []struct {
+		saved  int64 // the shared cursor, saved by the polling node
+		synced bool
+		want   int64
+	}{
+		{0, true, 0}, // nothing saved yet
+		{7, true, 7},
+		{9, false, 7}, // not in step with the bus: reports nothing new
+		{9, true, 9},
+		{5, true, 9}, // never back
+	} {
+		if step.saved > 0 {
+			cur.Save(ctx, step.saved)
+		}
+		synced = step.synced
+		if err := p.Follow(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Stats().Applied.Load(); got != step.want {
+			t.Errorf("step %d: Applied = %d; want %d", i, got, step.want)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 )
@@ -296,7 +297,34 @@ func (p *pool) release(cn *conn, reuse bool, next string) {
 // name, same seqid, and a REPLY or EXCEPTION.
 func answers(m, req wire.Message) bool {
 	return (m.Type == wire.Reply || m.Type == wire.Exception) && m.SeqID == req.SeqID &&
-		bytes.Equal(m.Name(), req.Name())
+		sameName(m.Name(), req.Name())
+}
+
+// sameName reports whether a reply's method name is the call's. The
+// metastore decodes the call's name as UTF-8 (a malformed byte becomes
+// U+FFFD) and answers with that string: a name that is not valid UTF-8
+// comes back with replacement characters, and is still the call's. Runs
+// of them are compared as one, since decoders differ in how many they
+// write for one malformed sequence.
+func sameName(reply, call []byte) bool {
+	if bytes.Equal(reply, call) {
+		return true
+	}
+	if utf8.Valid(call) {
+		return false
+	}
+	return bytes.Equal(collapseReplacements(reply), collapseReplacements(bytes.ToValidUTF8(call, replacement)))
+}
+
+var replacement = []byte(string(utf8.RuneError))
+
+// collapseReplacements writes every run of U+FFFD in b as one.
+func collapseReplacements(b []byte) []byte {
+	twice := append(append([]byte(nil), replacement...), replacement...)
+	for bytes.Contains(b, twice) {
+		b = bytes.ReplaceAll(b, twice, replacement)
+	}
+	return b
 }
 
 // Succeeded reports whether a reply is a normal return (not an

@@ -245,7 +245,7 @@ func (s *streamer) header(req wire.Message) error {
 	if err != nil {
 		return err
 	}
-	if (typ != wire.Reply && typ != wire.Exception) || int32(seq) != req.SeqID || !bytes.Equal(name, req.Name()) {
+	if (typ != wire.Reply && typ != wire.Exception) || int32(seq) != req.SeqID || !sameName(name, req.Name()) {
 		return fmt.Errorf("%w: %q seqid %d type %d in answer to %q seqid %d",
 			ErrMismatchedReply, name, int32(seq), typ, req.Name(), req.SeqID)
 	}

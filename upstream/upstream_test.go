@@ -732,3 +732,26 @@ func TestBackgroundReadsLeaveReserved(t *testing.T) {
 	close(release)
 	wg.Wait()
 }
+
+// TestSameName (issue 22, found by the twin): the metastore answers a
+// call whose name is not valid UTF-8 with the name it decoded, malformed
+// bytes as U+FFFD; that is the call's answer, not a stray reply.
+func TestSameName(t *testing.T) {
+	for _, tc := range []struct {
+		reply, call string
+		want        bool
+	}{
+		{"get_table", "get_table", true},
+		{"get_tablf", "get_table", false},
+		{"get_\ufffd\ufffdtable", "get_\xff\xfetable", true},
+		{"get_\ufffdtable", "get_\xff\xfetable", true},
+		{"get_\ufffdtable", "get_\xfftable", true},
+		{"get_?table", "get_\xfftable", false},
+		{"get_\ufffdtablex", "get_\xfftable", false},
+		{"get_\ufffdtable", "get_\u00e9table", false}, // valid UTF-8 comes back as sent
+	} {
+		if got := sameName([]byte(tc.reply), []byte(tc.call)); got != tc.want {
+			t.Errorf("sameName(%q, %q) = %v; want %v", tc.reply, tc.call, got, tc.want)
+		}
+	}
+}

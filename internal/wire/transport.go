@@ -164,7 +164,7 @@ func (r *Reader) Read() (Message, error) {
 	r.r = r.next
 	r.started = false
 	if r.r == r.w {
-		r.r, r.w = 0, 0
+		r.r, r.w, r.next = 0, 0, 0
 		if cap(r.buf) > r.keep() || r.buf == nil {
 			r.drop()
 			r.buf = make([]byte, FreeBuf)
@@ -234,6 +234,9 @@ func (r *Reader) fill(total int) ([]byte, error) {
 			} else {
 				copy(r.buf, r.buf[r.r:r.w])
 			}
+			// next moves with the data: a Read after a failed one starts
+			// the message over from its first byte, where it now is.
+			r.next = max(r.next-r.r, 0)
 			r.r, r.w = 0, have
 		}
 		if r.gate != nil && !r.started && r.w > r.r {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -915,6 +916,57 @@ func TestLimitsDefaults(t *testing.T) {
 	} {
 		if got := tc.in.WithDefaults(); got != tc.want {
 			t.Errorf("%s: got %+v; want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// stepReader delivers its chunks one Read at a time, failing with a
+// timeout between them, as a connection whose read deadline passed
+// before the rest of a message came.
+type stepReader struct {
+	chunks [][]byte
+	fail   bool
+}
+
+func (r *stepReader) Read(p []byte) (int, error) {
+	if r.fail || len(r.chunks) == 0 {
+		r.fail = false
+		return 0, os.ErrDeadlineExceeded
+	}
+	n := copy(p, r.chunks[0])
+	r.chunks[0] = r.chunks[0][n:]
+	if len(r.chunks[0]) == 0 {
+		r.chunks = r.chunks[1:]
+		r.fail = true
+	}
+	return n, nil
+}
+
+// TestReadAfterFailedRead: a Read after one that failed part-way through
+// a message (a deadline) starts the message over, even when the buffer
+// was compacted meanwhile; it once panicked with next past the data.
+func TestReadAfterFailedRead(t *testing.T) {
+	first := msg(Call, "get_table", 1, getTableArgs())
+	var e Encoder
+	e.StringField(1, strings.Repeat("z", 3*FreeBuf)) // makes the buffer grow, moving the data
+	e.Stop()
+	second := msg(Call, "big", 2, e.B)
+	for _, tr := range transports {
+		a, b := first, second
+		if tr == Framed {
+			a, b = frame(first), frame(second)
+		}
+		r := NewReader(&stepReader{chunks: [][]byte{a, b[:10], b[10 : len(b)/2], b[len(b)/2:]}}, tr, Limits{})
+		var got [][]byte
+		for i := 0; i < 10 && len(got) < 2; i++ {
+			m, err := r.Read()
+			if err != nil {
+				continue // the deadline: read again
+			}
+			got = append(got, append([]byte(nil), m.Buf...))
+		}
+		if len(got) != 2 || !bytes.Equal(got[0], first) || !bytes.Equal(got[1], second) {
+			t.Errorf("%v: read %d messages back; want both, whole", tr, len(got))
 		}
 	}
 }

@@ -142,6 +142,9 @@ type nodeOpts struct {
 	maxConns int
 	// shadow, when set, replaces the default shadow validation.
 	shadow *proxy.Shadow
+	// ttlUnlogged is cache.ttl_without_eventlog for the kinds the
+	// metastore's unlogged writes change; zero: no bound.
+	ttlUnlogged time.Duration
 }
 
 func startProxy(t *testing.T, ms *metastore, o nodeOpts) *node {
@@ -155,7 +158,7 @@ func startProxy(t *testing.T, ms *metastore, o nodeOpts) *node {
 			kinds = *o.kinds
 		}
 		n.store = proxytest.Store(t, cache.Config{Kinds: kinds})
-		cfg.Cache = &proxy.Caching{Store: n.store, Upstream: ms.addr, Scope: o.scope}
+		cfg.Cache = &proxy.Caching{Store: n.store, Upstream: ms.addr, Scope: o.scope, TTLUnlogged: o.ttlUnlogged}
 		if o.bus != nil {
 			cfg.Cache.Coherence = o.bus
 		}

@@ -20,6 +20,7 @@
 #                    changeit) or the PEM certificate WORKDIR/ssl/hms.pem
 #   HMS_FILTER_HOOK  1: per-user filtering (testbed/filterhook): tables named
 #                    secret_* hidden from users other than admin
+#   HMS_PROPS        more hive-site.xml settings: "key=value key2=value2"
 #   HMS_KERBEROS     a testbed/kdc.sh work directory: serve SASL/GSSAPI as
 #                    hive/localhost@HMSPROXY.TEST (QOP auth), with the proxy's
 #                    principal hmsproxy/localhost allowed to impersonate anyone
@@ -89,6 +90,17 @@ venv() {
       "hmsclient==$HMSCLIENT_VERSION"
     touch "$stamp"
   fi
+}
+
+# PyIceberg's HiveCatalog (testbed/clients/iceberg_writer.py, the e2e
+# Iceberg commit test), in the same venv.
+PYICEBERG_VERSION=${PYICEBERG_VERSION:-0.12.0}
+pyiceberg() {
+  local v="$CACHE/venv" stamp="$CACHE/venv/.pyiceberg-$PYICEBERG_VERSION"
+  if [[ -f "$stamp" ]]; then return 0; fi
+  log "pip install pyiceberg[hive,pyarrow]==$PYICEBERG_VERSION (first time only)"
+  "$v/bin/pip" install -q --disable-pip-version-check "pyiceberg[hive,pyarrow]==$PYICEBERG_VERSION"
+  touch "$stamp"
 }
 
 # Spark's Hive 3.1.3 client (the e2e tests' Spark against HMS 4.0, whose
@@ -187,7 +199,7 @@ fetch_listener_40() {
 fetch() {
   case "$1" in
     2.3) fetch_23 ;;
-    clients) venv; spark_hive_jars ;;   # what testbed/clients/*.py need
+    clients) venv; pyiceberg; spark_hive_jars ;;   # what testbed/clients/*.py need
     3.1) fetch_mvn 3.1 ;;
     4.0) fetch_mvn 4.0; fetch_listener_40 ;;
     *) die "unknown version '$1' (want 2.3, 3.1 or 4.0)" ;;
@@ -253,6 +265,17 @@ filter_hook_props() {
 
 prop() { printf '  <property><name>%s</name><value>%s</value></property>\n' "$1" "$2"; }
 
+# HMS_PROPS: more server settings, "key=value" separated by spaces, each
+# written under the name given (a setting a test needs that the test bed
+# does not set, such as hive.metastore.limit.partition.request).
+extra_props() {
+  local kv
+  for kv in ${HMS_PROPS:-}; do
+    [[ $kv == *=* ]] || die "HMS_PROPS: '$kv' is not key=value"
+    prop "${kv%%=*}" "${kv#*=}"
+  done
+}
+
 write_conf() { # version port workdir
   local ver=$1 port=$2 work=$3 conf="$3/conf"
   mkdir -p "$conf" "$work/warehouse"
@@ -311,6 +334,7 @@ write_conf() { # version port workdir
     if [[ ${HMS_SSL:-0} == 1 ]]; then ssl_props "$work"; fi
     if [[ ${HMS_FILTER_HOOK:-} == 1 ]]; then filter_hook_props; fi
     if [[ -n ${HMS_KERBEROS:-} ]]; then kerberos_props; fi
+    extra_props
     echo '</configuration>'
   } > "$conf/hive-site.xml"
   if [[ -n ${HMS_KERBEROS:-} ]]; then kerberos_core_site > "$conf/core-site.xml"; fi

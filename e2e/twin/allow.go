@@ -1,0 +1,84 @@
+package twin
+
+import (
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/hms"
+)
+
+// This file alone says which differences between the proxy and the
+// metastore are allowed, and why. Everything else the twin finds is a
+// difference and fails the run.
+//
+//   - raced: a read made while another session's write was in flight
+//     (Step.Racy reads only; every other read waits for writes). Either
+//     answer is one the metastore could have given. The reads after the
+//     write are compared as usual, so a load that began before the write
+//     and was cached after it (a stale fill) is still found.
+//   - metastore-varies: the metastore itself answered the same call
+//     differently twice in a row, with no write between.
+//   - unlogged-direct-write: a write made straight to the metastore that
+//     its notification log does not record (hms.UnloggedWrites, measured
+//     on the test bed) reaches a proxy only when its entries expire:
+//     cache.ttl_without_eventlog for the kinds such writes change. Reads
+//     of that database may differ for that long.
+//
+//   - write-in-doubt: a write the twin stopped waiting for after
+//     writeTimeout (the metastore retries a write its database refuses
+//     for 20 seconds): it may land any time until then, and the proxy
+//     invalidates once it does. Reads of what it touches may differ for
+//     inDoubtFor.
+//
+// Direct writes the log does record are not allowed to differ at all:
+// the twin waits until every node reports that it applied the
+// metastore's newest event (hmsproxy_eventlog_applied_event_id) before
+// it compares the reads they touched. Reads of a table the session holds
+// a granted write lock on never wait and are never allowed to differ:
+// the lock is a freshness point (an Iceberg commit reads under it).
+
+// unloggedBound is how long after an unlogged direct write its reads may
+// differ: the proxy's default cache.ttl_without_eventlog (30s), plus the
+// slack of a refresh in flight.
+const unloggedBound = 30*time.Second + 5*time.Second
+
+// inDoubtFor is how long a write the twin stopped waiting for may still
+// land: the metastore's ten retries two seconds apart, and slack.
+const inDoubtFor = 30 * time.Second
+
+// versions maps the twin's version names to the metastore's.
+var versions = map[string]hms.Version{"2.3": hms.Version2, "3.1": hms.Version3, "4.0": hms.Version4}
+
+type allower struct {
+	unlogged map[string]bool
+}
+
+// newAllower allows what version's unlogged writes (hms.UnloggedWrites,
+// which e2e TestEventLogCoverage measures on the real metastores) may
+// leave different for a while.
+func newAllower(version string) *allower {
+	a := &allower{unlogged: map[string]bool{}}
+	for _, m := range hms.UnloggedWrites(versions[version]) {
+		a.unlogged[m] = true
+	}
+	return a
+}
+
+// unlogged reports whether a direct write of op leaves no event.
+func (a *allower) unloggedOp(op Op) bool { return a.unlogged[op.Method()] }
+
+// reply names the rule that allows a difference of a read, or "".
+func (a *allower) reply(r *runner, st Step, _, _ reply) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for udb, at := range r.unlogged {
+		if overlapsAny([]string{udb}, st.Op.Touches()) && time.Since(at) < unloggedBound {
+			return "unlogged-direct-write"
+		}
+	}
+	for t, until := range r.doubt {
+		if overlapsAny([]string{t}, st.Op.Touches()) && time.Now().Before(until) {
+			return "write-in-doubt"
+		}
+	}
+	return ""
+}

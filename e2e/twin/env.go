@@ -1,0 +1,364 @@
+package twin
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/redistest"
+)
+
+// The twin's world: one real metastore per version, started by the test
+// bed's own script, and one or more real hmsproxy processes in front of
+// it (the binary a user runs, at its default settings), sharing a real
+// Redis when there are several.
+
+// Metastore is one running metastore of the test bed.
+type Metastore struct {
+	Version string
+	Addr    string
+	work    string
+}
+
+var (
+	msMu   sync.Mutex // guards stores
+	stores = map[string]*Metastore{}
+)
+
+// basePort spaces the twin's metastores apart from the e2e tests' ones.
+var basePort = map[string]int{"2.3": 49083, "3.1": 49183, "4.0": 49283}
+
+// ServerProps are the metastore settings the twin runs with beyond the
+// test bed's: a partition request limit, so that the proxy must answer
+// as a limited metastore does.
+const ServerProps = "hive.metastore.limit.partition.request=" + LimitPartitions + " metastore.limit.partition.request=" + LimitPartitions
+
+// LimitPartitions is the metastore's hive.metastore.limit.partition.request.
+const LimitPartitions = "12"
+
+// StartMetastore returns the metastore of version v, starting it once per
+// process; StopAll stops them.
+func StartMetastore(t testing.TB, v string) *Metastore {
+	t.Helper()
+	msMu.Lock()
+	defer msMu.Unlock()
+	if ms, ok := stores[v]; ok {
+		return ms
+	}
+	if addr := os.Getenv("TWIN_HMS_" + strings.ReplaceAll(v, ".", "")); addr != "" {
+		// A metastore started by hand (testbed/hms.sh start with HMS_PROPS
+		// set to ServerProps): used, not stopped.
+		ms := &Metastore{Version: v, Addr: addr}
+		stores[v] = ms
+		return ms
+	}
+	port, ok := basePort[v]
+	if !ok {
+		t.Fatalf("twin: unknown metastore version %q (want 2.3, 3.1 or 4.0)", v)
+	}
+	if off, err := strconv.Atoi(os.Getenv("HMSPROXY_E2E_PORT_OFFSET")); err == nil {
+		port += off
+	}
+	work, err := os.MkdirTemp("", "hmsproxy-twin-"+v+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := &Metastore{Version: v, Addr: fmt.Sprintf("127.0.0.1:%d", port), work: work}
+	begin := time.Now()
+	cmd := exec.Command("bash", filepath.Join(repoRoot(), "testbed", "hms.sh"), "start", v, strconv.Itoa(port), work)
+	cmd.Env = append(os.Environ(), "HMS_PROPS="+ServerProps)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		os.RemoveAll(work)
+		t.Fatalf("twin: start HMS %s: %v\n%s", v, err, out)
+	}
+	stores[v] = ms
+	fmt.Printf("twin: HMS %s started on %s in %v\n", v, ms.Addr, time.Since(begin).Round(100*time.Millisecond))
+	return ms
+}
+
+// StopAll stops every metastore StartMetastore started.
+func StopAll() {
+	msMu.Lock()
+	defer msMu.Unlock()
+	for v, ms := range stores {
+		if ms.work == "" {
+			continue
+		}
+		exec.Command("bash", filepath.Join(repoRoot(), "testbed", "hms.sh"), "stop", ms.work).Run()
+		os.RemoveAll(ms.work)
+		delete(stores, v)
+	}
+}
+
+func repoRoot() string {
+	dir, _ := os.Getwd()
+	for d := dir; d != "/"; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+	}
+	return dir
+}
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// proxyBinary is the hmsproxy binary under test: TWIN_PROXY_BIN when set
+// (a build of another commit, say), else this tree's, built once.
+func proxyBinary(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("TWIN_PROXY_BIN"); p != "" {
+		return p
+	}
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "hmsproxy-twin-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "hmsproxy")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/hmsproxy")
+		cmd.Dir = repoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("%v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatalf("twin: build hmsproxy: %v", binErr)
+	}
+	return binPath
+}
+
+// Node is one hmsproxy process.
+type Node struct {
+	Addr, Admin string
+	cmd         *exec.Cmd
+	logPath     string
+	exited      chan struct{}
+	err         error // set before exited closes
+}
+
+// Fleet is the proxies in front of one metastore.
+type Fleet struct {
+	Nodes []*Node
+	ms    *Metastore
+	redis *redistest.Server
+	t     testing.TB
+	args  []string
+	dir   string
+	bin   string
+}
+
+// StartFleet runs n hmsproxy processes in front of ms (with a Redis of
+// their own when n > 1), each with args added to its flags.
+func StartFleet(t testing.TB, ms *Metastore, n int, args ...string) *Fleet {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "hmsproxy-twin-logs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &Fleet{ms: ms, t: t, args: args, dir: dir, bin: proxyBinary(t)}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			os.RemoveAll(dir)
+		} else {
+			fmt.Printf("twin: the nodes' logs are in %s\n", dir)
+		}
+	})
+	if n > 1 {
+		f.redis = redistest.Start(t)
+	}
+	t.Cleanup(f.Stop)
+	for i := 0; i < n; i++ {
+		nd, err := f.start(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Nodes = append(f.Nodes, nd)
+	}
+	return f
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// start runs node i. It may run on any goroutine: it returns errors
+// rather than failing the test.
+func (f *Fleet) start(i int) (*Node, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	admin, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{Addr: addr, Admin: admin, exited: make(chan struct{}),
+		logPath: filepath.Join(f.dir, fmt.Sprintf("node%d-%d.log", i, time.Now().UnixNano()))}
+	args := []string{"--listen", n.Addr, "--admin", n.Admin, "--upstream", "thrift://" + f.ms.Addr,
+		"--log-format", "json", "--node-id", fmt.Sprintf("twin%d", i)}
+	if f.redis != nil {
+		args = append(args, "--redis", f.redis.Addr)
+	}
+	args = append(args, f.args...)
+	logf, err := os.Create(n.logPath)
+	if err != nil {
+		return nil, err
+	}
+	n.cmd = exec.Command(f.bin, args...)
+	n.cmd.Stdout, n.cmd.Stderr = logf, logf
+	n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := n.cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	go func() {
+		n.err = n.cmd.Wait()
+		logf.Close()
+		close(n.exited)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if ready(n.Admin) {
+			return n, nil
+		}
+		select {
+		case <-n.exited:
+			return nil, fmt.Errorf("twin: hmsproxy %d exited at start: %v\n%s", i, n.err, n.LogTail(40))
+		default:
+		}
+		if time.Now().After(deadline) {
+			n.stop()
+			return nil, fmt.Errorf("twin: hmsproxy %d not ready in 30s\n%s", i, n.LogTail(40))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func ready(admin string) bool {
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Get("http://" + admin + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// Restart stops every node and starts them again with empty caches, on a
+// Redis emptied too.
+func (f *Fleet) Restart() {
+	f.Stop()
+	if f.redis != nil {
+		f.redis.Restart()
+	}
+	for i := range f.Nodes {
+		f.restartNode(i)
+	}
+}
+
+// restartNode starts node i again (after it died). A node that cannot
+// start keeps its dead process: its sessions then see transport errors.
+func (f *Fleet) restartNode(i int) {
+	f.Nodes[i].stop()
+	n, err := f.start(i)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	f.Nodes[i] = n
+}
+
+// Stop stops every node. Safe twice.
+func (f *Fleet) Stop() {
+	for _, n := range f.Nodes {
+		n.stop()
+	}
+}
+
+func (n *Node) stop() {
+	select {
+	case <-n.exited:
+		return
+	default:
+	}
+	syscall.Kill(-n.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-n.exited:
+	case <-time.After(10 * time.Second):
+		syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
+		<-n.exited
+	}
+}
+
+// Dead reports the exit of a node that was not stopped: the process
+// crashed.
+func (n *Node) Dead() (bool, string) {
+	select {
+	case <-n.exited:
+		return true, fmt.Sprintf("%v\n%s", n.err, n.LogTail(60))
+	default:
+		return false, ""
+	}
+}
+
+// LogTail is the last lines of the node's log.
+func (n *Node) LogTail(lines int) string {
+	b, err := os.ReadFile(n.logPath)
+	if err != nil {
+		return ""
+	}
+	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
+
+// AppliedEvent is the notification-log event id the node reports having
+// applied to its cache (hmsproxy_eventlog_applied_event_id), -1 when it
+// does not say.
+func (n *Node) AppliedEvent(ctx context.Context) int64 {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.Admin+"/metrics", nil)
+	if err != nil {
+		return -1
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	const name = "hmsproxy_eventlog_applied_event_id "
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, name) {
+			v, err := strconv.ParseFloat(strings.TrimSpace(line[len(name):]), 64)
+			if err != nil {
+				return -1
+			}
+			return int64(v)
+		}
+	}
+	return -1
+}

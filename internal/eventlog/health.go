@@ -99,11 +99,14 @@ func (h *Health) Wrote(method string, _ []cache.Entity, ok bool) {
 }
 
 // Logged reports whether a metastore with a notification log records an
-// event for every successful call of method: the creates, drops and
-// alters of databases, tables, partitions and functions. Calls that may
-// succeed without changing anything (add_partitions with ifNotExists,
+// event for every successful call of method, on every version: the
+// creates and drops of databases and functions, and the creates, drops
+// and alters of tables and partitions. Calls that may succeed without
+// changing anything (add_partitions with ifNotExists,
 // drop_partitions_req with ifExists, truncate, exchange) are left out,
-// as are transactions and statistics, which older listeners skip.
+// as are the writes some version does not record (alter_database on
+// 2.3, alter_function, constraints, statistics: hms.UnloggedWrites) and
+// transactions.
 func Logged(method string) bool {
 	switch {
 	case strings.HasPrefix(method, "add_partitions"), strings.HasPrefix(method, "drop_partitions"):
@@ -111,7 +114,7 @@ func Logged(method string) bool {
 	case method == "create_function", method == "drop_function":
 		return true
 	}
-	for _, p := range []string{"create_database", "drop_database", "alter_database",
+	for _, p := range []string{"create_database", "drop_database",
 		"create_table", "drop_table", "alter_table",
 		"add_partition", "append_partition", "drop_partition", "alter_partition", "rename_partition"} {
 		if strings.HasPrefix(method, p) {

@@ -176,3 +176,20 @@ func TestHealthStrikes(t *testing.T) {
 		t.Fatalf("changes told: got %v; want %v", changes, want)
 	}
 }
+
+// TestLoggedLeavesOutUnloggedWrites: a write some version's log does not
+// record must not count as evidence that the log is missing, or a
+// workload of such writes through the proxy (alter_database on 2.3)
+// would cut every TTL on a healthy metastore.
+func TestLoggedLeavesOutUnloggedWrites(t *testing.T) {
+	for _, m := range hms.UnloggedWrites(hms.VersionUnknown) {
+		if Logged(m) {
+			t.Errorf("Logged(%q) = true, but some metastore version records no event for it", m)
+		}
+	}
+	for _, m := range []string{"create_table", "drop_table", "alter_table_with_environment_context", "add_partition", "create_function"} {
+		if !Logged(m) {
+			t.Errorf("Logged(%q) = false, want true", m)
+		}
+	}
+}

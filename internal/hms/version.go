@@ -1,6 +1,9 @@
 package hms
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Version is a metastore's major version, as far as its answers differ
 // by it. VersionUnknown stands for every version at once: whoever acts
@@ -84,21 +87,12 @@ func UnloggedWrites(v Version) []string {
 	var all []string
 	for _, w := range []Version{Version2, Version3, Version4} {
 		for _, m := range unloggedWrites[w] {
-			if !contains(all, m) {
+			if !slices.Contains(all, m) {
 				all = append(all, m)
 			}
 		}
 	}
 	return all
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // statsWriteKinds are what a column-statistics write changes: the
@@ -120,7 +114,7 @@ func ChangedKinds(method string) []Kind {
 	var out []Kind
 	add := func(ks ...Kind) {
 		for _, k := range ks {
-			if !containsKind(out, k) {
+			if !slices.Contains(out, k) {
 				out = append(out, k)
 			}
 		}
@@ -144,13 +138,4 @@ func ChangedKinds(method string) []Kind {
 		}
 	}
 	return out
-}
-
-func containsKind(s []Kind, k Kind) bool {
-	for _, x := range s {
-		if x == k {
-			return true
-		}
-	}
-	return false
 }

@@ -6,7 +6,7 @@ SHELL := bash
 GO ?= go
 LISTEN ?= 127.0.0.1:9083
 
-.PHONY: run test prefetch unit lint tidy-check bench bench-go bench-e2e fuzz e2e build bench-tool deps deploy-check fleet-check
+.PHONY: run test prefetch unit lint tidy-check bench bench-go bench-e2e fuzz e2e twin build bench-tool deps deploy-check fleet-check
 
 build: ## Build the binaries into bin/
 	$(GO) build -o bin/ ./cmd/...
@@ -30,6 +30,9 @@ unit: deps ## Unit tests, all under the race detector (most packages run gorouti
 
 e2e: ## Real Hive Metastores 2.3, 3.1, 4.0 with real clients, through the proxy
 	bash scripts/e2e.sh
+
+twin: ## The twin: random call sequences through the proxy and straight to real metastores, replies compared (TWIN_SECONDS=600 per version, TWIN_VERSIONS=2.3,3.1,4.0, TWIN_NODES=1, TWIN_SEED replays)
+	GO=$(GO) bash scripts/twin.sh
 
 deploy-check: ## Helm chart, alert rules, systemd unit, Dockerfile build (installs helm and promtool into .cache/tools once)
 	GO=$(GO) bash scripts/deploy-check.sh

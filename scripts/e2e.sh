@@ -22,4 +22,15 @@ HMSPROXY_E2E=$versions go test -count=1 -v -timeout 45m ./e2e 2>&1 |
 rc=${PIPESTATUS[0]}
 set -e
 echo "e2e: tests took $((SECONDS - s))s; total $((SECONDS - t0))s"
+# A short twin per version, one node and a fleet of three: at least
+# 2,000 operations each (make twin runs ten minutes per version).
+s=$SECONDS
+set +e
+TWIN_VERSIONS=$versions TWIN_SECONDS=${TWIN_SECONDS:-1} TWIN_OPS=${TWIN_OPS:-2000} TWIN_NODES=${TWIN_NODES:-1,3} \
+  TWIN_SHRINK_SECONDS=${TWIN_SHRINK_SECONDS:-120} bash scripts/twin.sh |
+  grep -a -E '^(twin: (HMS|[0-9]+ operations|difference|minimised|  |not)|--- FAIL|    twin_test|ok|FAIL|panic)'
+trc=${PIPESTATUS[0]}
+set -e
+echo "e2e: the twin took $((SECONDS - s))s"
+if [[ $rc -eq 0 ]]; then rc=$trc; fi
 exit "$rc"

@@ -48,7 +48,8 @@ const ServerProps = "hive.metastore.limit.partition.request=" + LimitPartitions 
 const LimitPartitions = "12"
 
 // StartMetastore returns the metastore of version v, starting it once per
-// process; StopAll stops them.
+// process; StopAll stops them. A version followed by "m" ("3.1m") is a
+// second metastore of that version: a federation's member.
 func StartMetastore(t testing.TB, v string) *Metastore {
 	t.Helper()
 	msMu.Lock()
@@ -56,21 +57,26 @@ func StartMetastore(t testing.TB, v string) *Metastore {
 	if ms, ok := stores[v]; ok {
 		return ms
 	}
-	if addr := os.Getenv("TWIN_HMS_" + strings.ReplaceAll(v, ".", "")); addr != "" {
+	key := v
+	v, member := strings.CutSuffix(v, "m")
+	if addr := os.Getenv("TWIN_HMS_" + strings.ToUpper(strings.ReplaceAll(key, ".", ""))); addr != "" {
 		// A metastore started by hand (testbed/hms.sh start with HMS_PROPS
 		// set to ServerProps): used, not stopped.
 		ms := &Metastore{Version: v, Addr: addr}
-		stores[v] = ms
+		stores[key] = ms
 		return ms
 	}
 	port, ok := basePort[v]
 	if !ok {
 		t.Fatalf("twin: unknown metastore version %q (want 2.3, 3.1 or 4.0)", v)
 	}
+	if member {
+		port += 10
+	}
 	if off, err := strconv.Atoi(os.Getenv("HMSPROXY_E2E_PORT_OFFSET")); err == nil {
 		port += off
 	}
-	work, err := os.MkdirTemp("", "hmsproxy-twin-"+v+"-")
+	work, err := os.MkdirTemp("", "hmsproxy-twin-"+key+"-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,8 +88,8 @@ func StartMetastore(t testing.TB, v string) *Metastore {
 		os.RemoveAll(work)
 		t.Fatalf("twin: start HMS %s: %v\n%s", v, err, out)
 	}
-	stores[v] = ms
-	fmt.Printf("twin: HMS %s started on %s in %v\n", v, ms.Addr, time.Since(begin).Round(100*time.Millisecond))
+	stores[key] = ms
+	fmt.Printf("twin: HMS %s started on %s in %v\n", key, ms.Addr, time.Since(begin).Round(100*time.Millisecond))
 	return ms
 }
 
@@ -161,17 +167,30 @@ type Fleet struct {
 	args  []string
 	dir   string
 	bin   string
+	fed   *federation // nil: one metastore
 }
 
 // StartFleet runs n hmsproxy processes in front of ms (with a Redis of
 // their own when n > 1), each with args added to its flags.
 func StartFleet(t testing.TB, ms *Metastore, n int, args ...string) *Fleet {
 	t.Helper()
+	return startFleet(t, ms, nil, n, args...)
+}
+
+func startFleet(t testing.TB, ms *Metastore, fed *federation, n int, args ...string) *Fleet {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "hmsproxy-twin-logs-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &Fleet{ms: ms, t: t, args: args, dir: dir, bin: proxyBinary(t)}
+	f := &Fleet{ms: ms, t: t, args: args, dir: dir, bin: proxyBinary(t), fed: fed}
+	if fed != nil {
+		p, err := fed.writeConfig(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.args = append([]string{"--config", p}, f.args...)
+	}
 	t.Cleanup(func() {
 		if !t.Failed() {
 			os.RemoveAll(dir)
@@ -335,30 +354,36 @@ func (n *Node) LogTail(lines int) string {
 	return strings.Join(all, "\n")
 }
 
-// AppliedEvent is the notification-log event id the node reports having
-// applied to its cache (hmsproxy_eventlog_applied_event_id), -1 when it
+// AppliedEvents are the notification-log event ids the node reports
+// having applied to its cache, one per series (as
+// hmsproxy_eventlog_applied_event_id, or a group's
+// hmsproxy_group_eventlog_applied_event_id{group="member"}); -1 where it
 // does not say.
-func (n *Node) AppliedEvent(ctx context.Context) int64 {
+func (n *Node) AppliedEvents(ctx context.Context, series []string) []int64 {
+	out := make([]int64, len(series))
+	for i := range out {
+		out[i] = -1
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.Admin+"/metrics", nil)
 	if err != nil {
-		return -1
+		return out
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return -1
+		return out
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	const name = "hmsproxy_eventlog_applied_event_id "
 	for sc.Scan() {
-		if line := sc.Text(); strings.HasPrefix(line, name) {
-			v, err := strconv.ParseFloat(strings.TrimSpace(line[len(name):]), 64)
-			if err != nil {
-				return -1
+		line := sc.Text()
+		for i, name := range series {
+			if rest, ok := strings.CutPrefix(line, name+" "); ok {
+				if v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64); err == nil {
+					out[i] = int64(v)
+				}
 			}
-			return int64(v)
 		}
 	}
-	return -1
+	return out
 }

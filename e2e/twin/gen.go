@@ -112,10 +112,13 @@ type gen struct {
 	nodes int
 	// direct is the share of writes made straight to the metastore.
 	direct float64
+	// fed: a federated member's databases are in the universe too.
+	fed bool
 }
 
-func newGen(seed uint64, session int, version string, nodes int, direct float64) *gen {
-	return &gen{rnd: rand.New(rand.NewPCG(seed, uint64(session)+1)), version: version, session: session, nodes: nodes, direct: direct}
+func newGen(seed uint64, session int, version string, nodes int, direct float64, fed bool) *gen {
+	return &gen{rnd: rand.New(rand.NewPCG(seed, uint64(session)+1)), version: version, session: session, nodes: nodes,
+		direct: direct, fed: fed}
 }
 
 func (g *gen) pick(n int) int        { return g.rnd.IntN(n) }
@@ -168,7 +171,24 @@ func (g *gen) db(base string) (DBName, string) {
 	return d, tag
 }
 
-func (g *gen) dbBase() string { return pickOf(g, dbBases[:2+boolInt(g.chance(0.2))]) }
+func (g *gen) dbBase() string {
+	if g.fed && g.chance(0.4) {
+		return pickOf(g, memberBases)
+	}
+	return pickOf(g, dbBases[:2+boolInt(g.chance(0.2))])
+}
+
+// primaryBase is a database of the primary metastore: what the calls
+// that name no database (transactions) may be tied to.
+func (g *gen) primaryBase() string { return pickOf(g, dbBases[:2]) }
+
+// setupDBs are the databases every run creates first.
+func (g *gen) setupDBs() []string {
+	if g.fed {
+		return append(append([]string(nil), dbBases[:2]...), memberBases...)
+	}
+	return dbBases[:2]
+}
 func (g *gen) tmpl() template { return pickOf(g, templates) }
 func (g *gen) fnBase() string { return pickOf(g, fnBases) }
 func boolInt(b bool) int {
@@ -299,10 +319,10 @@ func (g *gen) setup() []Step {
 	var out []Step
 	add := func(via Via, op Op, tag string) { out = append(out, Step{S: g.session, Via: via, Op: op, Gen: tag}) }
 	if g.session == 0 {
-		for _, db := range dbBases[:2] {
+		for _, db := range g.setupDBs() {
 			add(Proxy, CreateDatabase{DB: N(db)}, "setup")
 		}
-		for _, db := range dbBases[:2] {
+		for _, db := range g.setupDBs() {
 			add(Proxy, CreateTable{DB: D(db), Table: N(iceTable.base), Spec: iceTable.spec, Location: iceLocationRoot}, "setup")
 		}
 	}
@@ -310,7 +330,7 @@ func (g *gen) setup() []Step {
 		if i%4 != g.session%4 {
 			continue
 		}
-		for _, db := range dbBases[:2] {
+		for _, db := range g.setupDBs() {
 			add(g.via(), CreateTable{DB: D(db), Table: N(t.base), Spec: t.spec}, "setup")
 			if len(t.spec.Keys) > 0 {
 				var vs [][]string
@@ -322,7 +342,7 @@ func (g *gen) setup() []Step {
 		}
 	}
 	if g.session == 1 {
-		for _, db := range dbBases[:2] {
+		for _, db := range g.setupDBs() {
 			add(Proxy, CreateFunction{DB: D(db), Fn: N(fnBases[0]), Impl: "com.example.F0"}, "setup")
 		}
 	}
@@ -368,6 +388,11 @@ func (g *gen) read() Step {
 	case 1:
 		return both(GetAllDatabases{}, "lists")
 	case 2:
+		if g.fed {
+			// A pattern's rewriting for each group is the federation's;
+			// the twin compares whole listings there.
+			return both(GetAllDatabases{}, "lists")
+		}
 		return both(GetDatabases{Suffix: pickOf(g, []string{"*", "_d*", "_D0", "_d0|*_d1"})}, "lists")
 	case 3, 4, 5:
 		return both(GetTable{DB: db, Table: tbl}, "names:"+dtag+"/"+ttag)
@@ -423,6 +448,10 @@ func (g *gen) read() Step {
 		return both(GetPartitionsByNames{DB: db, Table: tbl, Names: names, Req: g.version == "4.0" && g.chance(0.5)}, "bynames:"+tag)
 	case 19, 20, 21:
 		f, tag := g.filter(keys)
+		if g.version == "4.0" && g.chance(0.3) {
+			dn, _ := g.name(dbb)
+			return both(GetPartitionsByFilterReq{DB: dn, Table: tbl, Filter: f, Max: pickOf(g, []int16{-1, -1, 3})}, tag+":req")
+		}
 		return both(GetPartitionsByFilter{DB: db, Table: tbl, Filter: f, Max: pickOf(g, []int16{-1, -1, -1, 3}), Count: g.chance(0.2)}, tag)
 	case 22:
 		dn, _ := g.name(dbb)
@@ -446,6 +475,9 @@ func (g *gen) read() Step {
 			return both(GetConfigValue{Key: pickOf(g, []string{"hive.metastore.limit.partition.request", "metastore.catalog.default", "hive.metastore.try.direct.sql", "no.such.key"}), Default: "x"}, "config")
 		case 1:
 			return both(Unknown{Name: pickOf(g, []string{"get_tablex", "get_\xff\xfetable", "drop_everything", ""}), Strs: []string{"a"}}, "unknown")
+		case 2:
+			dn, _ := g.name(dbb)
+			return both(GetPrimaryKeys{DB: dn, Table: tbl}, "constraints")
 		default:
 			return both(GetTable{DB: db, Table: tbl}, "names:"+dtag+"/"+ttag)
 		}
@@ -478,7 +510,7 @@ func (g *gen) write() Step {
 	tf, ttag := g.writeForm()
 	tbl := Name{Base: t.base, Form: tf}
 	keys := t.spec.Keys
-	switch g.pick(20) {
+	switch g.pick(21) {
 	case 0:
 		f, tag := g.writeForm()
 		return w(CreateDatabase{DB: Name{Base: dbb, Form: f}}, "names:"+tag)
@@ -541,6 +573,28 @@ func (g *gen) write() Step {
 	case 18:
 		f, tag := g.writeForm()
 		return w(DropFunction{DB: db, Fn: Name{Base: g.fnBase(), Form: f}}, "functions:"+tag)
+	case 19:
+		plain := D(dbb)
+		switch g.pick(5) {
+		case 0:
+			return w(AddPrimaryKey{DB: plain, Table: N(t.base), Col: "id", PK: "pk_" + t.base}, "constraints")
+		case 1:
+			return w(DropConstraint{DB: N(dbb), Table: N(t.base), Name: "pk_" + t.base}, "constraints")
+		case 2:
+			if g.version != "2.3" && len(keys) == 0 {
+				return w(TruncateTable{DB: plain, Table: N(t.base)}, "truncate")
+			}
+		case 3:
+			part := ""
+			if len(keys) > 0 {
+				part = partName(keys, g.vals(keys))
+			}
+			return w(SetAggrStats{DB: plain, Table: N(t.base), Part: part, Col: pickOf(g, dataCols), N: int64(g.pick(1000))}, "stats")
+		case 4:
+			if len(keys) > 0 {
+				return w(DeletePartColStats{DB: plain, Table: N(t.base), Part: partName(keys, g.vals(keys)), Col: pickOf(g, dataCols).Name}, "stats")
+			}
+		}
 	}
 	return w(AlterTable{DB: db, Table: tbl, NewName: N(t.base), Spec: t.spec}, "alter")
 }
@@ -569,7 +623,10 @@ func (g *gen) sessionStep() Step {
 }
 
 func (g *gen) txnStep() Step {
-	dbb := g.dbBase()
+	dbb := g.primaryBase()
+	if g.fed && g.chance(0.5) {
+		dbb = g.dbBase() // locks and Iceberg commits on a member's tables too
+	}
 	via := g.via()
 	if g.nodes > 1 || g.chance(0.5) {
 		// Half the commits through the proxy, half straight: a mixed
@@ -599,6 +656,11 @@ func (g *gen) txnStep() Step {
 	case 6:
 		return s(Unlock{Which: 0}, "locks")
 	case 7:
+		if g.chance(0.3) && g.version != "2.3" {
+			// A write lock of the session's newest transaction: its
+			// commit invalidates what it locked.
+			return s(Lock{DB: D(dbb), Table: N("io"), Type: SharedWrite, Level: LevelTable, Txn: 0}, "txns:lock")
+		}
 		return s(OpenTxn{}, "txns")
 	case 8:
 		if g.version == "2.3" {

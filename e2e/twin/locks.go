@@ -30,25 +30,27 @@ const (
 	lockWaiting  int32 = 2
 )
 
-// pathCall makes a call that changes server state once, through via,
-// ordered against reads like a write.
-func (r *runner) pathCall(s *session, via Via, method string, args []byte) reply {
+// pathCall makes a call that changes server state once, through via
+// (straight: to the metastore of database base db), ordered against
+// reads like a write.
+func (r *runner) pathCall(s *session, via Via, db, method string, args []byte) reply {
 	r.rw.Lock()
 	r.writesBegun.Add(1)
 	r.writesActive.Add(1)
-	rp := lockCall(s, via, method, args)
+	rp := r.lockCall(s, via, db, method, args)
 	r.writesActive.Add(-1)
 	r.rw.Unlock()
 	return rp
 }
 
-// lockCall makes a call of the lock API once, through via. Locks change
-// no metadata a read returns, so they are not ordered against reads:
-// a session polling for a lock must not hold every read back.
-func lockCall(s *session, via Via, method string, args []byte) reply {
+// lockCall makes a call of the lock API once, through via (straight: to
+// the metastore of database base db). Locks change no metadata a read
+// returns, so they are not ordered against reads: a session polling for
+// a lock must not hold every read back.
+func (r *runner) lockCall(s *session, via Via, db, method string, args []byte) reply {
 	c := s.pc
 	if via == Direct {
-		c = s.dc
+		c = r.dcFor(s, db)
 	}
 	return call(c, method, args)
 }
@@ -144,11 +146,12 @@ func (s *state) txn(which int) (int64, bool) {
 }
 
 func (o Lock) run(r *runner, s *session, st Step) *Diff {
-	e := enc{ns: r.ns}
+	e := r.enc(st.Via == Direct)
 	o.encode(&e, &s.st)
 	e.Stop()
-	rp := lockCall(s, st.Via, "lock", e.B)
-	if id, state, ok := lockResponse(rp); ok {
+	rp := r.lockCall(s, st.Via, o.DB.Base, "lock", e.B)
+	if id, state, ok := lockResponse(rp); ok && o.Txn < 0 {
+		// A transaction's locks go with its commit or abort.
 		s.st.locks = append(s.st.locks, lockHeld{id: id, acquired: state == lockAcquired, db: o.DB.Base, tbl: o.Table.Base, hold: o.Hold})
 		s.locks = append(s.locks, st.Via)
 	}
@@ -190,7 +193,7 @@ func (o CheckLock) run(r *runner, s *session, st Step) *Diff {
 	e.I64Field(1, s.st.locks[i].id)
 	e.end()
 	e.Stop()
-	rp := lockCall(s, st.Via, "check_lock", e.B)
+	rp := r.lockCall(s, st.Via, s.st.locks[i].db, "check_lock", e.B)
 	if _, state, ok := lockResponse(rp); ok && state == lockAcquired {
 		s.st.locks[i].acquired = true
 	}
@@ -221,7 +224,7 @@ func (r *runner) unlock(s *session, i int) reply {
 	e.I64Field(1, s.st.locks[i].id)
 	e.end()
 	e.Stop()
-	rp := lockCall(s, s.locks[i], "unlock", e.B)
+	rp := r.lockCall(s, s.locks[i], s.st.locks[i].db, "unlock", e.B)
 	s.st.locks = append(s.st.locks[:i], s.st.locks[i+1:]...)
 	s.locks = append(s.locks[:i], s.locks[i+1:]...)
 	return rp
@@ -243,7 +246,7 @@ func (OpenTxn) run(r *runner, s *session, st Step) *Diff {
 	e.str(3, "localhost")
 	e.end()
 	e.Stop()
-	rp := r.pathCall(s, st.Via, "open_txns", e.B)
+	rp := r.pathCall(s, st.Via, "", "open_txns", e.B)
 	if d := result(rp); d != nil {
 		d.Fields(func(fid int16, typ byte) bool {
 			if fid != 1 || typ != wire.TList {
@@ -277,7 +280,7 @@ func (o AllocWriteIDs) run(r *runner, s *session, st Step) *Diff {
 	if !ok {
 		return nil
 	}
-	e := enc{ns: r.ns}
+	e := r.enc(st.Via == Direct)
 	e.begin(1)
 	e.db(1, o.DB)
 	e.name(2, o.Table)
@@ -286,7 +289,7 @@ func (o AllocWriteIDs) run(r *runner, s *session, st Step) *Diff {
 	e.I64(t)
 	e.end()
 	e.Stop()
-	return r.afterPath(s, st, r.pathCall(s, st.Via, "allocate_table_write_ids", e.B))
+	return r.afterPath(s, st, r.pathCall(s, st.Via, o.DB.Base, "allocate_table_write_ids", e.B))
 }
 
 // EndTxn is commit_txn, or with Abort abort_txn, of one of the session's
@@ -316,7 +319,7 @@ func (o EndTxn) run(r *runner, s *session, st Step) *Diff {
 	e.I64Field(1, t)
 	e.end()
 	e.Stop()
-	rp := r.pathCall(s, st.Via, o.Method(), e.B)
+	rp := r.pathCall(s, st.Via, "", o.Method(), e.B)
 	for i, x := range s.st.txns {
 		if x == t {
 			s.st.txns = append(s.st.txns[:i], s.st.txns[i+1:]...)
@@ -352,10 +355,10 @@ const iceLocation = "metadata_location"
 
 func (o IcebergCommit) run(r *runner, s *session, st Step) *Diff {
 	lk := Lock{DB: o.DB, Table: o.Table, Type: Exclusive, Level: LevelTable, Txn: -1}
-	e := enc{ns: r.ns}
+	e := r.enc(st.Via == Direct)
 	lk.encode(&e, &s.st)
 	e.Stop()
-	rp := lockCall(s, st.Via, "lock", e.B)
+	rp := r.lockCall(s, st.Via, o.DB.Base, "lock", e.B)
 	id, state, ok := lockResponse(rp)
 	if !ok {
 		return r.afterPath(s, st, rp)
@@ -375,7 +378,7 @@ func (o IcebergCommit) run(r *runner, s *session, st Step) *Diff {
 		c.I64Field(1, id)
 		c.end()
 		c.Stop()
-		rp = lockCall(s, st.Via, "check_lock", c.B)
+		rp = r.lockCall(s, st.Via, o.DB.Base, "check_lock", c.B)
 		if _, state, ok = lockResponse(rp); !ok {
 			return r.afterPath(s, st, rp)
 		}
@@ -393,15 +396,19 @@ func (o IcebergCommit) run(r *runner, s *session, st Step) *Diff {
 	if req {
 		get = GetTableReq{DB: o.DB.Name, Table: o.Table}
 	}
-	var g enc
-	g.ns = r.ns
-	get.Args(&g, &s.st)
-	g.Stop()
+	pg, dg := r.enc(false), r.enc(true)
+	get.Args(&pg, &s.st)
+	get.Args(&dg, &s.st)
+	pg.Stop()
+	dg.Stop()
 	r.rw.RLock()
-	rdirect := call(s.dc, get.Method(), g.B)
+	rdirect := call(r.dcFor(s, o.DB.Base), get.Method(), dg.B)
+	if r.fed.member(o.DB.Base) && rdirect.err == nil {
+		rdirect.body = r.fed.clientNames(r.ns, rdirect.body)
+	}
 	rproxy := rdirect
 	if st.Via != Direct {
-		rproxy = call(s.pc, get.Method(), g.B)
+		rproxy = call(s.pc, get.Method(), pg.B)
 	}
 	r.rw.RUnlock()
 	mine := rproxy
@@ -429,13 +436,12 @@ func (o IcebergCommit) run(r *runner, s *session, st Step) *Diff {
 	next := fmt.Sprintf("%s/metadata/%05d-%d.json", key, r.iceSeq(), s.id)
 	spec := o.Spec
 	spec.Params = map[string]string{"table_type": "ICEBERG", iceLocation: next, "previous_metadata_location": base}
-	var a enc
-	a.ns = r.ns
-	AlterTable{DB: o.DB, Table: o.Table, NewName: Name{Base: o.Table.Base}, Spec: spec}.Args(&a, &s.st)
+	a := r.enc(st.Via == Direct)
+	AlterTable{DB: o.DB, Table: o.Table, NewName: Name{Base: o.Table.Base}, Spec: spec, Location: iceLocationRoot}.Args(&a, &s.st)
 	a.Stop()
-	rw := r.pathCall(s, st.Via, "alter_table_with_environment_context", a.B)
+	rw := r.pathCall(s, st.Via, o.DB.Base, "alter_table_with_environment_context", a.B)
 	if st.Via == Direct {
-		r.directWrote(AlterTable{DB: o.DB, Table: o.Table})
+		r.directWrote(AlterTable{DB: o.DB, Table: o.Table}, max(r.storeOf([]string{o.DB.Base}), 0))
 	}
 	var d *Diff
 	if rw.err == nil && rw.typ == wire.Reply && isVoidSuccess(rw.body) {

@@ -58,8 +58,10 @@ func Canon(ns, base string) string {
 }
 
 // Render writes the name in namespace ns.
-func (n Name) Render(ns string) string {
-	s := Canon(ns, n.Base)
+func (n Name) Render(ns string) string { return n.renderCanon(Canon(ns, n.Base)) }
+
+// renderCanon writes the name in its form, over the stored name s.
+func (n Name) renderCanon(s string) string {
 	if n.Form.Pad > len(s) {
 		s += strings.Repeat("x", n.Form.Pad-len(s))
 	}
@@ -88,9 +90,6 @@ func replaceFirst(s, old, repl string) string {
 	}
 	return s
 }
-
-// Render writes the db argument in namespace ns.
-func (d DBName) Render(ns string) string { return d.Cat + d.Name.Render(ns) }
 
 // Plain reports whether the name is written exactly as stored.
 func (n Name) Plain() bool { return n.Form == Form{} }

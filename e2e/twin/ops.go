@@ -124,7 +124,7 @@ func (CreateDatabase) Method() string { return "create_database" }
 func (CreateDatabase) Class() Class   { return Write }
 func (o CreateDatabase) Args(e *enc, _ *state) bool {
 	e.begin(1)
-	e.name(1, o.DB)
+	e.dbName(1, o.DB)
 	e.str(2, "twin")
 	e.strMap(4, nil)
 	e.end()
@@ -159,7 +159,7 @@ func (AlterDatabase) Class() Class   { return Write }
 func (o AlterDatabase) Args(e *enc, _ *state) bool {
 	e.db(1, o.DB)
 	e.begin(2)
-	e.name(1, o.DB.Name)
+	e.dbName(1, o.DB.Name)
 	e.str(2, o.Desc)
 	e.strMap(4, nil)
 	e.end()
@@ -261,7 +261,7 @@ func (GetTableReq) Method() string { return "get_table_req" }
 func (GetTableReq) Class() Class   { return Read }
 func (o GetTableReq) Args(e *enc, _ *state) bool {
 	e.begin(1)
-	e.name(1, o.DB)
+	e.dbName(1, o.DB)
 	e.name(2, o.Table)
 	if o.Caps != nil {
 		e.begin(3)
@@ -610,7 +610,7 @@ func (GetTableColStats) Method() string { return "get_table_statistics_req" }
 func (GetTableColStats) Class() Class   { return Read }
 func (o GetTableColStats) Args(e *enc, _ *state) bool {
 	e.begin(1)
-	e.name(1, o.DB)
+	e.dbName(1, o.DB)
 	e.name(2, o.Table)
 	e.strs(3, o.Cols)
 	e.end()
@@ -637,7 +637,7 @@ func (o GetPartColStats) Method() string {
 func (GetPartColStats) Class() Class { return Read }
 func (o GetPartColStats) Args(e *enc, _ *state) bool {
 	e.begin(1)
-	e.name(1, o.DB)
+	e.dbName(1, o.DB)
 	e.name(2, o.Table)
 	e.strs(3, o.Cols)
 	e.strs(4, o.Parts)
@@ -781,3 +781,151 @@ func overlapsAny(as, bs []string) bool {
 	}
 	return false
 }
+
+// ---- constraints, truncation, statistics in bulk ------------------------
+
+// AddPrimaryKey is add_primary_key of one column of a table.
+type AddPrimaryKey struct {
+	DB    DBName
+	Table Name
+	Col   string
+	PK    string
+}
+
+func (AddPrimaryKey) Method() string { return "add_primary_key" }
+func (AddPrimaryKey) Class() Class   { return Write }
+func (o AddPrimaryKey) Args(e *enc, _ *state) bool {
+	e.begin(1)
+	e.FieldBegin(wire.TList, 1)
+	e.ListBegin(wire.TStruct, 1)
+	e.db(1, o.DB)
+	e.name(2, o.Table)
+	e.str(3, o.Col)
+	e.I32Field(4, 1)
+	e.str(5, o.PK)
+	e.BoolField(6, false)
+	e.BoolField(7, false)
+	e.BoolField(8, true)
+	e.end()
+	e.end()
+	return true
+}
+func (o AddPrimaryKey) Touches() []string { return []string{o.DB.Base + "/" + o.Table.Base} }
+
+// DropConstraint is drop_constraint of a table's constraint.
+type DropConstraint struct {
+	DB    Name
+	Table Name
+	Name  string
+}
+
+func (DropConstraint) Method() string { return "drop_constraint" }
+func (DropConstraint) Class() Class   { return Write }
+func (o DropConstraint) Args(e *enc, _ *state) bool {
+	e.begin(1)
+	e.dbName(1, o.DB)
+	e.name(2, o.Table)
+	e.str(3, o.Name)
+	e.end()
+	return true
+}
+func (o DropConstraint) Touches() []string { return []string{o.DB.Base + "/" + o.Table.Base} }
+
+// GetPrimaryKeys is get_primary_keys(PrimaryKeysRequest).
+type GetPrimaryKeys struct {
+	DB    Name
+	Table Name
+}
+
+func (GetPrimaryKeys) Method() string { return "get_primary_keys" }
+func (GetPrimaryKeys) Class() Class   { return Read }
+func (o GetPrimaryKeys) Args(e *enc, _ *state) bool {
+	e.begin(1)
+	e.dbName(1, o.DB)
+	e.name(2, o.Table)
+	e.end()
+	return true
+}
+func (o GetPrimaryKeys) Touches() []string { return []string{o.DB.Base + "/" + o.Table.Base} }
+
+// TruncateTable is truncate_table(db, table, partNames) (3.0+).
+type TruncateTable struct {
+	DB    DBName
+	Table Name
+}
+
+func (TruncateTable) Method() string { return "truncate_table" }
+func (TruncateTable) Class() Class   { return Write }
+func (o TruncateTable) Args(e *enc, _ *state) bool {
+	e.db(1, o.DB)
+	e.name(2, o.Table)
+	return true
+}
+func (o TruncateTable) Touches() []string { return []string{o.DB.Base + "/" + o.Table.Base} }
+
+// SetAggrStats is set_aggr_stats_for(SetPartitionsStatsRequest) of one
+// column of a table or one of its partitions.
+type SetAggrStats struct {
+	DB    DBName
+	Table Name
+	Part  string
+	Col   Col
+	N     int64
+}
+
+func (SetAggrStats) Method() string { return "set_aggr_stats_for" }
+func (SetAggrStats) Class() Class   { return Write }
+func (o SetAggrStats) Args(e *enc, _ *state) bool {
+	e.begin(1)
+	e.FieldBegin(wire.TList, 1)
+	e.ListBegin(wire.TStruct, 1)
+	// colStats writes a struct at a field; a list element is the same
+	// struct without its field header.
+	var one enc
+	one.ns = e.ns
+	one.colStats(1, o.DB, o.Table, o.Part, o.Col, o.N)
+	e.B = append(e.B, one.B[3:]...)
+	e.end()
+	return true
+}
+func (o SetAggrStats) Touches() []string { return []string{o.DB.Base + "/" + o.Table.Base} }
+
+// DeletePartColStats is delete_partition_column_statistics(db, table, part, col).
+type DeletePartColStats struct {
+	DB    DBName
+	Table Name
+	Part  string
+	Col   string
+}
+
+func (DeletePartColStats) Method() string { return "delete_partition_column_statistics" }
+func (DeletePartColStats) Class() Class   { return Write }
+func (o DeletePartColStats) Args(e *enc, _ *state) bool {
+	e.db(1, o.DB)
+	e.name(2, o.Table)
+	e.str(3, o.Part)
+	e.str(4, o.Col)
+	return true
+}
+func (o DeletePartColStats) Touches() []string { return []string{o.DB.Base + "/" + o.Table.Base} }
+
+// GetPartitionsByFilterReq is get_partitions_by_filter_req (4.0).
+type GetPartitionsByFilterReq struct {
+	DB     Name
+	Table  Name
+	Filter string
+	Max    int16
+}
+
+func (GetPartitionsByFilterReq) Method() string { return "get_partitions_by_filter_req" }
+func (GetPartitionsByFilterReq) Class() Class   { return Read }
+func (o GetPartitionsByFilterReq) Args(e *enc, _ *state) bool {
+	e.begin(1)
+	e.dbName(2, o.DB)
+	e.name(3, o.Table)
+	e.str(4, o.Filter)
+	e.i16(5, o.Max)
+	e.end()
+	return true
+}
+func (o GetPartitionsByFilterReq) Touches() []string { return []string{o.DB.Base + "/" + o.Table.Base} }

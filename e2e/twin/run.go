@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -130,6 +131,7 @@ type session struct {
 	node  int
 	pc    *hmsclient.Client // through the proxy
 	dc    *hmsclient.Client // straight to the metastore
+	dm    *hmsclient.Client // straight to the federation's member; nil without one
 	st    state
 	locks []Via // the path of each lock in st.locks
 	// ice is the metadata location the session last saw of each Iceberg
@@ -144,9 +146,11 @@ type runner struct {
 	ns    string
 	allow *allower
 
+	fed *federation // nil: the fleet has one metastore
+	// stores are the metastores: the primary, then the member.
+	stores []*store
+
 	sessions []*session
-	ctl      *hmsclient.Client // the twin's own connection to the metastore
-	ctlMu    sync.Mutex        // guards ctl
 
 	// rw orders reads against writes: a read holds it shared, a write
 	// exclusively, so that the two calls of a read see one state.
@@ -179,13 +183,13 @@ type runner struct {
 	// for the visibility figures.
 	seen []directWrite
 
-	applied []atomic.Int64 // per node, refreshed by watchApplied
-	commits atomic.Int64   // Iceberg commits made, to name their metadata files
+	commits atomic.Int64 // Iceberg commits made, to name their metadata files
 }
 
 type directWrite struct {
-	id int64
-	at time.Time
+	store int
+	id    int64
+	at    time.Time
 }
 
 // Stats count what a run did.
@@ -202,16 +206,21 @@ type Stats struct {
 }
 
 func newRunner(ms *Metastore, f *Fleet, ns string, sessions int) (*runner, error) {
-	r := &runner{ms: ms, fleet: f, ns: ns, allow: newAllower(ms.Version),
+	r := &runner{ms: ms, fleet: f, ns: ns, allow: newAllower(ms.Version), fed: f.fed,
 		pending: map[string]int64{}, unlogged: map[string]time.Time{}, ledger: map[string]string{}, doubt: map[string]time.Time{},
 		stats: Stats{ByMethod: map[string]int{}, ByGen: map[string]int{}, Allowed: map[string]int{},
-			Time: map[string]time.Duration{}},
-		applied: make([]atomic.Int64, len(f.Nodes))}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var err error
-	if r.ctl, err = hmsclient.Dial(ctx, ms.Addr, wire.Buffered); err != nil {
+			Time: map[string]time.Duration{}}}
+	st, err := newStore(ms, "hmsproxy_eventlog_applied_event_id", len(f.Nodes))
+	if err != nil {
 		return nil, err
+	}
+	r.stores = append(r.stores, st)
+	if r.fed != nil {
+		if st, err = newStore(r.fed.ms, `hmsproxy_group_eventlog_applied_event_id{group="member"}`, len(f.Nodes)); err != nil {
+			r.stores[0].close()
+			return nil, err
+		}
+		r.stores = append(r.stores, st)
 	}
 	for i := 0; i < sessions; i++ {
 		s := &session{id: i, node: i % len(f.Nodes)}
@@ -227,20 +236,23 @@ func newRunner(ms *Metastore, f *Fleet, ns string, sessions int) (*runner, error
 // connect opens the session's connections afresh (its state starts
 // over), retrying while a node restarts.
 func (r *runner) connect(s *session) error {
-	if s.pc != nil {
-		s.pc.Close()
-		s.dc.Close()
-	}
+	s.closeConns()
 	s.st, s.locks, s.ice = state{}, nil, nil
 	var err error
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		var pc, dc *hmsclient.Client
+		var pc, dc, dm *hmsclient.Client
 		if pc, err = hmsclient.Dial(ctx, r.fleet.Nodes[s.node].Addr, wire.Buffered); err == nil {
 			if dc, err = hmsclient.Dial(ctx, r.ms.Addr, wire.Buffered); err == nil {
-				cancel()
-				s.pc, s.dc = pc, dc
-				return nil
+				if r.fed != nil {
+					dm, err = hmsclient.Dial(ctx, r.fed.ms.Addr, wire.Buffered)
+				}
+				if err == nil {
+					cancel()
+					s.pc, s.dc, s.dm = pc, dc, dm
+					return nil
+				}
+				dc.Close()
 			}
 			pc.Close()
 		}
@@ -252,14 +264,41 @@ func (r *runner) connect(s *session) error {
 	}
 }
 
-func (r *runner) close() {
-	for _, s := range r.sessions {
-		if s.pc != nil {
-			s.pc.Close()
-			s.dc.Close()
+func (s *session) closeConns() {
+	for _, c := range []*hmsclient.Client{s.pc, s.dc, s.dm} {
+		if c != nil {
+			c.Close()
 		}
 	}
-	r.ctl.Close()
+}
+
+// direct is the session's connection straight to metastore i.
+func (s *session) direct(i int) *hmsclient.Client {
+	if i == 1 {
+		return s.dm
+	}
+	return s.dc
+}
+
+func (r *runner) close() {
+	for _, s := range r.sessions {
+		s.closeConns()
+	}
+	for _, st := range r.stores {
+		st.close()
+	}
+}
+
+// enc starts the args of a call made through the proxy, or straight.
+func (r *runner) enc(direct bool) enc { return enc{ns: r.ns, fed: r.fed, direct: direct} }
+
+// dcFor is the session's connection straight to the metastore of
+// database base db.
+func (r *runner) dcFor(s *session, db string) *hmsclient.Client {
+	if r.fed.member(db) {
+		return s.dm
+	}
+	return s.dc
 }
 
 // callTimeout bounds one call; a metastore answers the twin's calls in
@@ -311,23 +350,26 @@ func (r *runner) do(s *session, st Step) *Diff {
 		r.record(st, nil)
 		return nil
 	}
-	e := enc{ns: r.ns}
-	if !st.Op.Args(&e, &s.st) {
+	pe, de := r.enc(false), r.enc(true)
+	if !st.Op.Args(&pe, &s.st) {
 		return nil
 	}
-	e.Stop()
+	st.Op.Args(&de, &s.st)
+	pe.Stop()
+	de.Stop()
 	switch st.Op.Class() {
 	case Write:
-		return r.write(s, st, e.B)
+		return r.write(s, st, pe.B, de.B)
 	default:
-		return r.read(s, st, e.B)
+		return r.read(s, st, pe.B, de.B)
 	}
 }
 
 func isReconnect(o Op) bool { _, ok := o.(Reconnect); return ok }
 
-// read makes a read (or session call) both ways and compares.
-func (r *runner) read(s *session, st Step, args []byte) *Diff {
+// read makes a read (or session call) both ways and compares: args
+// through the proxy, dargs straight.
+func (r *runner) read(s *session, st Step, args, dargs []byte) *Diff {
 	if st.Op.Class() == Read {
 		r.waitVisible(st.Op.Touches())
 	}
@@ -336,20 +378,40 @@ func (r *runner) read(s *session, st Step, args []byte) *Diff {
 	}
 	begun, active := r.writesBegun.Load(), r.writesActive.Load()
 	method := st.Op.Method()
+	idx := r.storeOf(st.Op.Touches())
+	if st.Op.Class() == Session {
+		idx = 0
+		if s.dm != nil {
+			call(s.dm, method, dargs) // the member's connection takes the session state too
+		}
+	}
+	straight := func() reply {
+		if idx < 0 {
+			return r.fanOut(s, method, dargs)
+		}
+		rd := call(s.direct(idx), method, dargs)
+		if idx == 1 && rd.err == nil {
+			rd.body = r.fed.clientNames(r.ns, rd.body)
+		}
+		return rd
+	}
 	var rp, rd reply
 	if rand.IntN(2) == 0 {
-		rd = call(s.dc, method, args)
+		rd = straight()
 		rp = call(s.pc, method, args)
 	} else {
 		rp = call(s.pc, method, args)
-		rd = call(s.dc, method, args)
+		rd = straight()
+	}
+	if idx < 0 {
+		rp = sortedList(rp)
 	}
 	raced := st.Racy && (active > 0 || r.writesBegun.Load() != begun || r.writesActive.Load() > 0)
 	var again reply
 	same := rp.equal(rd)
 	if !same && !raced && rd.err == nil {
 		// Does the metastore itself answer alike twice?
-		again = call(s.dc, method, args)
+		again = straight()
 	}
 	if !st.Racy {
 		r.rw.RUnlock()
@@ -384,18 +446,19 @@ func (r *runner) reconnectBroken(s *session, replies ...reply) {
 }
 
 // write makes a write once, through the step's path.
-func (r *runner) write(s *session, st Step, args []byte) *Diff {
+func (r *runner) write(s *session, st Step, args, dargs []byte) *Diff {
 	r.rw.Lock()
 	r.writesBegun.Add(1)
 	r.writesActive.Add(1)
 	c := s.pc
+	idx := max(r.storeOf(st.Op.Touches()), 0)
 	if st.Via == Direct {
-		c = s.dc
+		c, args = s.direct(idx), dargs
 	}
 	rp := callWithin(c, st.Op.Method(), args, writeTimeout)
 	var d *Diff
 	if st.Via == Direct {
-		r.directWrote(st.Op)
+		r.directWrote(st.Op, idx)
 	}
 	if errors.Is(rp.err, os.ErrDeadlineExceeded) {
 		r.inDoubt(st.Op)
@@ -428,13 +491,13 @@ func (r *runner) inDoubt(op Op) {
 // touched wait until every node applied the metastore's newest event,
 // and those the notification log does not record may differ within the
 // bound allow.go gives them.
-func (r *runner) directWrote(op Op) {
+func (r *runner) directWrote(op Op, store int) {
 	at := time.Now()
-	id, err := r.latestEvent()
+	id, err := r.stores[store].latestEvent()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err == nil {
-		r.seen = append(r.seen, directWrite{id: id, at: at})
+		r.seen = append(r.seen, directWrite{store: store, id: id, at: at})
 	}
 	for _, db := range op.Touches() {
 		if err == nil && id > r.pending[db] {
@@ -446,35 +509,6 @@ func (r *runner) directWrote(op Op) {
 	}
 }
 
-func (r *runner) latestEvent() (int64, error) {
-	r.ctlMu.Lock()
-	defer r.ctlMu.Unlock()
-	rp := call(r.ctl, "get_current_notificationEventId", []byte{wire.TStop})
-	if rp.err != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		r.ctl.Close()
-		r.ctl, _ = hmsclient.Dial(ctx, r.ms.Addr, wire.Buffered)
-		return 0, rp.err
-	}
-	d := wire.NewDecoder(rp.body)
-	var id int64
-	d.Fields(func(fid int16, typ byte) bool {
-		if fid != 0 || typ != wire.TStruct {
-			return false
-		}
-		d.Fields(func(fid int16, typ byte) bool {
-			if fid == 1 && typ == wire.TI64 {
-				id = d.I64()
-				return true
-			}
-			return false
-		})
-		return true
-	})
-	return id, d.Err()
-}
-
 // visibleWithin bounds the wait for a direct write to reach every node;
 // longer is a difference of its own.
 const visibleWithin = 15 * time.Second
@@ -483,43 +517,42 @@ const visibleWithin = 15 * time.Second
 // direct writes to the databases a read touches.
 func (r *runner) waitVisible(touch []string) {
 	need := r.needs(touch)
-	if need == 0 {
-		return
-	}
 	start := time.Now()
 	for !r.appliedAll(need) {
 		if time.Since(start) > visibleWithin {
 			r.mu.Lock()
 			r.diffs = append(r.diffs, &Diff{Method: "notification log", Why: fmt.Sprintf(
-				"a direct write's event %d not applied by every node within %v (applied: %v)", need, visibleWithin, r.appliedNow())})
-			for db, id := range r.pending {
-				if id <= need {
-					delete(r.pending, db)
-				}
-			}
+				"a direct write's event %v not applied by every node within %v", need, visibleWithin)})
+			r.settle(need)
 			r.mu.Unlock()
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	r.mu.Lock()
-	for db, id := range r.pending {
-		if id <= need {
-			delete(r.pending, db)
-		}
-	}
+	r.settle(need)
 	r.mu.Unlock()
 }
 
-// needs is the newest event of the direct writes to what touch names
-// that not every node may have applied; 0 for none.
-func (r *runner) needs(touch []string) int64 {
+// settle forgets the direct writes need covers. r.mu is held.
+func (r *runner) settle(need [2]int64) {
+	for t, id := range r.pending {
+		if id <= need[max(r.storeOf([]string{t}), 0)] {
+			delete(r.pending, t)
+		}
+	}
+}
+
+// needs is, per metastore, the newest event of the direct writes to what
+// touch names that not every node may have applied; 0 for none.
+func (r *runner) needs(touch []string) [2]int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var need int64
-	for db, id := range r.pending {
-		if id > need && overlapsAny([]string{db}, touch) {
-			need = id
+	var need [2]int64
+	for t, id := range r.pending {
+		i := max(r.storeOf([]string{t}), 0)
+		if id > need[i] && overlapsAny([]string{t}, touch) {
+			need[i] = id
 		}
 	}
 	return need
@@ -528,44 +561,38 @@ func (r *runner) needs(touch []string) int64 {
 // ready reports whether a step can run without waiting for a direct
 // write to reach every node.
 func (r *runner) ready(st Step) bool {
-	if st.Op.Class() != Read {
-		return true
-	}
-	need := r.needs(st.Op.Touches())
-	return need == 0 || r.appliedAll(need)
+	return st.Op.Class() != Read || r.appliedAll(r.needs(st.Op.Touches()))
 }
 
-func (r *runner) appliedAll(id int64) bool {
-	for i := range r.applied {
-		if r.applied[i].Load() < id {
+func (r *runner) appliedAll(need [2]int64) bool {
+	for i, st := range r.stores {
+		if need[i] > 0 && !st.appliedAll(need[i]) {
 			return false
 		}
 	}
 	return true
 }
 
-func (r *runner) appliedNow() []int64 {
-	out := make([]int64, len(r.applied))
-	for i := range r.applied {
-		out[i] = r.applied[i].Load()
-	}
-	return out
-}
-
 // watchApplied keeps the nodes' applied event ids fresh until ctx ends.
 func (r *runner) watchApplied(ctx context.Context) {
+	metrics := make([]string, len(r.stores))
+	for i, st := range r.stores {
+		metrics[i] = st.metric
+	}
 	for {
-		low := int64(1<<63 - 1)
+		var low [2]int64
+		low[0], low[1] = 1<<63-1, 1<<63-1
 		for i, n := range r.fleet.Nodes {
-			v := n.AppliedEvent(ctx)
-			r.applied[i].Store(v)
-			low = min(low, v)
+			for j, v := range n.AppliedEvents(ctx, metrics) {
+				r.stores[j].applied[i].Store(v)
+				low[j] = min(low[j], v)
+			}
 		}
 		now := time.Now()
 		r.mu.Lock()
 		keep := r.seen[:0]
 		for _, w := range r.seen {
-			if w.id <= low {
+			if w.id <= low[w.store] {
 				r.stats.Visibility = append(r.stats.Visibility, now.Sub(w.at))
 				continue
 			}
@@ -657,4 +684,32 @@ func (s *Stats) Summary() string {
 			len(v), q(0.5).Round(time.Millisecond), q(0.99).Round(time.Millisecond), sorted[len(sorted)-1].Round(time.Millisecond))
 	}
 	return b.String()
+}
+
+// fanOut answers a listing of every database straight: both
+// metastores' lists (listing), as a sorted list reply.
+func (r *runner) fanOut(s *session, method string, args []byte) reply {
+	names, err := r.listing(s, method, args)
+	if err != nil {
+		return reply{err: err}
+	}
+	var e wire.Encoder
+	e.StringListField(0, names)
+	e.Stop()
+	return reply{typ: wire.Reply, name: method, body: e.B}
+}
+
+// sortedList is a list reply with its names sorted: a merged listing's
+// order is the proxy's to choose.
+func sortedList(rp reply) reply {
+	names, ok := stringList(rp)
+	if !ok {
+		return rp
+	}
+	slices.Sort(names)
+	var e wire.Encoder
+	e.StringListField(0, names)
+	e.Stop()
+	rp.body = e.B
+	return rp
 }

@@ -59,14 +59,20 @@ func shrink(r *runner, d *Diff, budget time.Duration) ([]Step, *Diff, bool) {
 	// A crash may depend on what the process went through; anything else
 	// is replayed in a namespace of its own on the running nodes.
 	restart := d.Method == "process"
-	try := func(steps []Step) *Diff {
+	// try replays steps; for a crash, the steps are cut after the one it
+	// followed.
+	try := func(steps *[]Step) *Diff {
 		if restart {
 			r.fleet.Restart()
 		}
-		got := replay(r.ms, r.fleet, steps, newNamespace())
-		if got == nil || got.Fallout || got.Method != d.Method || got.Kinds != d.Kinds {
+		got := replay(r.ms, r.fleet, *steps, newNamespace())
+		switch {
+		case got == nil || got.Fallout || got.Method != d.Method || got.Kinds != d.Kinds:
+			return nil
+		case got.Index != len(*steps)-1 && !restart:
 			return nil
 		}
+		*steps = (*steps)[:got.Index+1]
 		return got
 	}
 	// Candidates from the smallest: the step alone; with the creations
@@ -80,7 +86,7 @@ func shrink(r *runner, d *Diff, budget time.Duration) ([]Step, *Diff, bool) {
 		relevant(r.history[:i], r.at[:i], target, r.at[i]),
 		withWaits(r.history[max(0, i-3000):i+1], r.at[max(0, i-3000):i+1]),
 	} {
-		if last = try(c); last != nil {
+		if last = try(&c); last != nil {
 			cand = c
 			break
 		}
@@ -100,8 +106,8 @@ func shrink(r *runner, d *Diff, budget time.Duration) ([]Step, *Diff, bool) {
 		for start := 0; start < len(body) && time.Now().Before(deadline); start += chunk {
 			end := min(len(body), start+chunk)
 			next := append(append(append([]Step(nil), body[:start]...), body[end:]...), tail)
-			if got := try(next); got != nil {
-				body, last, reduced = next[:len(next)-1], got, true
+			if got := try(&next); got != nil {
+				body, tail, last, reduced = next[:len(next)-1], next[len(next)-1], got, true
 				n = max(n-1, 2)
 				break
 			}

@@ -2,6 +2,7 @@ package twin
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 )
@@ -11,13 +12,46 @@ import (
 type enc struct {
 	wire.Encoder
 	ns string
+	// fed is the federation the call goes through, nil for none; direct
+	// says the call is the one made straight to a metastore.
+	fed    *federation
+	direct bool
 }
 
 func (e *enc) str(id int16, s string) { e.StringField(id, s) }
 
 func (e *enc) name(id int16, n Name) { e.StringField(id, n.Render(e.ns)) }
 
-func (e *enc) db(id int16, d DBName) { e.StringField(id, d.Render(e.ns)) }
+// db writes a legacy db argument: a catalog folded in, and under
+// federation the name the call's side uses (see dbString).
+func (e *enc) db(id int16, d DBName) {
+	cat, rest, folded := strings.Cut(d.Cat, "#")
+	if folded && rest != "" && e.direct && e.fed.renames(d.Base) {
+		// What follows the catalog's '#' is the database name as
+		// written, blanks and all.
+		e.StringField(id, cat+"#"+e.fed.localOf(rest+d.renderCanon(e.fed.prefix+Canon(e.ns, d.Base))))
+		return
+	}
+	e.StringField(id, d.Cat+e.dbString(d.Name))
+}
+
+// dbName writes a database name field.
+func (e *enc) dbName(id int16, n Name) { e.StringField(id, e.dbString(n)) }
+
+// dbString is a database name as this side of a call writes it. In a
+// prefixed federation a member's database is the prefix and its own name
+// to clients; the proxy sends the member its own name, normalised, so
+// the call made straight to the member does too.
+func (e *enc) dbString(n Name) string {
+	f := e.fed
+	if !f.renames(n.Base) {
+		return n.Render(e.ns)
+	}
+	if e.direct {
+		return f.local(e.ns, n)
+	}
+	return n.renderCanon(f.prefix + Canon(e.ns, n.Base))
+}
 
 func (e *enc) strs(id int16, v []string) { e.StringListField(id, v) }
 
@@ -111,7 +145,7 @@ func (e *enc) table(id int16, db DBName, name Name, t TableSpec, location string
 	}
 	e.begin(id)
 	e.str(1, name.Render(e.ns))
-	e.str(2, db.Name.Render(e.ns))
+	e.str(2, e.dbString(db.Name))
 	e.str(3, "twin")
 	e.I32Field(4, 0)
 	e.I32Field(5, 0)
@@ -129,7 +163,7 @@ func (e *enc) partition(id int16, db DBName, tbl Name, vals []string, params map
 		e.begin(id)
 	}
 	e.strs(1, vals)
-	e.str(2, db.Name.Render(e.ns))
+	e.str(2, e.dbString(db.Name))
 	e.str(3, tbl.Render(e.ns))
 	e.I32Field(4, 0)
 	e.I32Field(5, 0)
@@ -144,7 +178,7 @@ func (e *enc) colStats(id int16, db DBName, tbl Name, part string, col Col, n in
 	e.begin(id)
 	e.begin(1) // statsDesc
 	e.BoolField(1, part == "")
-	e.str(2, db.Name.Render(e.ns))
+	e.str(2, e.dbString(db.Name))
 	e.str(3, tbl.Render(e.ns))
 	if part != "" {
 		e.str(4, part)
@@ -188,7 +222,7 @@ func isIntegral(t string) bool {
 func (e *enc) function(id int16, db DBName, fn Name, class string) {
 	e.begin(id)
 	e.str(1, fn.Render(e.ns))
-	e.str(2, db.Name.Render(e.ns))
+	e.str(2, e.dbString(db.Name))
 	e.str(3, class)
 	e.str(4, "twin")
 	e.I32Field(5, 1) // USER

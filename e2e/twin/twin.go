@@ -26,6 +26,9 @@ type Config struct {
 	Seed     uint64
 	// Direct is the share of writes made straight to the metastore.
 	Direct float64
+	// Federation, when set ("manual" or "prefixed"), puts a second
+	// metastore of the version behind the fleet as a federated member.
+	Federation string
 	// ProxyArgs are added to every node's flags.
 	ProxyArgs []string
 	// Shrink is how long to spend minimising each difference (at most
@@ -72,9 +75,14 @@ func Run(t testing.TB, cfg Config) *Result {
 		cfg.MaxShrunk = 6
 	}
 	ms := StartMetastore(t, cfg.Version)
-	fleet := StartFleet(t, ms, cfg.Nodes, cfg.ProxyArgs...)
+	var fed *federation
+	if cfg.Federation != "" {
+		fed = newFederation(cfg.Federation, StartMetastore(t, cfg.Version+"m"))
+	}
+	fleet := startFleet(t, ms, fed, cfg.Nodes, cfg.ProxyArgs...)
 	ns := newNamespace()
-	fmt.Printf("twin: HMS %s, %d node(s), %d sessions, seed %d, namespace %s\n", cfg.Version, cfg.Nodes, cfg.Sessions, cfg.Seed, ns)
+	fmt.Printf("twin: HMS %s, %d node(s), %d sessions, seed %d, namespace %s, federation %q\n",
+		cfg.Version, cfg.Nodes, cfg.Sessions, cfg.Seed, ns, cfg.Federation)
 	r, err := newRunner(ms, fleet, ns, cfg.Sessions)
 	if err != nil {
 		t.Fatalf("twin: %v", err)
@@ -87,7 +95,7 @@ func Run(t testing.TB, cfg Config) *Result {
 
 	gens := make([]*gen, cfg.Sessions)
 	for i := range gens {
-		gens[i] = newGen(cfg.Seed, i, cfg.Version, cfg.Nodes, cfg.Direct)
+		gens[i] = newGen(cfg.Seed, i, cfg.Version, cfg.Nodes, cfg.Direct, fed != nil)
 	}
 	for i, g := range gens {
 		for _, st := range g.setup() {
@@ -166,15 +174,19 @@ func Run(t testing.TB, cfg Config) *Result {
 // dropNamespace drops the databases a run made, so that the metastore a
 // long run or a replay uses stays small (listings grow with it).
 func (r *runner) dropNamespace(ns string) {
-	r.ctlMu.Lock()
-	defer r.ctlMu.Unlock()
-	for _, db := range dbBases {
-		var e enc
-		e.str(1, Canon(ns, db))
-		e.BoolField(2, true)
-		e.BoolField(3, true)
-		e.Stop()
-		call(r.ctl, "drop_database", e.B)
+	for i, st := range r.stores {
+		bases := dbBases
+		if i == 1 {
+			bases = memberBases
+		}
+		for _, db := range bases {
+			var e enc
+			e.str(1, Canon(ns, db))
+			e.BoolField(2, true)
+			e.BoolField(3, true)
+			e.Stop()
+			st.call("drop_database", e.B)
+		}
 	}
 }
 
@@ -226,7 +238,8 @@ func Replay(t *testing.T, version string, nodes int, steps []Step) {
 }
 
 // replay runs steps in order and returns the difference of the last
-// one, if any: what a minimised sequence is about.
+// one, if any: what a minimised sequence is about. A crash of a node
+// ends the replay at the step it followed, whichever it is.
 func replay(ms *Metastore, fleet *Fleet, steps []Step, ns string) *Diff {
 	sessions := 0
 	for _, st := range steps {
@@ -253,8 +266,13 @@ func replay(ms *Metastore, fleet *Fleet, steps []Step, ns string) *Diff {
 			r.mu.Lock()
 			d = r.diffs[len(r.diffs)-1]
 			r.mu.Unlock()
+			d.Index = i
+			return d
 		}
 		if i == len(steps)-1 {
+			if d != nil {
+				d.Index = i
+			}
 			return d
 		}
 	}
@@ -262,8 +280,9 @@ func replay(ms *Metastore, fleet *Fleet, steps []Step, ns string) *Diff {
 }
 
 // Knobs reads the twin's settings from the environment: TWIN_SECONDS,
-// TWIN_VERSIONS, TWIN_NODES, TWIN_SEED, TWIN_OPS, TWIN_SHRINK_SECONDS.
-func Knobs() (versions []string, nodes []int, cfg Config) {
+// TWIN_VERSIONS, TWIN_NODES, TWIN_FEDERATION, TWIN_SEED, TWIN_OPS,
+// TWIN_SHRINK_SECONDS, TWIN_DIRECT.
+func Knobs() (versions []string, nodes []int, feds []string, cfg Config) {
 	env := func(k, def string) string {
 		if v := os.Getenv(k); v != "" {
 			return v
@@ -287,5 +306,11 @@ func Knobs() (versions []string, nodes []int, cfg Config) {
 			nodes = append(nodes, v)
 		}
 	}
-	return versions, nodes, cfg
+	for _, f := range strings.Split(env("TWIN_FEDERATION", "none"), ",") {
+		if f = strings.TrimSpace(f); f == "none" {
+			f = ""
+		}
+		feds = append(feds, f)
+	}
+	return versions, nodes, feds, cfg
 }

@@ -20,20 +20,26 @@ func TestTwin(t *testing.T) {
 	if os.Getenv("TWIN_VERSIONS") == "" {
 		t.Skip("TWIN_VERSIONS not set (make twin sets it)")
 	}
-	versions, nodes, cfg := twin.Knobs()
+	versions, nodes, feds, cfg := twin.Knobs()
 	ops, diffs := 0, 0
 	for _, v := range versions {
 		for _, n := range nodes {
-			t.Run(fmt.Sprintf("%s/nodes=%d", v, n), func(t *testing.T) {
-				c := cfg
-				c.Version, c.Nodes = v, n
-				res := twin.Run(t, c)
-				ops += res.Ops
-				diffs += len(res.Diffs)
-				if len(res.Diffs) > 0 {
-					t.Errorf("%d differences (seed %d: TWIN_SEED=%d replays it)", len(res.Diffs), c.Seed, c.Seed)
+			for _, fed := range feds {
+				name := fmt.Sprintf("%s/nodes=%d", v, n)
+				if fed != "" {
+					name += "/federation=" + fed
 				}
-			})
+				t.Run(name, func(t *testing.T) {
+					c := cfg
+					c.Version, c.Nodes, c.Federation = v, n, fed
+					res := twin.Run(t, c)
+					ops += res.Ops
+					diffs += len(res.Diffs)
+					if len(res.Diffs) > 0 {
+						t.Errorf("%d differences (seed %d: TWIN_SEED=%d replays it)", len(res.Diffs), c.Seed, c.Seed)
+					}
+				})
+			}
 		}
 	}
 	fmt.Printf("twin: %d operations, %d differences\n", ops, diffs)

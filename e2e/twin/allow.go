@@ -1,6 +1,7 @@
 package twin
 
 import (
+	"strings"
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/hms"
@@ -21,7 +22,9 @@ import (
 //     its notification log does not record (hms.UnloggedWrites, measured
 //     on the test bed) reaches a proxy only when its entries expire:
 //     cache.ttl_without_eventlog for the kinds such writes change. Reads
-//     of that database may differ for that long.
+//     of what it touched may differ for that long, and only those whose
+//     answer it can change (answerOfWrite): an alter_database the
+//     database object, not the tables in it.
 //
 //   - write-in-doubt: a write the twin stopped waiting for after
 //     writeTimeout (the metastore retries a write its database refuses
@@ -70,8 +73,9 @@ func (a *allower) unloggedOp(op Op) bool { return a.unlogged[op.Method()] }
 func (a *allower) reply(r *runner, st Step, _, _ reply) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for udb, at := range r.unlogged {
-		if overlapsAny([]string{udb}, st.Op.Touches()) && time.Since(at) < unloggedBound {
+	ans := answerOfRead(st.Op.Method())
+	for k, at := range r.unlogged {
+		if k.answer == ans && overlapsAny([]string{k.touch}, st.Op.Touches()) && time.Since(at) < unloggedBound {
 			return "unlogged-direct-write"
 		}
 	}
@@ -81,4 +85,54 @@ func (a *allower) reply(r *runner, st Step, _, _ reply) string {
 		}
 	}
 	return ""
+}
+
+// unloggedKey is what an unlogged direct write may leave stale: the
+// answers of one kind about one database or table.
+type unloggedKey struct {
+	touch  string
+	answer answer
+}
+
+// answer is the kind of a read's answer, as far as the unlogged writes
+// change them.
+type answer uint8
+
+const (
+	answerObjects     answer = iota // tables, partitions, statistics
+	answerDatabase                  // the database object
+	answerFunction                  // functions
+	answerConstraints               // keys and constraints
+	answerNames                     // lists of names
+)
+
+// answerOfWrite is the kind of answer an unlogged write changes: a
+// statistics write the statistics and the COLUMN_STATS_ACCURATE
+// parameter of the table or partitions it names.
+func answerOfWrite(method string) answer {
+	switch {
+	case method == "alter_database":
+		return answerDatabase
+	case strings.Contains(method, "function"):
+		return answerFunction
+	case strings.Contains(method, "constraint"), strings.HasSuffix(method, "_key"):
+		return answerConstraints
+	}
+	return answerObjects
+}
+
+// answerOfRead is the kind of a read's answer.
+func answerOfRead(method string) answer {
+	switch {
+	case strings.HasPrefix(method, "get_database"):
+		return answerDatabase
+	case strings.Contains(method, "function"):
+		return answerFunction
+	case strings.HasSuffix(method, "_keys"), strings.Contains(method, "constraints"):
+		return answerConstraints
+	case method == "get_all_tables", method == "get_tables", method == "get_all_databases",
+		method == "get_databases", strings.HasPrefix(method, "get_partition_names"):
+		return answerNames
+	}
+	return answerObjects
 }

@@ -170,10 +170,11 @@ type runner struct {
 	// newest notification event of a direct write: reads of it wait until
 	// every node applied that event.
 	pending map[string]int64
-	// unlogged holds, per database base, when a direct write the
-	// notification log does not record ended: reads of it may differ
-	// within the bound of allow.go.
-	unlogged map[string]time.Time
+	// unlogged holds, per touch and kind of answer, when a direct write
+	// the notification log does not record ended: reads of that kind of
+	// answer about what it touched may differ within the bound of
+	// allow.go.
+	unlogged map[unloggedKey]time.Time
 	ledger   map[string]string // Iceberg tables: the metadata location last committed
 	// doubt holds, per touch, until when a write the twin stopped
 	// waiting for may still land.
@@ -207,7 +208,7 @@ type Stats struct {
 
 func newRunner(ms *Metastore, f *Fleet, ns string, sessions int) (*runner, error) {
 	r := &runner{ms: ms, fleet: f, ns: ns, allow: newAllower(ms.Version), fed: f.fed,
-		pending: map[string]int64{}, unlogged: map[string]time.Time{}, ledger: map[string]string{}, doubt: map[string]time.Time{},
+		pending: map[string]int64{}, unlogged: map[unloggedKey]time.Time{}, ledger: map[string]string{}, doubt: map[string]time.Time{},
 		stats: Stats{ByMethod: map[string]int{}, ByGen: map[string]int{}, Allowed: map[string]int{},
 			Time: map[string]time.Duration{}}}
 	st, err := newStore(ms, "hmsproxy_eventlog_applied_event_id", len(f.Nodes))
@@ -503,8 +504,8 @@ func (r *runner) directWrote(op Op, store int) {
 		if err == nil && id > r.pending[db] {
 			r.pending[db] = id
 		}
-		if r.allow.unloggedOp(op) {
-			r.unlogged[db] = time.Now()
+		if db != "*" && r.allow.unloggedOp(op) {
+			r.unlogged[unloggedKey{db, answerOfWrite(op.Method())}] = time.Now()
 		}
 	}
 }

@@ -2,6 +2,7 @@ package twin
 
 import (
 	"fmt"
+	"go/format"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -36,7 +37,7 @@ func shrinkAll(t testing.TB, r *runner, cfg Config) []string {
 			fmt.Printf("twin: %s: not reproduced by an ordered replay (timing); kept the run's log only\n", d.Method)
 			continue
 		}
-		f, err := writeFound(cfg, r.ms.Version, len(r.fleet.Nodes), steps, last, d.Index)
+		f, err := writeFound(cfg, Setup{Version: r.ms.Version, Nodes: len(r.fleet.Nodes), Federation: cfg.Federation}, steps, last, d.Index)
 		if err != nil {
 			t.Errorf("twin: write test file: %v", err)
 			continue
@@ -199,26 +200,31 @@ func stepSource(st Step) string {
 var foundName = regexp.MustCompile(`[^A-Za-z0-9]+`)
 
 // writeFound writes a test that replays steps.
-func writeFound(cfg Config, version string, nodes int, steps []Step, d *Diff, at int) (string, error) {
+func writeFound(cfg Config, setup Setup, steps []Step, d *Diff, at int) (string, error) {
 	dir := cfg.FoundDir
 	if dir == "" {
 		dir = filepath.Join(repoRoot(), "e2e", "twin")
 	}
-	name := fmt.Sprintf("Found%sSeed%dOp%d", foundName.ReplaceAllString(version, ""), cfg.Seed, at)
+	version := foundName.ReplaceAllString(setup.Version, "")
+	name := fmt.Sprintf("Found%sSeed%dOp%d", version, cfg.Seed, at)
 	var b strings.Builder
 	fmt.Fprintf(&b, "package twin_test\n\n")
 	fmt.Fprintf(&b, "import (\n\t\"testing\"\n\n\t\"github.com/hmsproxy/hmsproxy/e2e/twin\"\n)\n\n")
-	fmt.Fprintf(&b, "// Test%s was written by the twin (seed %d, HMS %s, %d node(s)).\n", name, cfg.Seed, version, nodes)
+	fmt.Fprintf(&b, "// Test%s was written by the twin (seed %d, %+v).\n", name, cfg.Seed, setup)
 	for _, line := range strings.Split(wrapComment(d.String()), "\n") {
 		fmt.Fprintf(&b, "// %s\n", line)
 	}
-	fmt.Fprintf(&b, "func Test%s(t *testing.T) {\n\ttwin.Replay(t, %q, %d, []twin.Step{\n", name, version, nodes)
+	fmt.Fprintf(&b, "func Test%s(t *testing.T) {\n\ttwin.Replay(t, %#v, []twin.Step{\n", name, setup)
 	for _, st := range steps {
 		fmt.Fprintf(&b, "\t\t%s,\n", strings.TrimPrefix(stepSource(st), "twin.Step"))
 	}
 	fmt.Fprintf(&b, "\t})\n}\n")
-	path := filepath.Join(dir, fmt.Sprintf("found_%s_%d_%d_test.go", foundName.ReplaceAllString(version, ""), cfg.Seed, at))
-	return path, os.WriteFile(path, []byte(b.String()), 0o644)
+	src, err := format.Source([]byte(b.String()))
+	if err != nil {
+		return "", fmt.Errorf("twin: the test it wrote does not parse: %w", err)
+	}
+	path := filepath.Join(dir, fmt.Sprintf("found_%s_%d_%d_test.go", version, cfg.Seed, at))
+	return path, os.WriteFile(path, src, 0o644)
 }
 
 func wrapComment(s string) string {

@@ -222,16 +222,28 @@ func (r *runner) dead() bool {
 	return found
 }
 
-// Replay runs steps in order, one at a time, on a fresh fleet of nodes
-// proxies in front of the metastore of version, and fails t at the
-// first difference. The test files the twin writes call it.
-func Replay(t *testing.T, version string, nodes int, steps []Step) {
+// Setup is the fleet a replay runs on: the metastore's version, the
+// number of proxies, and the federation ("", "manual", "prefixed").
+type Setup struct {
+	Version    string
+	Nodes      int
+	Federation string
+}
+
+// Replay runs steps in order, one at a time, on a fresh fleet in front
+// of the metastore of the setup's version, and fails t at the first
+// difference. The test files the twin writes call it.
+func Replay(t *testing.T, s Setup, steps []Step) {
 	t.Helper()
 	if os.Getenv("TWIN_VERSIONS") == "" && os.Getenv("HMSPROXY_E2E") == "" {
 		t.Skip("TWIN_VERSIONS (make twin) or HMSPROXY_E2E (make e2e) not set")
 	}
-	ms := StartMetastore(t, version)
-	fleet := StartFleet(t, ms, nodes)
+	ms := StartMetastore(t, s.Version)
+	var fed *federation
+	if s.Federation != "" {
+		fed = newFederation(s.Federation, StartMetastore(t, s.Version+"m"))
+	}
+	fleet := startFleet(t, ms, fed, max(1, s.Nodes))
 	if d := replay(ms, fleet, steps, newNamespace()); d != nil {
 		t.Fatalf("difference at the last step: %s", d)
 	}

@@ -429,8 +429,19 @@ schema_tool_class() {
 
 init_schema() { # version workdir
   local ver=$1 work=$2
-  [[ $ver == 2.3 ]] && return 0
   [[ -d "$work/metastore_db" ]] && return 0
+  if [[ $ver == 2.3 ]]; then
+    # DataNucleus creates the rest on demand; the transaction tables
+    # (locks, transactions) it does not (hive23/PrepTxnTables.java).
+    log "creating the transaction tables for 2.3"
+    if ! (cd "$work" && java -Xmx256m -Dderby.stream.error.file="$work/derby.log" \
+          -cp "$work/conf:$(classpath "$ver")" "$HERE/hive23/PrepTxnTables.java" > "$work/preptxn.log" 2>&1); then
+      tail -n 40 "$work/preptxn.log" >&2
+      rm -rf "$work/metastore_db"
+      die "creating the 2.3 transaction tables failed"
+    fi
+    return 0
+  fi
   log "initialising Derby schema for $ver (schematool)"
   # shellcheck disable=SC2046 # none, or options without spaces
   if ! (cd "$work" && METASTORE_HOME="$CACHE/hive-$ver/dist" java -Xmx512m "${JAVA_OPENS[@]}" $(kerberos_jvm_opts) \

@@ -218,17 +218,25 @@ func (g *gen) partNames(keys []Col) ([]string, string) {
 		name := partName(keys, v)
 		switch g.pick(8) {
 		case 0:
-			// Unescaped values: the metastore matches names exactly.
+			// Unescaped values: the metastore matches names exactly. Alone
+			// or next to the stored form: a reply to both must not answer
+			// a later request for the unescaped one alone.
 			parts := make([]string, len(keys))
 			for j, k := range keys {
 				parts[j] = k.Name + "=" + v[j]
 			}
-			out = append(out, name, strings.Join(parts, "/"))
+			if g.chance(0.5) {
+				out = append(out, name)
+			}
+			out = append(out, strings.Join(parts, "/"))
 			tag = "unescaped"
 			continue
 		case 1:
 			if len(keys) == 1 {
-				out = append(out, name, "zz="+escapePart(v[0]))
+				if g.chance(0.5) {
+					out = append(out, name)
+				}
+				out = append(out, "zz="+escapePart(v[0]))
 				tag = "wrong-key"
 				continue
 			}

@@ -71,13 +71,21 @@ type Diff struct {
 	// "transport"): with Method, what a minimised sequence must still
 	// end in.
 	Kinds string
+	// Session is the session's set_ugi and setMetaConf state when the
+	// step ran ("" for none): an answer that depends on it is a session
+	// class of difference.
+	Session string
 }
 
 func (d *Diff) String() string {
 	if d.Why != "" {
 		return fmt.Sprintf("%s (%s, session %d via %s): %s", d.Method, d.Step.Gen, d.Step.S, d.Step.Via, d.Why)
 	}
-	return fmt.Sprintf("%s (%s, session %d): proxy %s; metastore %s", d.Method, d.Step.Gen, d.Step.S, d.Proxy, d.Direct)
+	var sess string
+	if d.Session != "" {
+		sess = " [" + d.Session + "]"
+	}
+	return fmt.Sprintf("%s (%s, session %d%s): proxy %s; metastore %s", d.Method, d.Step.Gen, d.Step.S, sess, d.Proxy, d.Direct)
 }
 
 // reply is one call's outcome as compared: the message type, name and
@@ -137,6 +145,9 @@ type session struct {
 	// ice is the metadata location the session last saw of each Iceberg
 	// table: the base of its next commit.
 	ice map[string]string
+	// claims are the session's set_ugi and setMetaConf calls since it
+	// connected, as a difference reports them.
+	claims []string
 }
 
 // runner runs steps against one fleet and one metastore.
@@ -238,7 +249,7 @@ func newRunner(ms *Metastore, f *Fleet, ns string, sessions int) (*runner, error
 // over), retrying while a node restarts.
 func (r *runner) connect(s *session) error {
 	s.closeConns()
-	s.st, s.locks, s.ice = state{}, nil, nil
+	s.st, s.locks, s.ice, s.claims = state{}, nil, nil, nil
 	var err error
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -418,12 +429,19 @@ func (r *runner) read(s *session, st Step, args, dargs []byte) *Diff {
 		r.rw.RUnlock()
 	}
 	r.reconnectBroken(s, rp, rd)
+	claims := strings.Join(s.claims, " ")
+	switch o := st.Op.(type) {
+	case SetUGI:
+		s.claims = append(s.claims, "set_ugi "+o.User)
+	case SetMetaConf:
+		s.claims = append(s.claims, "setMetaConf "+o.Key+"="+o.Value)
+	}
 	if same {
 		r.record(st, nil)
 		return nil
 	}
 	d := &Diff{Proxy: rp.String(), Direct: rd.String(), Fallout: rp.err != nil && r.crashedLately(),
-		Kinds: rp.kind() + "/" + rd.kind()}
+		Kinds: rp.kind() + "/" + rd.kind(), Session: claims}
 	switch {
 	case raced:
 		d.Allowed = "raced"

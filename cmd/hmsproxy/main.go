@@ -184,7 +184,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 	if err != nil {
 		return err
 	}
-	limiter, err := newLimiter(cfg.RateLimit, rdb, log.With("component", "ratelimit"))
+	limiter, err := newLimiter(cfg.RateLimit, cfg.Kerberos.Enabled, rdb, log.With("component", "ratelimit"))
 	if err != nil {
 		return err
 	}

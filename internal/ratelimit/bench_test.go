@@ -15,7 +15,7 @@ func BenchmarkAllow(b *testing.B) {
 	run := func(b *testing.B, l *Limiter) {
 		ctx := context.Background()
 		for b.Loop() {
-			if err := l.Allow(ctx, "bob", ClassRead); err != nil {
+			if err := l.Allow(ctx, Caller{User: "bob"}, ClassRead); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -155,62 +155,63 @@ func TestRateLimitSetUGICycling(t *testing.T) {
 
 // TestRateLimitClaimSpendsOwnBucket guards issue 22: claiming to be bob
 // spends the claimer's bucket, never bob's, whether bob is a set_ugi
-// client of another address or a Kerberos-authenticated bob.
+// client of another address or a Kerberos-authenticated bob (even at the
+// claimer's address).
 func TestRateLimitClaimSpendsOwnBucket(t *testing.T) {
 	kdc := kdctest.Start(t)
 	_, addr := startDemo(t, wire.Framed)
-	lim := readLimiter(t, 2)
-	s, plainAddr := serve(t, Config{Transport: wire.Framed, Cache: newCaching(t, nil), Limiter: lim},
-		proxytest.Group(t, upstream.Config{Transport: wire.Framed}, addr))
-	// the same proxy also serves Kerberos clients, as a peer node sharing
-	// its buckets through Redis would
-	pSrv, err := sasl.NewServer(sasl.ServerConfig{Principal: kdctest.Proxy, Keytab: kdc.Keytab(t, "hmsproxy")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	krbAddr := proxytest.ServeOn(t, s, sasl.Listen(proxytest.Listen(t), pSrv, sasl.ListenerConfig{}))
 	get := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))
-
-	// mallory, at 127.0.0.2, claims to be bob until she is limited
-	mallory := dialFrom(t, "127.0.0.2", plainAddr, wire.Framed)
-	call(t, mallory, "set_ugi", ugiArgs("bob"))
-	for i := range 3 {
-		want := int16(0)
-		if i == 2 {
-			want = 1
+	reads := func(t *testing.T, who string, cs ...*hmsclient.Client) {
+		t.Helper()
+		for i, c := range cs {
+			want := int16(0)
+			if i == 2 {
+				want = 1 // past the burst of 2
+			}
+			if f := resultField(t, call(t, c, "get_table", get)); f != want {
+				t.Fatalf("%s's read %d answered field %d; want %d", who, i+1, f, want)
+			}
 		}
-		if f := resultField(t, call(t, mallory, "get_table", get)); f != want {
-			t.Fatalf("mallory's read %d as bob answered field %d; want %d", i+1, f, want)
-		}
 	}
-	// bob at another address, by set_ugi: his own bucket
-	bob := dial(t, plainAddr, wire.Framed)
-	call(t, bob, "set_ugi", ugiArgs("bob"))
-	if f := resultField(t, call(t, bob, "get_table", get)); f != 0 {
-		t.Fatalf("bob's read at 127.0.0.1 answered field %d; mallory's claim spent his bucket", f)
-	}
-	// bob authenticated by Kerberos, even from mallory's address: his own
-	// bucket, which his connections share
-	cl, err := sasl.NewClient(sasl.ClientConfig{Principal: kdctest.Bob, Keytab: kdc.Keytab(t, "bob"), Krb5Conf: kdc.Config(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	krbBob := func() *hmsclient.Client {
-		c := dialFrom(t, "127.0.0.2", krbAddr, wire.Framed)
-		if err := cl.Handshake(ctxT(t), c.Conn(), kdctest.Proxy, ""); err != nil {
+	// setup serves a proxy limiting reads to a burst of 2, on a plain
+	// listener and on a Kerberos one (as two nodes sharing their buckets
+	// through Redis would), where mallory, at 127.0.0.2, has spent her
+	// burst claiming to be bob.
+	setup := func(t *testing.T) (plainAddr, krbAddr string) {
+		s, plainAddr := serve(t, Config{Transport: wire.Framed, Cache: newCaching(t, nil), Limiter: readLimiter(t, 2)},
+			proxytest.Group(t, upstream.Config{Transport: wire.Framed}, addr))
+		pSrv, err := sasl.NewServer(sasl.ServerConfig{Principal: kdctest.Proxy, Keytab: kdc.Keytab(t, "hmsproxy")})
+		if err != nil {
 			t.Fatal(err)
 		}
-		return c
+		krbAddr = proxytest.ServeOn(t, s, sasl.Listen(proxytest.Listen(t), pSrv, sasl.ListenerConfig{}))
+		mallory := dialFrom(t, "127.0.0.2", plainAddr, wire.Framed)
+		call(t, mallory, "set_ugi", ugiArgs("bob"))
+		reads(t, "mallory (as bob)", mallory, mallory, mallory)
+		return plainAddr, krbAddr
 	}
-	k1, k2 := krbBob(), krbBob()
-	for i, c := range []*hmsclient.Client{k1, k2, k1} {
-		want := int16(0)
-		if i == 2 {
-			want = 1
+	t.Run("bob at another address", func(t *testing.T) {
+		plainAddr, _ := setup(t)
+		bob := dial(t, plainAddr, wire.Framed)
+		call(t, bob, "set_ugi", ugiArgs("bob"))
+		reads(t, "bob at 127.0.0.1", bob, bob, bob)
+	})
+	t.Run("authenticated bob", func(t *testing.T) {
+		_, krbAddr := setup(t)
+		cl, err := sasl.NewClient(sasl.ClientConfig{Principal: kdctest.Bob, Keytab: kdc.Keytab(t, "bob"), Krb5Conf: kdc.Config(t)})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if f := resultField(t, call(t, c, "get_table", get)); f != want {
-			t.Fatalf("authenticated bob's read %d answered field %d; want %d", i+1, f, want)
+		t.Cleanup(cl.Close)
+		krbBob := func() *hmsclient.Client {
+			c := dialFrom(t, "127.0.0.2", krbAddr, wire.Framed)
+			if err := cl.Handshake(ctxT(t), c.Conn(), kdctest.Proxy, ""); err != nil {
+				t.Fatal(err)
+			}
+			return c
 		}
-	}
+		// his connections share his bucket
+		k1, k2 := krbBob(), krbBob()
+		reads(t, "authenticated bob", k1, k2, k1)
+	})
 }

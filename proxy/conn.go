@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/inflight"
+	"github.com/hmsproxy/hmsproxy/internal/ratelimit"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -29,11 +31,15 @@ var errTooManyFiles = syscall.EMFILE
 // clientConn is one client connection and the session state HMS would
 // keep for it. It is used by its own goroutine only.
 type clientConn struct {
-	s       *Server
-	nc      net.Conn
-	r       *wire.Reader
-	w       *wire.Writer
-	sess    *upstream.Session
+	s    *Server
+	nc   net.Conn
+	r    *wire.Reader
+	w    *wire.Writer
+	sess *upstream.Session
+	// caller is who the connection's calls are charged to (rate
+	// limits): its authenticated identity, else its source address;
+	// never a set_ugi claim
+	caller  ratelimit.Caller
 	scratch []byte
 	rt      *route // the group of the call in progress
 	// rename, set when the router renamed the call in progress, shows a
@@ -140,12 +146,26 @@ func newClientConn(s *Server, nc net.Conn) *clientConn {
 		nc = ac.NetConn()
 	}
 	c := &clientConn{s: s, nc: nc,
-		r:    wire.NewReader(nc, s.cfg.Transport, s.cfg.Limits),
-		w:    wire.NewWriter(nc, s.cfg.Transport),
-		sess: sess}
+		r:      wire.NewReader(nc, s.cfg.Transport, s.cfg.Limits),
+		w:      wire.NewWriter(nc, s.cfg.Transport),
+		sess:   sess,
+		caller: callerOf(sess, nc.RemoteAddr())}
 	c.r.SetGate((*requestGate)(c))
 	c.w.SetTimeout(nc, s.cfg.WriteTimeout)
 	return c
+}
+
+// callerOf is who a connection's calls are charged to: the identity its
+// listener authenticated, else the address it comes from.
+func callerOf(sess *upstream.Session, remote net.Addr) ratelimit.Caller {
+	if u := sess.Authenticated(); u != "" {
+		return ratelimit.Caller{User: u}
+	}
+	var addr netip.Addr
+	if ta, ok := remote.(*net.TCPAddr); ok {
+		addr = ta.AddrPort().Addr()
+	}
+	return ratelimit.CallerAt(addr)
 }
 
 // armIdle sets the deadline of the wait for the next request.
@@ -452,7 +472,7 @@ func (c *clientConn) handle(meth *hms.Method, m wire.Message) error {
 	// their concurrency and the pool share they may take, not by the
 	// per-user limits of the identity they load as.
 	if l := c.s.cfg.Limiter; l != nil && !oneway && !c.sess.Background() {
-		if err := l.AllowCall(c.s.ctx, c.sess.User(), meth); err != nil {
+		if err := l.AllowCall(c.s.ctx, c.caller, meth); err != nil {
 			c.outcome = OutcomeError
 			return c.refuse(meth, m, err.Error())
 		}

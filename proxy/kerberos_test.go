@@ -2,11 +2,20 @@ package proxy
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	krbclient "github.com/jcmturner/gokrb5/v8/client"
+	"github.com/jcmturner/gokrb5/v8/gssapi"
+	"github.com/jcmturner/gokrb5/v8/iana/keyusage"
+	"github.com/jcmturner/gokrb5/v8/spnego"
 
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
@@ -28,6 +37,7 @@ type krbBed struct {
 
 	mu        sync.Mutex
 	upstreams []string // principals the metastore authenticated, in order
+	actingFor []string // users metastore connections were opened for (the delegation token's owner, with impersonation)
 	refused   []error  // handshakes the proxy refused
 }
 
@@ -56,7 +66,10 @@ func newKrbBed(t *testing.T, caching *Caching) *krbBed {
 	t.Cleanup(cl.Close)
 	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + dln.Addr().String()}, Transport: wire.Framed,
 		HealthInterval: time.Hour, Logger: testLogger(t),
-		Handshake: func(ctx context.Context, c net.Conn, _ string) (net.Conn, error) {
+		Handshake: func(ctx context.Context, c net.Conn, user string) (net.Conn, error) {
+			b.mu.Lock()
+			b.actingFor = append(b.actingFor, user)
+			b.mu.Unlock()
 			return c, cl.Handshake(ctx, c, kdctest.Metastore, "")
 		}})
 	if err != nil {
@@ -175,6 +188,138 @@ func TestKerberosIdentity(t *testing.T) {
 			t.Fatalf("metastore authenticated %q; want the proxy's principal %s", p, kdctest.Proxy)
 		}
 	}
+}
+
+// TestKerberosIdentityFromTicket guards issue 22: the identity that keys
+// the cache scope, the upstream pool and the delegation token is the
+// principal the KDC wrote into the client's ticket. A user of a trusted
+// realm is not the local user of the same short name, and cannot become
+// her by writing the local realm into her authenticator.
+func TestKerberosIdentityFromTicket(t *testing.T) {
+	caching := newCaching(t, nil)
+	caching.Scope = ScopeUser
+	b := newKrbBed(t, caching)
+	alice, err := b.dial(t, "alice", kdctest.Alice, kdctest.Proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))
+	call(t, alice, "get_table", get)
+	caching.Store.Wait()
+	if n := b.demo.CallCount("get_table"); n != 1 {
+		t.Fatalf("alice's read: %d loads; want 1", n)
+	}
+
+	// foreign alice, forging: her ticket, an authenticator naming alice
+	// of the proxy's realm
+	nc, err := net.Dial("tcp", b.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := forgedHandshake(t, b.kdc, nc, "foreign-alice", kdctest.ForeignAlice, "alice", kdctest.Realm); err == nil {
+		forged := hmsclient.New(nc, wire.Framed)
+		call(t, forged, "get_table", get)
+		t.Fatalf("the proxy took foreign alice's forged authenticator (the metastore saw %d loads: 1 means she was served alice's entry)",
+			b.demo.CallCount("get_table"))
+	} else if !strings.Contains(err.Error(), "does not match") {
+		t.Fatalf("forged handshake: %v; want refused as a mismatch", err)
+	}
+
+	// foreign alice, honest: her own identity, apart from alice's
+	fa, err := b.dial(t, "foreign-alice", kdctest.ForeignAlice, kdctest.Proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call(t, fa, "get_table", get)
+	if n := b.demo.CallCount("get_table"); n != 2 {
+		t.Fatalf("foreign alice's read: %d loads; want 2 (she is not served alice's entry)", n)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	want := map[string]bool{"alice": true, kdctest.ForeignAlice: true}
+	for _, u := range b.actingFor {
+		if u == "" {
+			continue // the proxy's own (the scope check)
+		}
+		if !want[u] {
+			t.Fatalf("a metastore connection was opened for %q; want only alice and %s", u, kdctest.ForeignAlice)
+		}
+		delete(want, u)
+	}
+	if len(want) != 0 {
+		t.Fatalf("no metastore connection for %v: pooled with another user's", want)
+	}
+}
+
+// forgedHandshake runs the Thrift-SASL GSSAPI exchange on nc with the
+// service ticket of the keytab's principal and an authenticator naming
+// name@realm instead: the client encrypts its authenticator itself, with
+// the session key it knows. It asks for no mutual authentication, so
+// that the exchange is as short as the server allows.
+func forgedHandshake(t *testing.T, kdc *kdctest.KDC, nc net.Conn, keytab, principal, name, realm string) error {
+	t.Helper()
+	holderName, holderRealm, _ := strings.Cut(principal, "@")
+	holder := krbclient.NewWithKeytab(holderName, holderRealm, kdc.Keytab(t, keytab), kdc.Config(t), krbclient.DisablePAFXFAST(true))
+	if err := holder.Login(); err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Destroy()
+	tkt, key, err := holder.GetServiceTicket("hmsproxy/localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	forger := krbclient.NewWithPassword(name, realm, "never used", kdc.Config(t))
+	tok, err := spnego.NewKRB5TokenAPREQ(forger, tkt, key, []int{gssapi.ContextFlagInteg}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apReq, err := tok.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	defer nc.SetDeadline(time.Time{})
+	send := func(status byte, payload []byte) {
+		msg := append([]byte{status, 0, 0, 0, 0}, payload...)
+		binary.BigEndian.PutUint32(msg[1:5], uint32(len(payload)))
+		if _, err := nc.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recv := func() (byte, []byte, error) {
+		hdr := make([]byte, 5)
+		if _, err := io.ReadFull(nc, hdr); err != nil {
+			return 0, nil, err
+		}
+		body := make([]byte, binary.BigEndian.Uint32(hdr[1:]))
+		if _, err := io.ReadFull(nc, body); err != nil {
+			return 0, nil, err
+		}
+		if hdr[0] == 3 || hdr[0] == 4 { // BAD, ERROR
+			return hdr[0], nil, fmt.Errorf("refused: %s", body)
+		}
+		return hdr[0], body, nil
+	}
+	send(1, []byte("GSSAPI"))            // START
+	send(2, apReq)                       // OK
+	if _, _, err := recv(); err != nil { // the security-layer offer
+		return err
+	}
+	if err := tok.APReq.DecryptAuthenticator(key); err != nil {
+		t.Fatal(err)
+	}
+	choice := gssapi.WrapToken{EC: 12, SndSeqNum: uint64(tok.APReq.Authenticator.SeqNumber), Payload: []byte{1, 0, 0, 0}}
+	if err := choice.SetCheckSum(key, keyusage.GSSAPI_INITIATOR_SEAL); err != nil {
+		t.Fatal(err)
+	}
+	wt, err := choice.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(5, wt) // COMPLETE
+	_, _, err = recv()
+	return err
 }
 
 // TestKerberosRefusals (issue 14): a ticket for the wrong service and a

@@ -21,6 +21,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/inflight"
+	"github.com/hmsproxy/hmsproxy/internal/ratelimit"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -78,10 +79,12 @@ type Config struct {
 	Router    Router
 }
 
-// CallLimiter bounds the calls of each identity (per-user rate limits);
-// *ratelimit.Limiter implements it.
+// CallLimiter bounds the calls of each client (per-user rate limits);
+// *ratelimit.Limiter implements it. A client is charged as its
+// authenticated identity, or its source address when it has none: a
+// set_ugi name is a claim, which keys no budget.
 type CallLimiter interface {
-	AllowCall(ctx context.Context, user string, meth *hms.Method) error
+	AllowCall(ctx context.Context, who ratelimit.Caller, meth *hms.Method) error
 }
 
 // Server is a proxy listener's connection handling.

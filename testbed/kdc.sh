@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # A real MIT Kerberos KDC on loopback for the hmsproxy test bed: realm
-# HMSPROXY.TEST, its principals and keytabs, all under one work directory.
+# HMSPROXY.TEST, its principals and keytabs, and a second realm FOREIGN.TEST
+# that HMSPROXY.TEST trusts (one-way: FOREIGN.TEST users get tickets for
+# HMSPROXY.TEST services), all under one work directory.
 #
 #   testbed/kdc.sh start WORKDIR [PORT]   # idempotent; PORT default 8888 (TCP and UDP)
 #   testbed/kdc.sh stop WORKDIR
@@ -14,6 +16,8 @@
 #   bob.keytab       bob@HMSPROXY.TEST                 an end user
 #   admin.keytab     admin@HMSPROXY.TEST               an end user (the test-bed filter hook's admin)
 #   short.keytab     short@HMSPROXY.TEST               tickets live KDC_SHORT_LIFE (default 2 seconds)
+#   foreign-alice.keytab  alice@FOREIGN.TEST           a user of the trusted foreign realm, who
+#                                                      shares a short name with alice@HMSPROXY.TEST
 #
 # Principals use the host name "localhost" and krb5.conf turns off DNS and
 # reverse look-ups, so that nothing depends on the machine's resolver.
@@ -21,6 +25,7 @@
 set -euo pipefail
 
 REALM=HMSPROXY.TEST
+FOREIGN=FOREIGN.TEST
 log() { echo "[kdc.sh] $*" >&2; }
 die() { echo "[kdc.sh] ERROR: $*" >&2; exit 1; }
 
@@ -49,6 +54,14 @@ write_conf() { # work port
   $REALM = {
     kdc = 127.0.0.1:$port
   }
+  $FOREIGN = {
+    kdc = 127.0.0.1:$port
+  }
+
+[capaths]
+  $FOREIGN = {
+    $REALM = .
+  }
 
 [domain_realm]
   localhost = $REALM
@@ -63,6 +76,14 @@ CONF
   $REALM = {
     database_name = $work/db/principal
     key_stash_file = $work/db/stash
+    acl_file = $work/db/kadm5.acl
+    max_life = 1h
+    max_renewable_life = 0
+    supported_enctypes = aes256-cts-hmac-sha1-96:normal aes128-cts-hmac-sha1-96:normal
+  }
+  $FOREIGN = {
+    database_name = $work/db-foreign/principal
+    key_stash_file = $work/db-foreign/stash
     acl_file = $work/db/kadm5.acl
     max_life = 1h
     max_renewable_life = 0
@@ -89,6 +110,24 @@ make_db() { # work
   done
   kenv "$work" kadmin.local -q "addprinc -randkey -maxlife \"${KDC_SHORT_LIFE:-2 seconds}\" short@$REALM" >/dev/null
   kenv "$work" kadmin.local -q "ktadd -k $work/short.keytab short@$REALM" >/dev/null
+  make_foreign "$work"
+}
+
+make_foreign() { # work: the trusted realm, whose users reach HMSPROXY.TEST services
+  local work=$1
+  [[ -f "$work/db-foreign/principal" ]] && return 0
+  log "creating realm $FOREIGN in $work/db-foreign, trusted by $REALM"
+  mkdir -p "$work/db-foreign"
+  kenv "$work" kdb5_util -r "$FOREIGN" create -s -P "masterkey-$$-$RANDOM" >/dev/null
+  # the cross-realm key: one principal of the same name and password in both
+  # databases (the same salt, so the same key)
+  local trust="trust-$$-$RANDOM-$RANDOM"
+  local r
+  for r in "$REALM" "$FOREIGN"; do
+    kenv "$work" kadmin.local -r "$r" -q "addprinc -pw $trust krbtgt/$REALM@$FOREIGN" >/dev/null
+  done
+  kenv "$work" kadmin.local -r "$FOREIGN" -q "addprinc -randkey alice@$FOREIGN" >/dev/null
+  kenv "$work" kadmin.local -r "$FOREIGN" -q "ktadd -k $work/foreign-alice.keytab alice@$FOREIGN" >/dev/null
 }
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -103,10 +142,11 @@ start() { # work [port]
   port_open "$port" && die "port $port on 127.0.0.1 is already in use"
   write_conf "$work" "$port"
   make_db "$work"
+  make_foreign "$work" # a work directory made before FOREIGN.TEST existed
   (
     cd "$work"
     KRB5_CONFIG="$work/krb5.conf" KRB5_KDC_PROFILE="$work/kdc.conf" \
-      exec setsid krb5kdc -n -r "$REALM" > "$work/kdc.out" 2>&1 < /dev/null
+      exec setsid krb5kdc -n -r "$REALM" -r "$FOREIGN" > "$work/kdc.out" 2>&1 < /dev/null
   ) &
   local pid=$!
   echo "$pid" > "$work/kdc.pid"; echo "$port" > "$work/kdc.port"

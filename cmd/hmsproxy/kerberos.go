@@ -14,6 +14,7 @@ import (
 	"github.com/jcmturner/gokrb5/v8/config"
 	"github.com/jcmturner/gokrb5/v8/keytab"
 
+	"github.com/hmsproxy/hmsproxy/internal/authtolocal"
 	"github.com/hmsproxy/hmsproxy/internal/impersonate"
 	"github.com/hmsproxy/hmsproxy/internal/sasl"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
@@ -58,6 +59,14 @@ type kerberosConfig struct {
 	// MaxClockSkew is the clock difference tolerated with clients, also
 	// applied to their tickets' end times. Default 5m.
 	MaxClockSkew time.Duration `yaml:"max_clock_skew"`
+	// AuthToLocal maps a client's principal to the identity the proxy
+	// gives its connection (cache scope, rate limits, upstream pooling,
+	// the delegation token's owner), in the syntax of Hadoop's
+	// hadoop.security.auth_to_local (internal/authtolocal): copy the
+	// metastore's. Default "DEFAULT": principals of Principal's realm get
+	// their first component, every other realm keeps the whole principal;
+	// a foreign realm maps to short names only by a rule naming it.
+	AuthToLocal string `yaml:"auth_to_local"`
 }
 
 func (k kerberosConfig) used() bool { return k.Enabled || k.UpstreamPrincipal != "" }
@@ -81,6 +90,9 @@ func (k kerberosConfig) validate(client, upstream wire.Transport) error {
 	default:
 		return fmt.Errorf("kerberos: impersonation must be token or none, got %q", k.Impersonation)
 	}
+	if _, err := authtolocal.Parse(k.AuthToLocal, realmOf(k.Principal)); err != nil {
+		return fmt.Errorf("kerberos: kerberos.auth_to_local: %w", err)
+	}
 	if k.UpstreamPrincipal != "" && upstream != wire.Framed {
 		return errors.New("kerberos: kerberos.upstream_principal needs upstream.transport: framed (after the SASL handshake every message is length-prefixed)")
 	}
@@ -97,6 +109,12 @@ func (k kerberosConfig) principal() (string, error) {
 		return "", fmt.Errorf("kerberos: _HOST in kerberos.principal: %w", err)
 	}
 	return strings.ReplaceAll(k.Principal, "_HOST", strings.ToLower(h)), nil
+}
+
+// realmOf is the realm of a principal, "" without one.
+func realmOf(principal string) string {
+	_, realm, _ := strings.Cut(principal, "@")
+	return realm
 }
 
 func (k kerberosConfig) keytab() (*keytab.Keytab, error) {
@@ -136,7 +154,12 @@ func (k kerberosConfig) listener(ln net.Listener, log *slog.Logger) (net.Listene
 	if err != nil {
 		return nil, err
 	}
-	srv, err := sasl.NewServer(sasl.ServerConfig{Principal: p, Keytab: kt, MaxClockSkew: k.MaxClockSkew})
+	rules, err := authtolocal.Parse(k.AuthToLocal, realmOf(p))
+	if err != nil {
+		return nil, fmt.Errorf("kerberos: kerberos.auth_to_local: %w", err)
+	}
+	srv, err := sasl.NewServer(sasl.ServerConfig{Principal: p, Keytab: kt, MaxClockSkew: k.MaxClockSkew,
+		ShortName: rules.ShortName})
 	if err != nil {
 		return nil, fmt.Errorf("kerberos: %w", err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -31,6 +32,8 @@ func TestKerberosConfigValidate(t *testing.T) {
 		{"upstream only, no principal", kerberosConfig{UpstreamPrincipal: "hive/h@R"}, wire.Framed, wire.Framed, "principal and keytab are required"},
 		{"_HOST upstream", kerberosConfig{Principal: "p", Keytab: "k", UpstreamPrincipal: "hive/_HOST@R"}, wire.Framed, wire.Framed, "instead of _HOST"},
 		{"bad impersonation", kerberosConfig{Enabled: true, Principal: "p", Keytab: "k", Impersonation: "doas"}, wire.Framed, wire.Framed, "impersonation must be token or none"},
+		{"auth_to_local rules", kerberosConfig{Enabled: true, Principal: "p@R", Keytab: "k", AuthToLocal: "RULE:[1:$1@$0](.*@F)s/@.*//\nDEFAULT"}, wire.Framed, wire.Framed, ""},
+		{"bad auth_to_local", kerberosConfig{Enabled: true, Principal: "p@R", Keytab: "k", AuthToLocal: "RULE:[1:$2]"}, wire.Framed, wire.Framed, "kerberos.auth_to_local"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.k.validate(tc.client, tc.up)
@@ -126,4 +129,78 @@ func TestKerberosFromFile(t *testing.T) {
 	if _, err := plain.Call(hctx, "get_all_databases", []byte{wire.TStop}); err == nil {
 		t.Fatal("a client without SASL was served by a kerberos.enabled proxy")
 	}
+}
+
+// TestKerberosAuthToLocal (issue 22): a principal of a trusted foreign
+// realm keeps its whole name unless a kerberos.auth_to_local rule maps
+// it; the proxy's own realm maps to short names; a rule that gives no
+// name refuses the client rather than giving it an empty identity.
+func TestKerberosAuthToLocal(t *testing.T) {
+	kdc := kdctest.Start(t)
+	const foreignRule = `RULE:[1:$1@$0](.*@FOREIGN\.TEST)s/@.*//`
+	alice, foreignAlice := kerberosClient(t, kdc, "alice", kdctest.Alice), kerberosClient(t, kdc, "foreign-alice", kdctest.ForeignAlice)
+	for _, tc := range []struct {
+		name   string
+		rules  string
+		client *sasl.Client
+		want   string // "": refused
+	}{
+		{"own realm, default", "", alice, "alice"},
+		{"foreign realm, default", "", foreignAlice, kdctest.ForeignAlice},
+		{"foreign realm, a rule for it", foreignRule + "\nDEFAULT", foreignAlice, "alice"},
+		{"own realm, a rule for another", foreignRule + "\nDEFAULT", alice, "alice"},
+		{"own realm, no DEFAULT (as in Hadoop)", foreignRule, alice, kdctest.Alice},
+		{"a rule that gives no name", `RULE:[1:$1@$0](.*@FOREIGN\.TEST)s/.*//`, foreignAlice, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := kerberosConfig{Enabled: true, Principal: kdctest.Proxy, Keytab: kdc.KeytabPath("hmsproxy"), AuthToLocal: tc.rules}
+			if err := k.validate(wire.Framed, wire.Framed); err != nil {
+				t.Fatal(err)
+			}
+			inner, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln, err := k.listener(inner, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			nc, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			herr := tc.client.Handshake(ctx, nc, kdctest.Proxy, "")
+			if tc.want == "" {
+				if !errors.Is(herr, sasl.ErrRejected) || !strings.Contains(herr.Error(), "no identity") {
+					t.Fatalf("handshake: %v; want refused for want of an identity", herr)
+				}
+				return
+			}
+			if herr != nil {
+				t.Fatal(herr)
+			}
+			c, err := ln.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if got := c.(*sasl.Conn).AuthenticatedUser(); got != tc.want {
+				t.Fatalf("identity %q; want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func kerberosClient(t *testing.T, kdc *kdctest.KDC, keytab, principal string) *sasl.Client {
+	t.Helper()
+	cl, err := sasl.NewClient(sasl.ClientConfig{Principal: principal, Keytab: kdc.Keytab(t, keytab), Krb5Conf: kdc.Config(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }

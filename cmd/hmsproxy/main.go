@@ -27,6 +27,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/inflight"
 	"github.com/hmsproxy/hmsproxy/internal/ratelimit"
+	"github.com/hmsproxy/hmsproxy/internal/sasl"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/upstream"
@@ -183,7 +184,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 	if err != nil {
 		return err
 	}
-	limiter, err := newLimiter(cfg.RateLimit, rdb, log.With("component", "ratelimit"))
+	limiter, err := newLimiter(cfg.RateLimit, cfg.Kerberos.Enabled, rdb, log.With("component", "ratelimit"))
 	if err != nil {
 		return err
 	}
@@ -308,7 +309,8 @@ func run(ctx context.Context, cfg fileConfig) error {
 	defer drain.close()
 	// The admin port starts after the proxy: a scrape or a flush always
 	// finds a proxy to report on.
-	adm, aln, err := newAdmin(cfg, log, srv, group, caching, bus, wk, tlsEP, limiter, budget, drain, router, fedGroups)
+	krb, _ := ln.(*sasl.Listener) // nil without kerberos.enabled
+	adm, aln, err := newAdmin(cfg, log, srv, group, caching, bus, wk, tlsEP, limiter, krb, budget, drain, router, fedGroups)
 	if err != nil {
 		srv.Shutdown(context.Background())
 		<-errc
@@ -403,7 +405,7 @@ var errCallsCut = errors.New("stopped, but shutdown_timeout cut off calls in fli
 // newAdmin builds the admin server and binds its port; nil when
 // cfg.Admin.Listen is empty.
 func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstream.Group, caching *proxy.Caching,
-	bus *coherence.Bus, wk *workers, tlsEP *tlsEndpoints, limiter *ratelimit.Limiter,
+	bus *coherence.Bus, wk *workers, tlsEP *tlsEndpoints, limiter *ratelimit.Limiter, krb *sasl.Listener,
 	budget *inflight.Budget, drain *drainer, router *federation.Router, fedGroups []*fedGroup) (*admin.Server, net.Listener, error) {
 	if cfg.Admin.Listen == "" {
 		return nil, nil, nil
@@ -431,6 +433,9 @@ func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstre
 	}
 	if limiter != nil {
 		acfg.RateLimit = limiter
+	}
+	if krb != nil { // a nil *sasl.Listener in the interface would be called
+		acfg.Kerberos = krb
 	}
 	if router != nil {
 		acfg.Federation = federationMetrics{router}

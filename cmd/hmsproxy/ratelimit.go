@@ -2,23 +2,33 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"net/netip"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmsproxy/hmsproxy/internal/ratelimit"
 )
 
-// rateLimitConfig is the ratelimit section: token buckets per client
-// identity (set_ugi user) and method class.
+// rateLimitConfig is the ratelimit section: token buckets per client and
+// method class. A client is its authenticated identity (Kerberos), or its
+// source address when it has none: a set_ugi name is only a claim.
 type rateLimitConfig struct {
-	Read  limitConfig `yaml:"read"`  // -ratelimit-read: calls/s of read methods per user; 0 none
+	Read  limitConfig `yaml:"read"`  // -ratelimit-read: calls/s of read methods per client; 0 none
 	Write limitConfig `yaml:"write"` // -ratelimit-write: writes and unknown methods
 	Other limitConfig `yaml:"other"` // -ratelimit-other: everything else but set_ugi/setMetaConf
-	// Users override the classes they name for one identity; the others
-	// keep the defaults above.
+	// Users override the classes they name for one authenticated
+	// identity (a Kerberos principal's name after kerberos.auth_to_local);
+	// the others keep the defaults above. Needs kerberos.enabled.
 	Users map[string]userLimitConfig `yaml:"users"`
-	// Redis shares each user's buckets across nodes through redis.url
+	// Sources override the classes they name for clients without an
+	// authenticated identity, by source address: "10.1.0.0/16" or one
+	// address; the longest prefix holding a client's address applies, and
+	// each address keeps its own buckets. Useless with kerberos.enabled.
+	Sources map[string]userLimitConfig `yaml:"sources"`
+	// Redis shares each client's buckets across nodes through redis.url
 	// (-ratelimit-redis); calls are allowed while Redis is down.
 	Redis bool `yaml:"redis"`
 }
@@ -36,8 +46,30 @@ type userLimitConfig struct {
 
 func (l limitConfig) limit() ratelimit.Limit { return ratelimit.Limit{Rate: l.Rate, Burst: l.Burst} }
 
-// newLimiter returns nil when no limit is set.
-func newLimiter(cfg rateLimitConfig, rdb redis.UniversalClient, log *slog.Logger) (*ratelimit.Limiter, error) {
+// over is def with the classes uc names replaced.
+func (uc userLimitConfig) over(def ratelimit.Limits) ratelimit.Limits {
+	ls := def
+	for c, p := range []*limitConfig{uc.Read, uc.Write, uc.Other} {
+		if p != nil {
+			ls[c] = p.limit()
+		}
+	}
+	return ls
+}
+
+// newLimiter returns nil when no limit is set. authenticated says whether
+// clients authenticate (kerberos.enabled): then every client is an
+// identity and ratelimit.sources names nobody; else every client is an
+// address and ratelimit.users names nobody, and either is refused rather
+// than silently not applied.
+func newLimiter(cfg rateLimitConfig, authenticated bool, rdb redis.UniversalClient, log *slog.Logger) (*ratelimit.Limiter, error) {
+	if len(cfg.Users) > 0 && !authenticated {
+		return nil, errors.New("ratelimit.users applies to authenticated identities, and without kerberos.enabled clients have none " +
+			"(a set_ugi name is a claim any client can make): limit them by address with ratelimit.sources")
+	}
+	if len(cfg.Sources) > 0 && authenticated {
+		return nil, errors.New("ratelimit.sources applies to clients without an authenticated identity, and with kerberos.enabled every client has one: use ratelimit.users")
+	}
 	var def ratelimit.Limits
 	def[ratelimit.ClassRead], def[ratelimit.ClassWrite], def[ratelimit.ClassOther] =
 		cfg.Read.limit(), cfg.Write.limit(), cfg.Other.limit()
@@ -52,19 +84,22 @@ func newLimiter(cfg rateLimitConfig, rdb redis.UniversalClient, log *slog.Logger
 	on := limits(def)
 	users := map[string]ratelimit.Limits{}
 	for u, uc := range cfg.Users {
-		ls := def
-		for c, p := range []*limitConfig{uc.Read, uc.Write, uc.Other} {
-			if p != nil {
-				ls[c] = p.limit()
-			}
+		users[u] = uc.over(def)
+		on = on || limits(users[u])
+	}
+	var sources []ratelimit.SourceLimits
+	for s, uc := range cfg.Sources {
+		p, err := parseSource(s)
+		if err != nil {
+			return nil, err
 		}
-		users[u] = ls
-		on = on || limits(ls)
+		sources = append(sources, ratelimit.SourceLimits{Prefix: p, Limits: uc.over(def)})
+		on = on || limits(uc.over(def))
 	}
 	if !on {
 		return nil, nil
 	}
-	rc := ratelimit.Config{Default: def, Users: users, Logger: log}
+	rc := ratelimit.Config{Default: def, Users: users, Sources: sources, Logger: log}
 	if cfg.Redis {
 		if rdb == nil {
 			return nil, errors.New("ratelimit.redis needs redis.url")
@@ -72,4 +107,24 @@ func newLimiter(cfg rateLimitConfig, rdb redis.UniversalClient, log *slog.Logger
 		rc.Redis = rdb
 	}
 	return ratelimit.New(rc)
+}
+
+// parseSource reads "10.1.0.0/16" or "10.1.2.3" (a prefix of its own).
+func parseSource(s string) (netip.Prefix, error) {
+	if !strings.Contains(s, "/") {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("ratelimit.sources: %q is not an address or a prefix (10.1.0.0/16)", s)
+		}
+		a = a.Unmap()
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("ratelimit.sources: %q is not an address or a prefix (10.1.0.0/16)", s)
+	}
+	if p.Addr().Is4In6() {
+		return netip.Prefix{}, fmt.Errorf("ratelimit.sources: write %q as an IPv4 prefix", s)
+	}
+	return p.Masked(), nil
 }

@@ -132,6 +132,8 @@ type Config struct {
 	Scope ScopeSource
 	// RateLimit feeds hmsproxy_ratelimit_*. Nil: left out.
 	RateLimit RateLimits
+	// Kerberos feeds hmsproxy_kerberos_handshakes_total. Nil: left out.
+	Kerberos KerberosSource
 	// Federation feeds hmsproxy_federation_*{group}. Nil: left out.
 	Federation Federation
 	// Groups are every upstream group of a federated proxy, the primary
@@ -252,6 +254,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.RateLimit != nil {
 		optional = append(optional, newRateLimitCollector(cfg.RateLimit))
+	}
+	if cfg.Kerberos != nil {
+		optional = append(optional, newKerberosCollector(cfg.Kerberos))
 	}
 	if cfg.Federation != nil {
 		optional = append(optional, newFederationCollector(cfg.Federation))

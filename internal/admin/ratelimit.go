@@ -6,13 +6,13 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/ratelimit"
 )
 
-// RateLimits is the per-user rate limiter; *ratelimit.Limiter implements it.
+// RateLimits is the per-client rate limiter; *ratelimit.Limiter implements it.
 type RateLimits interface {
 	Stats() *ratelimit.Stats
 }
 
 // rateLimitCollector exports the limiter's counters, read at scrape time.
-// Users are not a label: there may be any number of them (the limiter
+// Clients are not a label: there may be any number of them (the limiter
 // logs who was limited).
 type rateLimitCollector struct {
 	src                           RateLimits
@@ -26,7 +26,7 @@ func newRateLimitCollector(src RateLimits) *rateLimitCollector {
 		allowed: prometheus.NewDesc("hmsproxy_ratelimit_allowed_total",
 			"Calls a per-user rate limit let through, by method class (read, write, other).", class, nil),
 		limited: prometheus.NewDesc("hmsproxy_ratelimit_limited_total",
-			"Calls refused because their user was over the rate limit, by method class; each got a MetaException.", class, nil),
+			"Calls refused because their client (authenticated identity, else source address) was over the rate limit, by method class; each got a MetaException.", class, nil),
 		redisErrors: prometheus.NewDesc("hmsproxy_ratelimit_redis_errors_total",
 			"Calls allowed without a limit because Redis failed (the limiter fails open).", nil, nil),
 	}

@@ -18,7 +18,7 @@ func TestRateLimitMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
-		lim.Allow(context.Background(), "bob", ratelimit.ClassWrite)
+		lim.Allow(context.Background(), ratelimit.Caller{User: "bob"}, ratelimit.ClassWrite)
 	}
 	s, err := New(Config{Registerer: prometheus.NewRegistry(), RateLimit: lim})
 	if err != nil {

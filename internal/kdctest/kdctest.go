@@ -20,6 +20,10 @@ import (
 // Realm is the test bed's realm.
 const Realm = "HMSPROXY.TEST"
 
+// Foreign is a second realm that Realm trusts: its users get tickets for
+// Realm's services through a cross-realm ticket-granting ticket.
+const Foreign = "FOREIGN.TEST"
+
 // The test bed's principals (testbed/kdc.sh).
 const (
 	Metastore = "hive/localhost@" + Realm     // hive.keytab
@@ -27,6 +31,8 @@ const (
 	Alice     = "alice@" + Realm              // alice.keytab
 	Bob       = "bob@" + Realm                // bob.keytab
 	Short     = "short@" + Realm              // short.keytab: tickets live 2 seconds
+
+	ForeignAlice = "alice@" + Foreign // foreign-alice.keytab: not Alice, though her short name is the same
 )
 
 // KDC is a krb5kdc process owned by a test.
@@ -118,7 +124,8 @@ func Shared(t testing.TB) *KDC {
 func (k *KDC) Krb5ConfPath() string { return filepath.Join(k.Dir, "krb5.conf") }
 
 // KeytabPath is the keytab of a test-bed principal by its first component
-// ("hive", "hmsproxy", "alice", "bob", "short").
+// ("hive", "hmsproxy", "alice", "bob", "short"; "foreign-alice" for
+// ForeignAlice).
 func (k *KDC) KeytabPath(name string) string { return filepath.Join(k.Dir, name+".keytab") }
 
 // Config parses krb5.conf.

@@ -1,6 +1,9 @@
-// Package ratelimit bounds the calls each client identity may make, per
-// method class, with token buckets kept in memory or shared by every
-// proxy node through Redis.
+// Package ratelimit bounds the calls each client may make, per method
+// class, with token buckets kept in memory or shared by every proxy node
+// through Redis. A client is its authenticated identity when it has one,
+// else its source address: a name a client merely claims (set_ugi) keys
+// no budget, or a new name per connection would be a fresh budget and
+// claiming another's name would spend theirs.
 package ratelimit
 
 import (
@@ -9,6 +12,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/netip"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,16 +61,49 @@ type Limit struct {
 	Burst int // default: Rate rounded up, at least 1
 }
 
-// Limits are the buckets of one identity, by class.
+// Limits are the buckets of one caller, by class.
 type Limits [NumClasses]Limit
+
+// Caller is who a call is charged to.
+type Caller struct {
+	// User is the identity the client authenticated as (a Kerberos
+	// principal's mapped name); "" when it authenticated none, a set_ugi
+	// name being only a claim. Keys the buckets when set.
+	User string
+	// Addr is the client's source address; keys the buckets of a caller
+	// without User.
+	Addr netip.Addr
+}
+
+// CallerAt is the caller without an authenticated identity at the
+// source address addr (an IPv4 address in IPv6 form is the IPv4 one).
+func CallerAt(addr netip.Addr) Caller { return Caller{Addr: addr.Unmap().WithZone("")} }
+
+func (c Caller) String() string {
+	if c.User != "" {
+		return fmt.Sprintf("user %q", c.User)
+	}
+	return "client address " + c.Addr.String()
+}
+
+// SourceLimits replaces Default for callers without an authenticated
+// identity whose address is in Prefix.
+type SourceLimits struct {
+	Prefix netip.Prefix
+	Limits Limits
+}
 
 // Config configures a Limiter. The zero value limits nothing.
 type Config struct {
-	// Default are every identity's buckets. A client that never called
-	// set_ugi is the identity "".
+	// Default are every caller's buckets: each authenticated identity's,
+	// and each source address's for clients without one.
 	Default Limits
-	// Users replaces Default for the named identities.
+	// Users replaces Default for the named authenticated identities.
 	Users map[string]Limits
+	// Sources replaces Default for callers without an authenticated
+	// identity, by source address; the longest prefix holding the
+	// address applies. Each address keeps its own buckets.
+	Sources []SourceLimits
 	// Redis, if set, holds the buckets, so that a user's limit is shared
 	// by every node. When Redis fails, calls are allowed (fail open) and
 	// counted in Stats.RedisErrors. Nil: each node has its own buckets.
@@ -98,9 +136,19 @@ type Limiter struct {
 	warned  map[bucketKey]time.Time
 }
 
+// bucketKey is a Caller's bucket of one class: its identity, or its
+// address when it has none (a user named like an address stays a user).
 type bucketKey struct {
 	user  string
+	addr  netip.Addr
 	class Class
+}
+
+func keyOf(who Caller, c Class) bucketKey {
+	if who.User != "" {
+		return bucketKey{user: who.User, class: c}
+	}
+	return bucketKey{addr: who.Addr, class: c}
 }
 
 type bucket struct {
@@ -122,10 +170,26 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, err
 	}
 	for u, ls := range cfg.Users {
+		if u == "" {
+			return nil, errors.New("ratelimit: a user's limits need the user's name")
+		}
 		if err := check(fmt.Sprintf("user %q", u), ls); err != nil {
 			return nil, err
 		}
 	}
+	cfg.Sources = append([]SourceLimits(nil), cfg.Sources...)
+	for i, s := range cfg.Sources {
+		if !s.Prefix.IsValid() {
+			return nil, fmt.Errorf("ratelimit: source %d: no address prefix", i)
+		}
+		cfg.Sources[i].Prefix = s.Prefix.Masked()
+		if err := check("source "+s.Prefix.String(), s.Limits); err != nil {
+			return nil, err
+		}
+	}
+	// longest prefix first, so that the first that holds an address is
+	// the most specific
+	sort.SliceStable(cfg.Sources, func(i, j int) bool { return cfg.Sources[i].Prefix.Bits() > cfg.Sources[j].Prefix.Bits() })
 	if cfg.Prefix == "" {
 		cfg.Prefix = "hmsproxy:ratelimit:"
 	}
@@ -147,59 +211,70 @@ var ErrLimited = errors.New("ratelimit: over the limit")
 // LimitedError says which limit refused a call; its message is what the
 // client is told.
 type LimitedError struct {
-	User  string
-	Class Class
-	Limit Limit
+	Caller Caller
+	Class  Class
+	Limit  Limit
 }
 
 func (e *LimitedError) Error() string {
-	return fmt.Sprintf("hmsproxy: rate limit exceeded for user %q: at most %g %s calls per second (burst %d); retry later",
-		e.User, e.Limit.Rate, e.Class, burst(e.Limit))
+	return fmt.Sprintf("hmsproxy: rate limit exceeded for %s: at most %g %s calls per second (burst %d); retry later",
+		e.Caller, e.Limit.Rate, e.Class, burst(e.Limit))
 }
 
 func (e *LimitedError) Unwrap() error { return ErrLimited }
 
-// Allow takes a token of user's class bucket; it returns a *LimitedError
+// Allow takes a token of who's class bucket; it returns a *LimitedError
 // (errors.Is ErrLimited) when there is none.
-func (l *Limiter) Allow(ctx context.Context, user string, c Class) error {
-	lim := l.limit(user, c)
+func (l *Limiter) Allow(ctx context.Context, who Caller, c Class) error {
+	lim := l.limit(who, c)
 	if lim.Rate == 0 {
 		l.stats.Allowed[c].Add(1)
 		return nil
 	}
+	k := keyOf(who, c)
 	ok := true
 	if l.cfg.Redis != nil {
 		var err error
-		if ok, err = l.allowRedis(ctx, user, c, lim); err != nil {
+		if ok, err = l.allowRedis(ctx, k, lim); err != nil {
 			// Fail open: a Redis outage must not become a metastore outage.
 			l.stats.RedisErrors.Add(1)
-			l.warn(bucketKey{"\x00redis", c}, "ratelimit: Redis failed; allowing calls", "err", err)
+			l.warn(bucketKey{user: "\x00redis", class: c}, "ratelimit: Redis failed; allowing calls", "err", err)
 			ok = true
 		}
 	} else {
-		ok = l.allowLocal(user, c, lim)
+		ok = l.allowLocal(k, lim)
 	}
 	if ok {
 		l.stats.Allowed[c].Add(1)
 		return nil
 	}
 	l.stats.Limited[c].Add(1)
-	l.warn(bucketKey{user, c}, "ratelimit: user over the limit", "user", user, "class", c.String(), "rate", lim.Rate, "burst", burst(lim))
-	return &LimitedError{User: user, Class: c, Limit: lim}
+	l.warn(k, "ratelimit: caller over the limit", "caller", who.String(), "class", c.String(), "rate", lim.Rate, "burst", burst(lim))
+	return &LimitedError{Caller: who, Class: c, Limit: lim}
 }
 
 // AllowCall is Allow for the class of meth (nil: a method the method
 // table does not know).
-func (l *Limiter) AllowCall(ctx context.Context, user string, meth *hms.Method) error {
-	return l.Allow(ctx, user, ClassOf(meth))
+func (l *Limiter) AllowCall(ctx context.Context, who Caller, meth *hms.Method) error {
+	return l.Allow(ctx, who, ClassOf(meth))
 }
 
-func (l *Limiter) limit(user string, c Class) Limit {
-	if ls, ok := l.cfg.Users[user]; ok {
-		return ls[c]
+func (l *Limiter) limit(who Caller, c Class) Limit {
+	if who.User != "" {
+		if ls, ok := l.cfg.Users[who.User]; ok {
+			return ls[c]
+		}
+		return l.cfg.Default[c]
+	}
+	for _, s := range l.cfg.Sources {
+		if s.Prefix.Contains(who.Addr) {
+			return s.Limits[c]
+		}
 	}
 	return l.cfg.Default[c]
 }
+
+func (k bucketKey) caller() Caller { return Caller{User: k.user, Addr: k.addr} }
 
 func burst(lim Limit) int {
 	if lim.Burst > 0 {
@@ -212,10 +287,9 @@ func burst(lim Limit) int {
 // users) are dropped, which loses nothing.
 const maxBuckets = 100_000
 
-func (l *Limiter) allowLocal(user string, c Class, lim Limit) bool {
+func (l *Limiter) allowLocal(k bucketKey, lim Limit) bool {
 	now := l.cfg.Now()
 	b := float64(burst(lim))
-	k := bucketKey{user, c}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	bk := l.buckets[k]
@@ -239,7 +313,7 @@ func (l *Limiter) allowLocal(user string, c Class, lim Limit) bool {
 
 func (l *Limiter) pruneLocked(now time.Time) {
 	for k, bk := range l.buckets {
-		lim := l.limit(k.user, k.class)
+		lim := l.limit(k.caller(), k.class)
 		if lim.Rate == 0 || bk.tokens+now.Sub(bk.last).Seconds()*lim.Rate >= float64(burst(lim)) {
 			delete(l.buckets, k)
 		}
@@ -263,11 +337,15 @@ redis.call('SET', KEYS[1], string.format('%d', nxt), 'PX', math.ceil((nxt - now)
 return 1
 `)
 
-func (l *Limiter) allowRedis(ctx context.Context, user string, c Class, lim Limit) (bool, error) {
+func (l *Limiter) allowRedis(ctx context.Context, k bucketKey, lim Limit) (bool, error) {
 	interval := 1e6 / lim.Rate // µs per call
 	tolerance := interval * float64(burst(lim)-1)
-	// The user is length-prefixed: names may hold any byte.
-	key := fmt.Sprintf("%s%s:%d:%s", l.cfg.Prefix, c, len(user), user)
+	// A user is length-prefixed (names may hold any byte), and users and
+	// addresses have keys of their own.
+	key := fmt.Sprintf("%s%s:a:%s", l.cfg.Prefix, k.class, k.addr)
+	if k.user != "" {
+		key = fmt.Sprintf("%s%s:u:%d:%s", l.cfg.Prefix, k.class, len(k.user), k.user)
+	}
 	n, err := gcra.Run(ctx, l.cfg.Redis, []string{key},
 		int64(math.Ceil(interval)), int64(tolerance)).Int()
 	if err != nil {

@@ -7,8 +7,54 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
+
+// Result is how a client's handshake ended, one of a closed set (a
+// metric label).
+type Result uint8
+
+const (
+	ResultAccepted  Result = iota
+	ResultMismatch         // the authenticator named another principal than the ticket (ErrPrincipalMismatch)
+	ResultRefused          // other credentials refused: expired, another service, no identity (ErrAuthentication)
+	ResultMechanism        // another SASL mechanism: delegation tokens, PLAIN (ErrMechanism)
+	ResultAuthzID          // asked to act as another user (ErrAuthzID)
+	ResultFailed           // the rest: broken framing, no common QOP, timeouts, closed connections
+	NumResults
+)
+
+var resultNames = [NumResults]string{"accepted", "mismatch", "refused", "mechanism", "authzid", "failed"}
+
+func (r Result) String() string {
+	if r < NumResults {
+		return resultNames[r]
+	}
+	return "failed"
+}
+
+// ResultOf classifies a handshake's error (nil: accepted).
+func ResultOf(err error) Result {
+	switch {
+	case err == nil:
+		return ResultAccepted
+	case errors.Is(err, ErrPrincipalMismatch):
+		return ResultMismatch
+	case errors.Is(err, ErrMechanism):
+		return ResultMechanism
+	case errors.Is(err, ErrAuthzID):
+		return ResultAuthzID
+	case errors.Is(err, ErrAuthentication):
+		return ResultRefused
+	}
+	return ResultFailed
+}
+
+// ListenerStats are a Listener's counters.
+type ListenerStats struct {
+	Handshakes [NumResults]atomic.Uint64 // by Result
+}
 
 // ListenerConfig configures Listen.
 type ListenerConfig struct {
@@ -55,6 +101,7 @@ type Listener struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the accept loop and the handshakes
+	stats  ListenerStats
 
 	mu  sync.Mutex // guards err
 	err error      // why the accept loop ended
@@ -111,6 +158,7 @@ func (l *Listener) handshake(nc net.Conn) {
 	peer, err := l.srv.Accept(ctx, nc)
 	cancel()
 	<-l.sem
+	l.stats.Handshakes[ResultOf(err)].Add(1)
 	if l.cfg.OnResult != nil {
 		l.cfg.OnResult(err)
 	}
@@ -119,7 +167,8 @@ func (l *Listener) handshake(nc net.Conn) {
 		if errors.Is(err, io.EOF) {
 			lvl = slog.LevelDebug // closed before a word: a TCP health probe
 		}
-		l.cfg.Logger.Log(context.Background(), lvl, "kerberos client refused", "remote", nc.RemoteAddr().String(), "err", err)
+		l.cfg.Logger.Log(context.Background(), lvl, "kerberos client refused", "remote", nc.RemoteAddr().String(),
+			"result", ResultOf(err).String(), "err", err)
 		nc.Close()
 		return
 	}
@@ -156,6 +205,9 @@ func (l *Listener) Close() error {
 	}
 	return err
 }
+
+// Stats returns the handshake counters.
+func (l *Listener) Stats() *ListenerStats { return &l.stats }
 
 // Addr is the inner listener's address.
 func (l *Listener) Addr() net.Addr { return l.inner.Addr() }

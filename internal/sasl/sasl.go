@@ -59,6 +59,11 @@ var (
 	// ErrAuthentication: the peer's Kerberos credentials were refused
 	// (ticket expired, not for this service, bad integrity, replay).
 	ErrAuthentication = errors.New("sasl: authentication failed")
+	// ErrPrincipalMismatch: the client's authenticator names another
+	// principal or realm than its service ticket (RFC 4120 §3.2.3). The
+	// client writes its authenticator, the KDC its ticket, so this is a
+	// forgery or a broken client. Always wrapped with ErrAuthentication.
+	ErrPrincipalMismatch = errors.New("sasl: the authenticator's client principal does not match the ticket's")
 	// ErrRejected: the peer answered the handshake with BAD or ERROR.
 	ErrRejected = errors.New("sasl: rejected by peer")
 	// ErrQOP: no common quality of protection; only "auth" is supported.

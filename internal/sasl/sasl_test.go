@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jcmturner/gokrb5/v8/client"
 	"github.com/jcmturner/gokrb5/v8/messages"
 	"github.com/jcmturner/gokrb5/v8/types"
 
@@ -232,4 +235,140 @@ func TestAcceptHonoursContext(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v; want context.Canceled", err)
 	}
+}
+
+// forger presents holder's service ticket and session key, which are
+// holder's to present, with an authenticator naming who: the client
+// encrypts its authenticator itself, with the session key it knows, so
+// it can write any name and realm there. gokrb5 builds that
+// authenticator from the credentials of the client it is given, here
+// one that never logs in.
+func (b *bed) forger(t *testing.T, holder *Client, who string) *Client {
+	t.Helper()
+	name, realm, err := ParsePrincipal(who)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := client.NewWithPassword(name.PrincipalNameString(), realm, "never used", b.kdc.Config(t), client.DisablePAFXFAST(true))
+	return &Client{cl: cl, ticket: holder.cl.GetServiceTicket}
+}
+
+// TestAuthenticatorCannotNameAnotherPrincipal guards issue 22: who a
+// client is comes from its service ticket, which only the KDC can write,
+// never from its authenticator, which the client writes. An
+// authenticator naming another principal or realm than the ticket is
+// refused (RFC 4120 §3.2.3), and the client never gets that identity.
+func TestAuthenticatorCannotNameAnotherPrincipal(t *testing.T) {
+	b := newBed(t, 0)
+	alice := b.client(t, "alice", kdctest.Alice)
+	foreignAlice := b.client(t, "foreign-alice", kdctest.ForeignAlice)
+	for _, tc := range []struct {
+		name   string
+		holder *Client
+		claims string
+	}{
+		// a user of a trusted realm presents herself as the local user
+		// of the same short name
+		{"foreign user claims the local realm", foreignAlice, kdctest.Alice},
+		{"local user claims a foreign realm", alice, kdctest.ForeignAlice},
+		{"another name", alice, kdctest.Bob},
+		{"another name and realm", foreignAlice, kdctest.Bob},
+		{"a service principal", alice, kdctest.Metastore},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cerr, srv, _, _ := b.run(t, b.forger(t, tc.holder, tc.claims), kdctest.Proxy, "")
+			if srv.err == nil {
+				t.Fatalf("accepted as %+v; want the handshake refused", srv.peer)
+			}
+			if !errors.Is(srv.err, ErrPrincipalMismatch) || !errors.Is(srv.err, ErrAuthentication) {
+				t.Fatalf("server: got %v; want ErrPrincipalMismatch (an ErrAuthentication)", srv.err)
+			}
+			if srv.peer != (Peer{}) {
+				t.Fatalf("refused, yet the peer is %+v", srv.peer)
+			}
+			if !errors.Is(cerr, ErrRejected) || !strings.Contains(cerr.Error(), "does not match") {
+				t.Fatalf("client: got %v; want ErrRejected saying the names do not match", cerr)
+			}
+		})
+	}
+	// the same tickets, honestly presented
+	for _, tc := range []struct {
+		c               *Client
+		principal, user string
+	}{
+		{alice, kdctest.Alice, "alice"},
+		{foreignAlice, kdctest.ForeignAlice, kdctest.ForeignAlice},
+	} {
+		cerr, srv, _, _ := b.run(t, tc.c, kdctest.Proxy, "")
+		if cerr != nil || srv.err != nil {
+			t.Fatalf("%s: client %v, server %v", tc.principal, cerr, srv.err)
+		}
+		if srv.peer.Principal != tc.principal || srv.peer.User != tc.user {
+			t.Fatalf("got peer %+v; want principal %s, user %s", srv.peer, tc.principal, tc.user)
+		}
+	}
+}
+
+// TestListenerCountsMismatch: a forged authenticator refused by a
+// Listener is logged and counted under its own result, and the listener
+// goes on to accept the next client.
+func TestListenerCountsMismatch(t *testing.T) {
+	b := newBed(t, 0)
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logBuf syncBuffer
+	l := Listen(inner, b.server, ListenerConfig{Logger: slog.New(slog.NewTextHandler(&logBuf, nil))})
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dial := func(c *Client) error {
+		nc, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		return c.Handshake(ctx, nc, kdctest.Proxy, "")
+	}
+	foreignAlice := b.client(t, "foreign-alice", kdctest.ForeignAlice)
+	if err := dial(b.forger(t, foreignAlice, kdctest.Alice)); !errors.Is(err, ErrRejected) {
+		t.Fatalf("forged client: %v; want ErrRejected", err)
+	}
+	if err := dial(b.client(t, "alice", kdctest.Alice)); err != nil {
+		t.Fatalf("honest client after it: %v", err)
+	}
+	c, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if u := c.(*Conn).AuthenticatedUser(); u != "alice" {
+		t.Fatalf("accepted %q; want alice", u)
+	}
+	l.Close() // waits for the handshakes, and so for their log lines
+	st := l.Stats()
+	if m, a := st.Handshakes[ResultMismatch].Load(), st.Handshakes[ResultAccepted].Load(); m != 1 || a != 1 {
+		t.Fatalf("counted %d mismatched, %d accepted; want 1 and 1", m, a)
+	}
+	if log := logBuf.String(); !strings.Contains(log, "result=mismatch") || !strings.Contains(log, kdctest.ForeignAlice) {
+		t.Fatalf("log %q; want the refusal with result=mismatch naming the ticket's principal", log)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex // guards b
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

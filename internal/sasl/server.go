@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jcmturner/gokrb5/v8/gssapi"
+	"github.com/jcmturner/gokrb5/v8/iana/errorcode"
 	"github.com/jcmturner/gokrb5/v8/keytab"
 	"github.com/jcmturner/gokrb5/v8/messages"
 	"github.com/jcmturner/gokrb5/v8/service"
@@ -28,6 +29,12 @@ type ServerConfig struct {
 	// and ours, also applied to ticket start and end times. Default 5m, the
 	// Kerberos default.
 	MaxClockSkew time.Duration
+	// ShortName maps an authenticated principal, as its ticket names it
+	// (name components and realm), to the identity the connection gets.
+	// Nil: Hadoop's DEFAULT rule, the first component for a principal of
+	// the service's realm and the whole principal for any other. An error
+	// or an empty name refuses the handshake.
+	ShortName func(components []string, realm string) (string, error)
 }
 
 // Server accepts GSSAPI handshakes. Safe for concurrent use.
@@ -36,15 +43,16 @@ type Server struct {
 	realm     string
 	full      string
 	settings  *service.Settings
+	shortName func(components []string, realm string) (string, error)
 }
 
 // Peer is an authenticated client.
 type Peer struct {
-	// Principal is the client's full principal, "alice@EXAMPLE.COM".
+	// Principal is the client's full principal, "alice@EXAMPLE.COM", as
+	// the KDC wrote it into the client's service ticket.
 	Principal string
-	// User is the identity a metastore would give the connection: the
-	// principal's first component when it is of the service's realm (the
-	// Hadoop DEFAULT auth_to_local rule), the full principal otherwise.
+	// User is the identity a metastore would give the connection:
+	// Principal mapped by ServerConfig.ShortName.
 	User string
 	// Expires is the end time of the client's service ticket.
 	Expires time.Time
@@ -71,12 +79,24 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if skew <= 0 {
 		skew = 5 * time.Minute
 	}
-	s := &Server{principal: name, realm: realm, full: cfg.Principal}
+	s := &Server{principal: name, realm: realm, full: cfg.Principal, shortName: cfg.ShortName}
+	if s.shortName == nil {
+		s.shortName = s.defaultShortName
+	}
 	s.settings = service.NewSettings(cfg.Keytab,
 		service.MaxClockSkew(skew),
 		service.KeytabPrincipal(name.PrincipalNameString()),
 		service.DecodePAC(false))
 	return s, nil
+}
+
+// defaultShortName is Hadoop's DEFAULT auth_to_local rule, with every
+// other realm kept whole.
+func (s *Server) defaultShortName(components []string, realm string) (string, error) {
+	if realm == s.realm && len(components) > 0 {
+		return components[0], nil
+	}
+	return strings.Join(components, "/") + "@" + realm, nil
 }
 
 // ParsePrincipal splits "primary/instance@REALM" into a name and a realm
@@ -174,7 +194,19 @@ func (s *Server) accept(c net.Conn) (Peer, error) {
 		_ = writeMessage(c, StatusError, []byte("only quality of protection auth is supported"))
 		return Peer{}, fmt.Errorf("%w: client chose layer %v", ErrQOP, choice[:min(1, len(choice))])
 	}
-	client := req.Authenticator.CName.PrincipalNameString() + "@" + req.Authenticator.CRealm
+	// Who the client is comes from the ticket, which the KDC wrote and
+	// encrypted for us; verify made sure the authenticator agrees.
+	enc := req.Ticket.DecryptedEncPart
+	client := enc.CName.PrincipalNameString() + "@" + enc.CRealm
+	user, err := s.shortName(enc.CName.NameString, enc.CRealm)
+	if err == nil && user == "" {
+		err = errors.New("the mapping gives an empty name")
+	}
+	if err != nil {
+		err = fmt.Errorf("%w: no identity for %s: %v", ErrAuthentication, client, err)
+		_ = writeMessage(c, StatusError, []byte(err.Error()))
+		return Peer{}, err
+	}
 	if authz := string(choice[4:]); authz != "" && authz != client {
 		_ = writeMessage(c, StatusError, []byte(ErrAuthzID.Error()))
 		return Peer{}, fmt.Errorf("%w: %s asked to act as %q", ErrAuthzID, client, printable(choice[4:]))
@@ -182,11 +214,7 @@ func (s *Server) accept(c net.Conn) (Peer, error) {
 	if err := writeMessage(c, StatusComplete, nil); err != nil {
 		return Peer{}, err
 	}
-	user := client
-	if req.Authenticator.CRealm == s.realm && len(req.Authenticator.CName.NameString) > 0 {
-		user = req.Authenticator.CName.NameString[0]
-	}
-	return Peer{Principal: client, User: user, Expires: req.Ticket.DecryptedEncPart.EndTime}, nil
+	return Peer{Principal: client, User: user, Expires: enc.EndTime}, nil
 }
 
 // verify checks the client's AP-REQ against our keytab.
@@ -207,9 +235,29 @@ func (s *Server) verify(tok []byte) (*messages.APReq, error) {
 	if err != nil || !ok {
 		var ke messages.KRBError
 		if errors.As(err, &ke) {
+			if ke.ErrorCode == errorcode.KRB_AP_ERR_BADMATCH {
+				// gokrb5 compares the names (not the realms): the
+				// ticket and the authenticator are both decrypted
+				return nil, mismatch(&req)
+			}
 			return nil, fmt.Errorf("%w: %s", ErrAuthentication, strings.TrimSpace(ke.EText))
 		}
 		return nil, fmt.Errorf("%w: %v", ErrAuthentication, err)
 	}
+	if err := mismatch(&req); err != nil {
+		return nil, err
+	}
 	return &req, nil
+}
+
+// mismatch refuses an authenticator that names another client principal
+// than the ticket (RFC 4120 §3.2.3): the client wrote the one, the KDC the
+// other.
+func mismatch(req *messages.APReq) error {
+	a, t := req.Authenticator, req.Ticket.DecryptedEncPart
+	if a.CName.Equal(t.CName) && a.CRealm == t.CRealm {
+		return nil
+	}
+	return fmt.Errorf("%w: %w: the authenticator names %s, the ticket was issued to %s@%s", ErrAuthentication, ErrPrincipalMismatch,
+		printable([]byte(a.CName.PrincipalNameString()+"@"+a.CRealm)), t.CName.PrincipalNameString(), t.CRealm)
 }

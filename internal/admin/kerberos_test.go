@@ -1,0 +1,39 @@
+package admin
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hmsproxy/hmsproxy/internal/sasl"
+)
+
+type krbStats struct{ st sasl.ListenerStats }
+
+func (k *krbStats) Stats() *sasl.ListenerStats { return &k.st }
+
+// TestKerberosMetrics (issue 22): handshakes are counted by result, a
+// forged authenticator under its own.
+func TestKerberosMetrics(t *testing.T) {
+	src := &krbStats{}
+	src.st.Handshakes[sasl.ResultAccepted].Add(3)
+	src.st.Handshakes[sasl.ResultMismatch].Add(1)
+	s, err := New(Config{Registerer: prometheus.NewRegistry(), Kerberos: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := listen(t)
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Shutdown(t.Context()) })
+	series, _ := scrape(t, "http://"+ln.Addr().String())
+	for name, want := range map[string]float64{
+		`hmsproxy_kerberos_handshakes_total{result="accepted"}`: 3,
+		`hmsproxy_kerberos_handshakes_total{result="mismatch"}`: 1,
+		`hmsproxy_kerberos_handshakes_total{result="refused"}`:  0,
+		`hmsproxy_kerberos_handshakes_total{result="failed"}`:   0,
+	} {
+		if got, ok := series[name]; !ok || got != want {
+			t.Errorf("%s = %v (present %v); want %v", name, got, ok, want)
+		}
+	}
+}

@@ -462,7 +462,8 @@ func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstre
 	}
 	aln = tln
 	if cfg.Admin.Token == "" && !isLoopback(aln.Addr()) {
-		log.Warn("the admin flush API is open to the network: set admin.token or HMSPROXY_ADMIN_TOKEN", "addr", aln.Addr().String())
+		log.Warn("admin writes (drain, flush, warm-up) are refused with 403: the admin port listens beyond loopback "+
+			"without a token; set admin.token or HMSPROXY_ADMIN_TOKEN to enable them", "addr", aln.Addr().String())
 	}
 	return adm, aln, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/proxy"
 )
 
@@ -568,6 +569,13 @@ Flags:
 		return c, errors.New("no upstream: give --upstream thrift://host:port (or --demo)")
 	}
 	return c, nil
+}
+
+// requestLimits bound client requests: the proxy reads them under these,
+// and whatever decodes them after (the federation router) decodes under
+// the same, so that a request read is one it can decode.
+func (c fileConfig) requestLimits() wire.Limits {
+	return wire.Limits{MaxMessage: c.Limits.MaxMessageBytes, MaxDepth: c.Limits.MaxDepth}
 }
 
 // groupName is the upstream group's name: upstream.name, or the

@@ -219,7 +219,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 	}
 	pcfg := proxy.Config{
 		Transport:  clientTransport,
-		Limits:     wire.Limits{MaxMessage: cfg.Limits.MaxMessageBytes, MaxDepth: cfg.Limits.MaxDepth},
+		Limits:     cfg.requestLimits(),
 		MaxClients: cfg.Limits.MaxClients,
 		Logger:     log.With("component", "proxy"),
 		Cache:      caching,

@@ -132,8 +132,8 @@ func atPath(p hms.Path, v string) hmsreq.Field {
 // that must not change), lists of two elements; the Table cycle stops
 // after a few levels.
 type gen struct {
-	e     wire.Encoder
-	n     int
+	e      wire.Encoder
+	n      int
 	names  []string // every name written, in order
 	inView []string // those written in view text
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/inflight"
+	"github.com/hmsproxy/hmsproxy/internal/peers"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -41,9 +42,18 @@ type Config struct {
 	// Limits bound client requests. Default: 100 MiB messages, as HMS's
 	// hive.metastore.server.max.message.size, nesting depth 64.
 	Limits wire.Limits
-	// MaxClients bounds concurrent client connections; more are closed
-	// on accept. Default 10,000.
+	// MaxClients bounds concurrent client connections. At the bound, the
+	// connection that has waited longest for its next request (none of
+	// it read, no call in flight) is closed to admit a new one, so that
+	// sockets that say nothing cannot lock everyone out; with none such,
+	// the new one is closed on accept. Default 10,000.
 	MaxClients int
+	// MaxClientsPerAddress bounds the connections of one source address
+	// (an IPv4 address, an IPv6 /64: internal/peers) within MaxClients:
+	// at it, that address's own longest-idle connection makes room, or
+	// its new one is closed on accept. Default
+	// DefaultMaxClientsPerAddress, at most MaxClients; negative: none.
+	MaxClientsPerAddress int
 	// ReadTimeout bounds reading one request once its first bytes have
 	// arrived, so a client trickling a request (slowloris) is cut off.
 	// Waiting for in-flight budget counts against it. Default 60s;
@@ -103,10 +113,16 @@ type Server struct {
 	stopping context.Context
 	stop     context.CancelFunc
 
-	mu        sync.Mutex // guards listeners, conns, closing
+	mu        sync.Mutex // guards listeners, conns, closing, admitted, perAddr
 	listeners map[net.Listener]struct{}
 	conns     map[*clientConn]struct{}
 	closing   bool
+	// admitted counts conns against MaxClients, and perAddr each client
+	// source's against MaxClientsPerAddress: those closed to make room
+	// (evicted) no longer count, though they may finish a request whose
+	// first bytes raced the eviction.
+	admitted int
+	perAddr  peers.Counter
 
 	// draining: client connections are closed between calls (Drain).
 	// Set before the connections are swept, read by each connection
@@ -127,6 +143,12 @@ const (
 	DefaultIdleTimeout  = time.Hour
 	DefaultWriteTimeout = 2 * time.Minute
 )
+
+// DefaultMaxClientsPerAddress is Config.MaxClientsPerAddress's default: a
+// tenth of the default MaxClients, far above what one engine host keeps
+// open (a HiveServer2 with hundreds of sessions), so that one host can
+// hold no more than a tenth of the slots.
+const DefaultMaxClientsPerAddress = 1000
 
 // orDefault maps 0 to def and a negative duration to 0 (none).
 func orDefault(d, def time.Duration) time.Duration {
@@ -150,6 +172,12 @@ func New(cfg Config, up Forwarder) (*Server, error) {
 	cfg.Limits = cfg.Limits.WithDefaults()
 	if cfg.MaxClients <= 0 {
 		cfg.MaxClients = 10_000
+	}
+	switch {
+	case cfg.MaxClientsPerAddress == 0:
+		cfg.MaxClientsPerAddress = min(DefaultMaxClientsPerAddress, cfg.MaxClients)
+	case cfg.MaxClientsPerAddress < 0:
+		cfg.MaxClientsPerAddress = 0 // none
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -214,7 +242,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			return fmt.Errorf("proxy: accept: %w", err)
 		}
 		backoff = 0
-		c := s.track(nc)
+		c := s.track(nc, false)
 		if c == nil {
 			continue
 		}
@@ -222,27 +250,94 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
-// track registers a new connection, or closes it when over the limit or
-// shutting down.
-func (s *Server) track(nc net.Conn) *clientConn {
+// track registers a new connection, or closes it when shutting down or
+// over a limit no idle connection can make room under. A background
+// connection (DialBackground) counts against MaxClients but neither
+// against its address nor by closing anyone's.
+func (s *Server) track(nc net.Conn, background bool) *clientConn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closing || len(s.conns) >= s.cfg.MaxClients {
+	if s.closing {
 		nc.Close()
-		if !s.closing {
-			s.log.Warn("client refused: connection limit reached", "remote", nc.RemoteAddr().String(), "max", s.cfg.MaxClients)
-		}
 		return nil
 	}
+	src := peers.KeyOf(nc.RemoteAddr())
+	refused := func(reason ShedReason, msg string, attrs ...any) *clientConn {
+		nc.Close()
+		s.stats.clientsShed[reason].Add(1)
+		s.log.Warn(msg, append([]any{"remote", nc.RemoteAddr().String()}, attrs...)...)
+		return nil
+	}
+	if background {
+		if s.admitted >= s.cfg.MaxClients {
+			return refused(ShedMaxClients, "background connection refused: connection limit reached", "max", s.cfg.MaxClients)
+		}
+	} else {
+		if per := s.cfg.MaxClientsPerAddress; per > 0 && s.perAddr.N(src) >= per && !s.evictIdle(src, true) {
+			return refused(ShedPerAddress, "client refused: its address's connection limit reached, every one in a call",
+				"source", src.String(), "max_per_address", per)
+		}
+		if s.admitted >= s.cfg.MaxClients && !s.evictIdle(src, false) {
+			return refused(ShedMaxClients, "client refused: connection limit reached, every connection in a call", "max", s.cfg.MaxClients)
+		}
+	}
 	c := newClientConn(s, nc)
+	c.src, c.background = src, background
 	s.conns[c] = struct{}{}
+	s.admitted++
+	if !background {
+		s.perAddr.Add(src)
+	}
 	s.wg.Add(1)
 	return c
+}
+
+// maxEvictTries bounds the scans for an idle connection to close: each
+// try loses only to a connection whose request began during the scan.
+const maxEvictTries = 3
+
+// evictIdle closes the client connection that has waited longest for its
+// next request, among those of src when sameSrc, so that a newcomer can
+// take its place; false when none is idle. s.mu is held. A scan of every
+// connection, but only at a limit: the call path pays nothing for it.
+func (s *Server) evictIdle(src peers.Key, sameSrc bool) bool {
+	for range maxEvictTries {
+		var victim *clientConn
+		var since int64
+		for c := range s.conns {
+			if c.background || c.evicted.Load() || sameSrc && c.src != src {
+				continue
+			}
+			if t := c.idleSince.Load(); t != 0 && (victim == nil || t < since) {
+				victim, since = c, t
+			}
+		}
+		if victim == nil {
+			return false
+		}
+		if !victim.cutIfIdle() {
+			continue // its request began meanwhile
+		}
+		victim.evicted.Store(true)
+		s.admitted--
+		s.perAddr.Done(victim.src)
+		s.stats.clientsShed[ShedEvicted].Add(1)
+		s.log.Debug("closing the longest-idle client connection to admit a new one", "remote", victim.nc.RemoteAddr().String(),
+			"idle", time.Since(time.Unix(0, since)).Round(time.Millisecond), "same_address", sameSrc)
+		return true
+	}
+	return false
 }
 
 func (s *Server) untrack(c *clientConn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	if !c.evicted.Load() {
+		s.admitted--
+		if !c.background {
+			s.perAddr.Done(c.src)
+		}
+	}
 	s.mu.Unlock()
 	s.wg.Done()
 }
@@ -362,7 +457,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 // is reachable by no one else (no port, no TLS or Kerberos to bypass).
 func (s *Server) DialBackground() (net.Conn, error) {
 	a, b := net.Pipe()
-	c := s.track(b)
+	c := s.track(b, true)
 	if c == nil {
 		a.Close()
 		if s.isClosing() {

@@ -221,8 +221,10 @@ func run(ctx context.Context, cfg fileConfig) error {
 		Transport:  clientTransport,
 		Limits:     cfg.requestLimits(),
 		MaxClients: cfg.Limits.MaxClients,
-		Logger:     log.With("component", "proxy"),
-		Cache:      caching,
+		// 0 and negative mean the same here as in the file.
+		MaxClientsPerAddress: cfg.Limits.MaxClientsPerAddress,
+		Logger:               log.With("component", "proxy"),
+		Cache:                caching,
 
 		ReadTimeout:  cfg.Limits.ClientReadTimeout,
 		IdleTimeout:  cfg.Limits.ClientIdleTimeout,

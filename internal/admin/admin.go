@@ -79,6 +79,13 @@ type TimeoutStats interface {
 	ClientTimeouts(t proxy.ClientTimeout) uint64
 }
 
+// ShedStats counts client connections shed at the connection limits;
+// *proxy.Stats implements it. Config.Timeouts feeds
+// hmsproxy_client_connections_shed_total when it is one.
+type ShedStats interface {
+	ClientsShed(r proxy.ShedReason) uint64
+}
+
 // Config configures a Server. The zero value of each field selects the
 // default in its comment. Pass an interface field only with a non-nil
 // value behind it (a nil *cache.Store in Store is not "no store").

@@ -31,6 +31,8 @@ func TestKerberosConfigValidate(t *testing.T) {
 		{"upstream only, no principal", kerberosConfig{UpstreamPrincipal: "hive/h@R"}, wire.Framed, wire.Framed, "principal and keytab are required"},
 		{"_HOST upstream", kerberosConfig{Principal: "p", Keytab: "k", UpstreamPrincipal: "hive/_HOST@R"}, wire.Framed, wire.Framed, "instead of _HOST"},
 		{"bad impersonation", kerberosConfig{Enabled: true, Principal: "p", Keytab: "k", Impersonation: "doas"}, wire.Framed, wire.Framed, "impersonation must be token or none"},
+		{"handshake bounds", kerberosConfig{Enabled: true, Principal: "p", Keytab: "k", MaxHandshakes: 500, MaxHandshakesPerAddress: 4}, wire.Framed, wire.Framed, ""},
+		{"negative handshake bound", kerberosConfig{Enabled: true, Principal: "p", Keytab: "k", MaxHandshakesPerAddress: -1}, wire.Framed, wire.Framed, "must not be negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.k.validate(tc.client, tc.up)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/internal/certs/certstest"
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
+	"github.com/hmsproxy/hmsproxy/internal/peers"
 	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
@@ -77,9 +78,10 @@ func TestIdleSocketsDoNotHoldClientSlots(t *testing.T) {
 	}
 }
 
-// TestTLSSilentSocketsDoNotHoldClientSlots: the same over TLS, where a
-// socket that never sends its ClientHello sits in its handshake (bounded
-// by its deadline) and is as idle as any.
+// TestTLSSilentSocketsDoNotHoldClientSlots (issue 22): sockets that
+// never send their ClientHello wait in the TLS listener's handshake
+// stage (internal/peers), bounded per address, and hold no client slot:
+// with max_clients 20, 200 of them from one address keep no one out.
 func TestTLSSilentSocketsDoNotHoldClientSlots(t *testing.T) {
 	_, up := startDemo(t, wire.Buffered)
 	s, err := New(Config{MaxClients: 20, Logger: testLogger(t)}, proxytest.Group(t, upstream.Config{}, up))
@@ -88,14 +90,27 @@ func TestTLSSilentSocketsDoNotHoldClientSlots(t *testing.T) {
 	}
 	ln, addr, roots := tlsListener(t, certstest.ECDSA)
 	proxytest.ServeOn(t, s, ln)
-	silent(t, s, "127.0.0.1", addr, 20)
+	for range 200 {
+		dialFrom(t, "127.0.0.1", addr)
+	}
+	hl := ln.(*peers.Listener)
+	eventually(t, "the listener to take the 200 sockets", func() bool {
+		st := hl.Stats()
+		return st.InProgress+int(st.RefusedPerAddress) == 200
+	})
+	if st := hl.Stats(); st.InProgress != peers.DefaultHandshakesPerAddress {
+		t.Errorf("got %+v; want %d handshakes in progress from one address", st, peers.DefaultHandshakesPerAddress)
+	}
+	if n := s.Clients(); n != 0 {
+		t.Errorf("%d client slots held by sockets in their TLS handshake; want 0", n)
+	}
 
 	tc := tls.Client(dialFrom(t, "127.0.0.2", addr), roots)
 	if err := tc.HandshakeContext(ctxT(t)); err != nil {
-		t.Fatalf("TLS handshake of a new client at max_clients: %v", err)
+		t.Fatalf("TLS handshake of a new client: %v", err)
 	}
 	if _, err := hmsclient.New(tc, wire.Buffered).Call(ctxT(t), "get_all_databases", hmsclient.Args()); err != nil {
-		t.Fatalf("a new TLS client at max_clients: %v; want served", err)
+		t.Fatalf("a new TLS client: %v; want served", err)
 	}
 }
 

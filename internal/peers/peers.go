@@ -1,6 +1,7 @@
-// Package peers counts connections by the host they come from, so that
-// one host's share of a listener (its connections, its handshakes in
-// progress) can be capped.
+// Package peers bounds what each client host may hold at a listener: its
+// connections (Key, Counter), and its handshakes in progress, which a
+// Listener runs off the accept loop, each within a deadline, per host
+// and in total.
 package peers
 
 import (

@@ -213,6 +213,9 @@ func writeEntities(dst []Entity, m *hms.Method, args []byte, defaultCat string) 
 		if err != nil {
 			return append(dst, Entity{Level: LevelAll})
 		}
+		if e.Optional && !n.HasDB && len(n.Tables) == 0 {
+			continue // a list left out or empty: nothing named, nothing changed
+		}
 		switch e.Scope {
 		case hms.ScopeNone, hms.ScopeTxn:
 			// Transactions are resolved by TxnTracker.

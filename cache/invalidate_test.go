@@ -212,6 +212,20 @@ func TestWriteEntities(t *testing.T) {
 			[]Entity{{Level: LevelFunction, Cat: "hive", DB: "db0", Table: ""}}},
 		{"create_function no db", "create_function", hmsreq.Args(hmsreq.Struct(1, hmsreq.Str(1, "f"))),
 			[]Entity{{Level: LevelAll}}},
+		// Issue 22: the metastore adds each constraint to the table it
+		// names; a list left out or empty names nothing, and flushes
+		// nothing (it once flushed everything).
+		{"create_table_with_constraints no constraints", "create_table_with_constraints",
+			hmsreq.Args(hmsreq.Struct(1, hmsreq.Str(1, "t1"), hmsreq.Str(2, "db0")), hmsreq.StructList(2), hmsreq.StructList(3)),
+			[]Entity{{Level: LevelTable, Cat: "hive", DB: "db0", Table: "t1"}}},
+		{"create_table_with_constraints, a key of another table", "create_table_with_constraints",
+			hmsreq.Args(hmsreq.Struct(1, hmsreq.Str(1, "t1"), hmsreq.Str(2, "db0")),
+				hmsreq.StructList(2, []hmsreq.Field{hmsreq.Str(1, "db1"), hmsreq.Str(2, "other"), hmsreq.Str(3, "id")})),
+			[]Entity{{Level: LevelTable, Cat: "hive", DB: "db0", Table: "t1"}, {Level: LevelTable, Cat: "hive", DB: "db1", Table: "other"}}},
+		{"create_table_req, a check of another table", "create_table_req",
+			hmsreq.Args(hmsreq.Struct(1, hmsreq.Struct(1, hmsreq.Str(1, "t1"), hmsreq.Str(2, "db0")),
+				hmsreq.StructList(8, []hmsreq.Field{hmsreq.Str(2, "db1"), hmsreq.Str(3, "other"), hmsreq.Str(4, "id")}))),
+			[]Entity{{Level: LevelTable, Cat: "hive", DB: "db0", Table: "t1"}, {Level: LevelTable, Cat: "hive", DB: "db1", Table: "other"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

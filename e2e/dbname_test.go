@@ -59,7 +59,7 @@ func TestDBNamePrefixedReal(t *testing.T) {
 	proxyCall := func(method string, clientArgs []byte) map[int16]any {
 		t.Helper()
 		m := hms.Lookup([]byte(method))
-		args, err := dbname.Args(nil, m, clientArgs, strip)
+		args, err := dbname.Args(nil, m, clientArgs, wire.Limits{}, strip)
 		if err != nil {
 			t.Fatalf("%s: Args: %v", method, err)
 		}
@@ -145,7 +145,7 @@ func TestDBNamePrefixedReal(t *testing.T) {
 		v2 := corpusTable(pdb, "v2", loc+"/t1", false)
 		v2.TableType = "VIRTUAL_VIEW"
 		clientArgs := hmsreq.Args(withFields(v2.Field(1), hmsreq.Str(10, "select id from "+pdb+".t1"), hmsreq.Str(11, "SELECT `t1`.`id` FROM `"+pdb+"`.`t1`")))
-		args, err := dbname.Args(nil, hms.Lookup([]byte("create_table")), clientArgs, strip)
+		args, err := dbname.Args(nil, hms.Lookup([]byte("create_table")), clientArgs, wire.Limits{}, strip)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +158,7 @@ func TestDBNamePrefixedReal(t *testing.T) {
 		}
 	})
 	t.Run("refused", func(t *testing.T) {
-		if _, err := dbname.Args(nil, hms.Lookup([]byte("get_table")), hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, "t1")), strip); err == nil {
+		if _, err := dbname.Args(nil, hms.Lookup([]byte("get_table")), hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, "t1")), wire.Limits{}, strip); err == nil {
 			t.Error("an unprefixed name was not refused")
 		}
 	})

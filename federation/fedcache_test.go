@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/dbname"
@@ -61,6 +62,13 @@ func newRenamedBed(t testing.TB, aliases map[string]string) *renamedBed {
 	}
 	b.srv = srv
 	b.addr = proxytest.Serve(t, srv)
+	// Until each group's settings are read the proxy answers nothing
+	// itself (no prunes): the tests below are about what it does after.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.SettingsRead(ctx); err != nil {
+		t.Fatal(err)
+	}
 	return b
 }
 
@@ -117,8 +125,17 @@ func TestRenamedCacheTransparent(t *testing.T) {
 			b.store.Wait()
 			b.f.ResetCalls()
 			hit := body(t, proxytest.Call(t, c, tc.method, tc.client))
-			if n := len(b.f.Calls()); n != 0 {
-				t.Errorf("second call reached the member (%d calls): not cached", n)
+			// The proxy's own checks of the member's settings
+			// (get_config_value, getVersion, get_catalogs) run on their
+			// own clock; any other call was the client's.
+			var calls []demohms.Call
+			for _, c := range b.f.Calls() {
+				if c.Method != "get_config_value" && c.Method != "getVersion" && c.Method != "get_catalogs" {
+					calls = append(calls, c)
+				}
+			}
+			if len(calls) != 0 {
+				t.Errorf("second call reached the member (%v): not cached", calls)
 			}
 			if tc.method == "get_partitions_by_filter" && b.srv.FederatedCache(1).PruneStats().Local.Load() == 0 {
 				t.Errorf("get_partitions_by_filter was not answered by a local prune")

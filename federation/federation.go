@@ -24,6 +24,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/filter"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/proxy"
 )
 
@@ -131,6 +132,11 @@ type Config struct {
 	// (counted and logged) instead of failing it. Default false: the
 	// listing fails with a MetaException naming the group.
 	Partial bool
+	// Limits are the limits the proxy reads client requests under
+	// (proxy.Config.Limits); the router decodes them under the same, so
+	// that a request the proxy takes is one it can route. Zero fields:
+	// wire's defaults.
+	Limits wire.Limits
 	// Logger receives structured logs. Default: discard.
 	Logger *slog.Logger
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/dbname"
@@ -22,7 +23,9 @@ type Router struct {
 	groups  []*group
 	timeout time.Duration
 	partial bool
+	limits  wire.Limits // with defaults
 	log     *slog.Logger
+	sets    sync.Pool // of *dbSet
 }
 
 // New compiles cfg into a Router. A database claimed by two federated
@@ -39,7 +42,8 @@ func New(cfg Config) (*Router, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Router{mode: cfg.Mode, groups: gs, timeout: cfg.ListingTimeout, partial: cfg.Partial, log: cfg.Logger}, nil
+	return &Router{mode: cfg.Mode, groups: gs, timeout: cfg.ListingTimeout, partial: cfg.Partial,
+		limits: cfg.Limits.WithDefaults(), log: cfg.Logger, sets: sync.Pool{New: func() any { return newDBSet() }}}, nil
 }
 
 // Stats are group i's counters (0 the primary).
@@ -63,25 +67,13 @@ var fanOut = map[string]bool{
 	"get_all_functions": true,
 }
 
-// passDB locates the database of the passthrough calls that name one
-// (locks, compactions, write ids): they go to that database's group, and
-// its access rule applies to those that change state. The method table
-// records names for reads and writes only.
-var passDB = map[string]hms.Path{
-	"lock":                                   {1, 1, hms.Each, 3}, // LockRequest.component[].dbname
-	"compact":                                {1, 1},              // CompactionRequest.dbname
-	"compact2":                               {1, 1},
-	"allocate_table_write_ids":               {1, 1}, // AllocateTableWriteIdsRequest.dbName
-	"show_locks":                             {1, 1}, // ShowLocksRequest.dbname (optional)
-	"fire_listener_event":                    {1, 3}, // FireEventRequest.dbName
-	"add_write_notification_log":             {1, 3}, // WriteNotificationLogRequest.db
-	"get_lock_materialization_rebuild":       {1},
-	"markPartitionForEvent":                  {1}, // db_name, tbl_name, part_vals, eventType
-	"isPartitionMarkedForEvent":              {1},
-	"heartbeat_lock_materialization_rebuild": {1},
-}
-
-// Route implements proxy.Router.
+// Route implements proxy.Router. Every database the request names is
+// resolved to its group and checked: wherever internal/dbname finds a
+// name (the fields prefixed mode rewrites, each constraint's table_db and
+// both databases of a foreign key among them, the database of "db.table"
+// strings), not only the table a call creates or alters, since the
+// metastore writes each constraint to its own table_db. Names are decoded
+// under the limits the proxy read the request with.
 func (r *Router) Route(meth *hms.Method, m wire.Message) proxy.Route {
 	if meth == nil {
 		// Unknown: may be a newer metastore's write of anything.
@@ -90,17 +82,18 @@ func (r *Router) Route(meth *hms.Method, m wire.Message) proxy.Route {
 	if fanOut[meth.Name] {
 		return proxy.Route{FanOut: true}
 	}
-	var dbs dbSet
-	if err := dbsOf(meth, m.Body(), &dbs); err != nil {
-		// Malformed args: the primary answers them as a metastore does.
-		return proxy.Route{}
+	dbs := r.sets.Get().(*dbSet)
+	defer func() { dbs.reset(); r.sets.Put(dbs) }()
+	if err := dbname.Names(meth, m.Body(), r.limits, dbs.add); err != nil {
+		// What cannot be decoded cannot be checked: no group gets it.
+		return proxy.Route{Refuse: fmt.Sprintf("hmsproxy: %s refused: the request cannot be decoded to find its databases: %v", m.Name(), err)}
 	}
-	g, refuse := r.groupOf(&dbs)
+	g, refuse := r.groupOf(dbs)
 	if refuse != "" {
 		return proxy.Route{Refuse: refuse}
 	}
-	d := r.to(g, &dbs, m.Name(), IsWrite(meth))
-	if d.Refuse != "" || !r.renames(g) || dbs.n == 0 {
+	d := r.to(g, dbs, m.Name(), IsWrite(meth))
+	if d.Refuse != "" || !r.renames(g) || len(dbs.names()) == 0 {
 		return d
 	}
 	// The group knows its databases by other names: the request is sent
@@ -108,11 +101,13 @@ func (r *Router) Route(meth *hms.Method, m wire.Message) proxy.Route {
 	// The header is clipped: appending to it in place would write over
 	// the args being read, whenever a name grows (an alias longer than
 	// the client's name).
-	args, err := dbname.Args(slices.Clip(m.Header()), meth, m.Body(), g.toLocal)
+	args, err := dbname.Args(slices.Clip(m.Header()), meth, m.Body(), r.limits, g.toLocal)
 	if err != nil {
 		return proxy.Route{Refuse: fmt.Sprintf("hmsproxy: %s: the database names cannot be rewritten for group %q: %v", m.Name(), g.Name, err)}
 	}
-	nm, err := wire.Parse(args, wire.Limits{MaxMessage: len(args)})
+	lim := r.limits
+	lim.MaxMessage = len(args) // names may have grown
+	nm, err := wire.Parse(args, lim)
 	if err != nil {
 		return proxy.Route{Refuse: fmt.Sprintf("hmsproxy: %s: rewritten request unreadable: %v", m.Name(), err)}
 	}
@@ -180,7 +175,7 @@ func (g *group) refuses(dbs *dbSet, name []byte) string {
 	case ReadOnly:
 		return fmt.Sprintf("hmsproxy: %s refused: group %q is read-only (access: read-only)", name, g.Name)
 	case ReadWriteListed:
-		if dbs == nil || dbs.n == 0 {
+		if dbs == nil || len(dbs.names()) == 0 {
 			return fmt.Sprintf("hmsproxy: %s refused: group %q allows writes only to its writable_databases, and the call names no database (access: read-write-on-listed)", name, g.Name)
 		}
 		for _, db := range dbs.names() {
@@ -264,97 +259,76 @@ var tokenCalls = map[string]bool{
 	"get_delegation_token": true, "renew_delegation_token": true, "cancel_delegation_token": true,
 }
 
-// dbSet holds the distinct databases a call names, lower-cased and
-// without their catalog. Most calls name one: the first few live inline.
+// dbSet holds the distinct databases a call names, normalised as the
+// metastore reads them and without their catalog. Most calls name one:
+// the first few live inline; past them a map keeps each addition O(1),
+// so a request naming many databases costs linear time. Sets are pooled
+// (Router.sets): routing allocates nothing but each new name's string.
 type dbSet struct {
-	n     int
-	small [4]string
-	more  []string
+	list    []string // starts as small[:0]
+	small   [4]string
+	seen    map[string]struct{} // once list is past small
+	scratch []byte              // the name being added, normalised
+	add     func(db []byte)     // addName, bound once
 }
 
-func (s *dbSet) add(b []byte) {
+func newDBSet() *dbSet {
+	s := new(dbSet)
+	s.list = s.small[:0]
+	s.add = s.addName
+	return s
+}
+
+// addName adds db, which may carry its catalog ("@cat#db").
+func (s *dbSet) addName(b []byte) {
 	if len(b) > 0 && b[0] == '@' {
 		if i := bytes.IndexByte(b, '#'); i >= 0 {
 			b = b[i+1:]
 		}
 	}
-	db := hms.Normalize(b)
-	if db == "" {
+	s.scratch = hms.AppendNormalized(s.scratch[:0], b)
+	if len(s.scratch) == 0 {
 		return
 	}
-	for _, have := range s.names() {
-		if have == db {
+	if s.seen != nil {
+		if _, ok := s.seen[string(s.scratch)]; ok {
 			return
 		}
-	}
-	if s.n < len(s.small) {
-		s.small[s.n] = db
 	} else {
-		s.more = append(s.more, db)
+		for _, have := range s.list {
+			if have == string(s.scratch) {
+				return
+			}
+		}
 	}
-	s.n++
+	db := string(s.scratch)
+	s.list = append(s.list, db)
+	switch {
+	case s.seen != nil:
+		s.seen[db] = struct{}{}
+	case len(s.list) > len(s.small):
+		s.seen = make(map[string]struct{}, 2*len(s.list))
+		for _, n := range s.list {
+			s.seen[n] = struct{}{}
+		}
+	}
 }
 
-func (s *dbSet) names() []string {
-	if s.n <= len(s.small) {
-		return s.small[:s.n]
-	}
-	return append(s.small[:], s.more...)
-}
+func (s *dbSet) names() []string { return s.list }
 
-// dbsOf collects the databases a call of meth names in args.
-func dbsOf(meth *hms.Method, args []byte, s *dbSet) error {
-	walk := func(p hms.Path) error {
-		if len(p) == 0 {
-			return nil
-		}
-		return hms.Walk(args, p, func(typ byte, v []byte) bool {
-			if typ == wire.TString {
-				s.add(v)
-			}
-			return true
-		})
+// maxKeptNames bounds what a pooled set keeps of a call that named many.
+const maxKeptNames = 64
+
+func (s *dbSet) reset() {
+	clear(s.list)
+	s.list = s.list[:0]
+	if cap(s.list) > maxKeptNames {
+		s.list = s.small[:0]
 	}
-	switch meth.Class {
-	case hms.Read:
-		return walk(meth.Target.DB)
-	case hms.Write:
-		for i := range meth.Effects {
-			e := &meth.Effects[i]
-			if err := walk(e.DB); err != nil {
-				return err
-			}
-			if err := walk(e.NewDB); err != nil {
-				return err
-			}
-		}
-		return nil
+	s.seen = nil // back to the linear check until a set grows past small again
+	if cap(s.scratch) > 4<<10 {
+		s.scratch = nil
 	}
-	switch meth.Name {
-	case "get_valid_write_ids":
-		// GetValidWriteIdsRequest.fullTableNames: "db.table" each.
-		return hms.Walk(args, hms.Path{1, 1, hms.Each}, func(typ byte, v []byte) bool {
-			if i := bytes.IndexByte(v, '.'); typ == wire.TString && i > 0 {
-				s.add(v[:i])
-			}
-			return true
-		})
-	case "add_dynamic_partitions":
-		// AddDynamicPartitions: dbname is field 2 in 2.3 (a string) and
-		// field 3 from 3.0 on, where field 2 is the write id (an i64).
-		old := false
-		if err := hms.Walk(args, hms.Path{1, 2}, func(typ byte, v []byte) bool {
-			if typ == wire.TString {
-				old = true
-				s.add(v)
-			}
-			return true
-		}); err != nil || old {
-			return err
-		}
-		return walk(hms.Path{1, 3})
-	}
-	return walk(passDB[meth.Name])
 }
 
 // GroupCounts is one group's counters, read once.

@@ -50,7 +50,28 @@ func call(t *testing.T, name string, args []byte) wire.Message {
 	return m
 }
 
-// dbPaths are where a method names databases, as the router reads them.
+// passDB are the databases of the passthrough calls that name one (locks,
+// compactions, write ids), which the method table does not record: they
+// must route to that database's group, and those that change state obey
+// its access rule.
+var passDB = map[string]hms.Path{
+	"lock":                                   {1, 1, hms.Each, 3}, // LockRequest.component[].dbname
+	"compact":                                {1, 1},              // CompactionRequest.dbname
+	"compact2":                               {1, 1},
+	"allocate_table_write_ids":               {1, 1}, // AllocateTableWriteIdsRequest.dbName
+	"show_locks":                             {1, 1}, // ShowLocksRequest.dbname (optional)
+	"fire_listener_event":                    {1, 3}, // FireEventRequest.dbName
+	"add_write_notification_log":             {1, 3}, // WriteNotificationLogRequest.db
+	"get_lock_materialization_rebuild":       {1},
+	"markPartitionForEvent":                  {1}, // db_name, tbl_name, part_vals, eventType
+	"isPartitionMarkedForEvent":              {1},
+	"heartbeat_lock_materialization_rebuild": {1},
+	"add_dynamic_partitions":                 {1, 3}, // AddDynamicPartitions.dbname (3.0+)
+}
+
+// dbPaths are where a method names databases by the method table (and
+// passDB): the router, which finds names through internal/dbname, must
+// see every one of them.
 func dbPaths(m *hms.Method) []hms.Path {
 	var ps []hms.Path
 	switch m.Class {

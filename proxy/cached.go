@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -633,6 +634,24 @@ func (s *Server) DropAll(reason string) {
 	s.cache.Store.Apply(s.cache.Upstream, []cache.Entity{{Level: cache.LevelAll}})
 	s.cache.Store.Clear()
 	s.log.Warn("cache dropped: invalidations may have been missed", "reason", reason)
+}
+
+// SettingsRead waits until the first check of each group's metastore
+// settings ended (read or not), or ctx ends: until then prunes and other
+// local answers are forwarded. For tests, and for a start-up that wants
+// its first answers local.
+func (s *Server) SettingsRead(ctx context.Context) error {
+	for _, r := range s.routes {
+		if r.cache == nil {
+			continue
+		}
+		select {
+		case <-r.cache.scoper.read:
+		case <-ctx.Done():
+			return fmt.Errorf("proxy: waiting for the metastore settings: %w", ctx.Err())
+		}
+	}
+	return nil
 }
 
 // CacheScope is the cache's scope decision; false without caching.

@@ -21,6 +21,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/inflight"
+	"github.com/hmsproxy/hmsproxy/internal/peers"
 	"github.com/hmsproxy/hmsproxy/internal/ratelimit"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
@@ -92,11 +93,21 @@ type clientConn struct {
 	goneFn    func() bool // c.gone, bound once
 
 	// phaseMu guards phase and, while it is held, the read deadline set
-	// by Drain or Shutdown against the request deadline set when a
-	// request starts: a connection is cut only while nothing of its next
-	// request has been read.
+	// by Drain, Shutdown or an eviction against the request deadline set
+	// when a request starts: a connection is cut only while nothing of
+	// its next request has been read.
 	phaseMu sync.Mutex
 	phase   connPhase
+	// idleSince is when the connection began to wait for its next request
+	// (Unix nanoseconds), 0 while it is not idle; written with phase,
+	// read without a lock by evictIdle's scan, which cutIfIdle confirms.
+	idleSince atomic.Int64
+
+	src        peers.Key // the client's address, as the per-address limit counts it
+	background bool      // DialBackground's: never evicted, not counted per address
+	// evicted: closed to admit another client (evictIdle, under s.mu); it
+	// no longer counts against the limits, and leaves at its next wait.
+	evicted atomic.Bool
 }
 
 // connPhase is where a connection stands between and in calls.
@@ -108,9 +119,16 @@ const (
 	phaseCut                   // woken by Drain or Shutdown while idle: closes
 )
 
-func (c *clientConn) setPhase(p connPhase) {
+// setPhase moves the connection to p; now is when it became idle, for
+// phaseIdle.
+func (c *clientConn) setPhase(p connPhase, now time.Time) {
 	c.phaseMu.Lock()
 	c.phase = p
+	if p == phaseIdle {
+		c.idleSince.Store(now.UnixNano())
+	} else {
+		c.idleSince.Store(0)
+	}
 	c.phaseMu.Unlock()
 }
 
@@ -123,6 +141,7 @@ func (c *clientConn) cutIfIdle() bool {
 		return false
 	}
 	c.phase = phaseCut
+	c.idleSince.Store(0)
 	c.nc.SetReadDeadline(aLongTimeAgo)
 	return true
 }
@@ -194,6 +213,7 @@ func (g *requestGate) Started() {
 	defer c.phaseMu.Unlock()
 	cut := c.phase == phaseCut
 	c.phase = phaseBusy
+	c.idleSince.Store(0)
 	if t := c.s.cfg.ReadTimeout; t > 0 {
 		c.nc.SetReadDeadline(c.reqStart.Add(t))
 		c.reqArmed = true
@@ -338,8 +358,8 @@ func (c *clientConn) serve() {
 		// that came before is seen by the check. now is when the last
 		// call ended.
 		c.armIdle(now)
-		c.setPhase(phaseIdle)
-		if c.s.isClosing() || c.s.draining.Load() {
+		c.setPhase(phaseIdle, now)
+		if c.s.isClosing() || c.s.draining.Load() || c.evicted.Load() {
 			return
 		}
 		m, err := c.r.Read()
@@ -348,7 +368,7 @@ func (c *clientConn) serve() {
 			return
 		}
 		// A request read whole in one go never called Started.
-		c.setPhase(phaseBusy)
+		c.setPhase(phaseBusy, time.Time{})
 		start := time.Now()
 		meth := hms.Lookup(m.Name())
 		c.outcome, c.rt = OutcomePassthrough, nil
@@ -576,6 +596,8 @@ func (c *clientConn) readFailed(err error, log *slog.Logger) {
 	switch {
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
 		return
+	case c.evicted.Load() && errors.Is(err, os.ErrDeadlineExceeded):
+		return // evictIdle logged it
 	case errors.Is(err, os.ErrDeadlineExceeded) && (c.s.isClosing() || c.s.draining.Load()),
 		errors.Is(err, context.Canceled) && c.s.isClosing():
 		return

@@ -2,10 +2,8 @@ package proxy
 
 import (
 	"fmt"
-	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
@@ -31,7 +29,7 @@ func TestRateLimitedUser(t *testing.T) {
 	}
 	_, paddr := serve(t, Config{Cache: newCaching(t, nil), Limiter: lim}, proxytest.Group(t, upstream.Config{}, addr))
 
-	bob, alice := userConn(t, paddr, "bob"), dialFrom(t, "127.0.0.2", paddr, wire.Buffered)
+	bob, alice := userConn(t, paddr, "bob"), clientFrom(t, "127.0.0.2", paddr, wire.Buffered)
 	call(t, alice, "set_ugi", ugiArgs("alice"))
 	get := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))
 	for i := 0; i < 2; i++ {
@@ -110,16 +108,11 @@ func readLimiter(t *testing.T, n int) *ratelimit.Limiter {
 	return lim
 }
 
-// dialFrom connects to addr from the loopback address src (any of
-// 127.0.0.0/8 is this machine), so a test can be several client hosts.
-func dialFrom(t *testing.T, src, addr string, tr wire.Transport) *hmsclient.Client {
+// clientFrom is a client of addr from the loopback address src
+// (dialFrom), so a test can be several client hosts.
+func clientFrom(t *testing.T, src, addr string, tr wire.Transport) *hmsclient.Client {
 	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
-	nc, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := hmsclient.New(nc, tr)
+	c := hmsclient.New(dialFrom(t, src, addr), tr)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -148,7 +141,7 @@ func TestRateLimitSetUGICycling(t *testing.T) {
 		t.Fatalf("read without set_ugi answered field %d; want 1 (limited)", f)
 	}
 	// another host is not affected
-	if f := resultField(t, call(t, dialFrom(t, "127.0.0.2", paddr, wire.Buffered), "get_table", get)); f != 0 {
+	if f := resultField(t, call(t, clientFrom(t, "127.0.0.2", paddr, wire.Buffered), "get_table", get)); f != 0 {
 		t.Fatalf("read from another address answered field %d; want 0: one address's limit spilled over", f)
 	}
 }
@@ -185,7 +178,7 @@ func TestRateLimitClaimSpendsOwnBucket(t *testing.T) {
 			t.Fatal(err)
 		}
 		krbAddr = proxytest.ServeOn(t, s, sasl.Listen(proxytest.Listen(t), pSrv, sasl.ListenerConfig{}))
-		mallory := dialFrom(t, "127.0.0.2", plainAddr, wire.Framed)
+		mallory := clientFrom(t, "127.0.0.2", plainAddr, wire.Framed)
 		call(t, mallory, "set_ugi", ugiArgs("bob"))
 		reads(t, "mallory (as bob)", mallory, mallory, mallory)
 		return plainAddr, krbAddr
@@ -204,7 +197,7 @@ func TestRateLimitClaimSpendsOwnBucket(t *testing.T) {
 		}
 		t.Cleanup(cl.Close)
 		krbBob := func() *hmsclient.Client {
-			c := dialFrom(t, "127.0.0.2", krbAddr, wire.Framed)
+			c := clientFrom(t, "127.0.0.2", krbAddr, wire.Framed)
 			if err := cl.Handshake(ctxT(t), c.Conn(), kdctest.Proxy, ""); err != nil {
 				t.Fatal(err)
 			}

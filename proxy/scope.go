@@ -115,6 +115,10 @@ type scoper struct {
 	perUser atomic.Bool
 	ready   chan struct{} // closed when the first decision is made
 	once    sync.Once     // guards closing ready
+	// read is closed when the first check of the metastore's settings
+	// ended, read or not.
+	read     chan struct{}
+	readOnce sync.Once // guards closing read
 
 	mu sync.Mutex // guards st
 	st ScopeStatus
@@ -125,7 +129,7 @@ func newScoper(mode ScopeMode, every time.Duration, log *slog.Logger, flush func
 		every = 10 * time.Minute
 	}
 	s := &scoper{mode: mode, every: every, timeout: 15 * time.Second, log: log, flush: flush,
-		ready: make(chan struct{}), st: ScopeStatus{Mode: mode}, checked: func(bool, ServerSettings) {}}
+		ready: make(chan struct{}), read: make(chan struct{}), st: ScopeStatus{Mode: mode}, checked: func(bool, ServerSettings) {}}
 	switch mode {
 	case ScopeShared:
 		s.decideForced(false, "cache.scope is shared")
@@ -218,6 +222,7 @@ func (s *scoper) check(ctx context.Context, up Forwarder) bool {
 		set = *prev
 	}
 	s.settings.Store(&set)
+	s.readOnce.Do(func() { close(s.read) })
 	if serr != nil {
 		s.log.Warn("metastore settings unknown: no partitions are pruned locally until they are read", "err", serr)
 	}

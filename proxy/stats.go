@@ -60,6 +60,7 @@ type Stats struct {
 	kinds   [cache.NumKinds][numOutcomes]atomic.Uint64
 
 	clientTimeouts [numTimeouts]atomic.Uint64
+	clientsShed    [numShed]atomic.Uint64
 }
 
 func newStats() *Stats {
@@ -165,3 +166,30 @@ func (t ClientTimeout) String() string { return timeoutNames[t] }
 
 // ClientTimeouts reports how many client connections deadline t cut off.
 func (s *Stats) ClientTimeouts(t ClientTimeout) uint64 { return s.clientTimeouts[t].Load() }
+
+// ShedReason is why a client connection was closed at accept, or closed
+// to admit another.
+type ShedReason uint8
+
+const (
+	// ShedEvicted: an idle connection closed to admit a new one at a
+	// limit (MaxClients, or its address's MaxClientsPerAddress).
+	ShedEvicted ShedReason = iota
+	// ShedMaxClients: a new connection refused at MaxClients, every
+	// connection being in a call.
+	ShedMaxClients
+	// ShedPerAddress: a new connection refused at its address's
+	// MaxClientsPerAddress, every one of that address's being in a call.
+	ShedPerAddress
+	numShed
+)
+
+var shedNames = [numShed]string{"idle_evicted", "max_clients", "per_address"}
+
+func (r ShedReason) String() string { return shedNames[r] }
+
+// ShedReasons are every ShedReason, for exporters.
+func ShedReasons() []ShedReason { return []ShedReason{ShedEvicted, ShedMaxClients, ShedPerAddress} }
+
+// ClientsShed reports how many client connections were shed for r.
+func (s *Stats) ClientsShed(r ShedReason) uint64 { return s.clientsShed[r].Load() }

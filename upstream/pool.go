@@ -188,14 +188,13 @@ func (p *pool) exchange(ctx context.Context, cn *conn, c Call, sink ReplySink, r
 		cn.close()
 		return &failedBeforeReplyError{fmt.Errorf("send %s to %s: %w", c.Msg.Name(), p.addr, err)}
 	}
-	if c.Oneway {
-		stop() // before the connection can be checked out by another call
-		p.put(cn, c.Session.key)
-		return nil
-	}
-	if c.Msg.Type == wire.Oneway {
-		// Oneway-typed but not known to be oneway: whatever the metastore
-		// answers, if anything, belongs to no later call on this socket.
+	if c.Oneway || c.Msg.Type == wire.Oneway {
+		// No reply is read, but the metastore may still send one: libthrift
+		// answers a method it lacks (reinitialize without fb303) even when
+		// the call was oneway. Whatever comes belongs to no later call, so
+		// the connection is never pooled. Oneway calls are rare (fb303
+		// administration): a new dial costs less than draining with a
+		// deadline would.
 		stop()
 		cn.close()
 		p.g.n.onewayClosed.Add(1)

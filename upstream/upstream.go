@@ -222,11 +222,12 @@ type Call struct {
 	// call with ErrMismatchedReply.
 	Msg wire.Message
 	// Oneway is set for methods the method table declares oneway (fb303
-	// shutdown, reinitialize): the metastore never answers them, so no
-	// reply is read and the connection is reused. A message typed ONEWAY
-	// without Oneway set (a method the proxy does not know) is sent too,
-	// but its connection is closed afterwards: a reply the metastore might
-	// still send could not be paired with any later call.
+	// shutdown, reinitialize): no reply is read. A message typed ONEWAY
+	// without Oneway set (a method the proxy does not know) is sent the
+	// same way. Either way the connection is closed afterwards, never
+	// pooled: a reply the metastore might still send (libthrift answers a
+	// method it lacks, oneway or not) could not be paired with any later
+	// call.
 	Oneway bool
 	// ClientGone, if set, reports whether the client that made the call
 	// has gone. It is asked after a connection is checked out and every
@@ -262,8 +263,7 @@ type Stats struct {
 	// Mismatched counts replies that did not answer their call (and the
 	// connections closed for it).
 	Mismatched uint64
-	// OnewayClosed counts connections closed after an unknown oneway-typed
-	// call.
+	// OnewayClosed counts connections closed after a oneway call.
 	OnewayClosed uint64
 	// ClientGone counts calls dropped, unsent, because their client had
 	// gone.

@@ -167,23 +167,55 @@ func TestOnewayTypedUnknownClosesConnection(t *testing.T) {
 	}
 }
 
-func TestDeclaredOnewayReusesConnection(t *testing.T) {
-	f := startFake(t, func(fc *fakeConn, m wire.Message) ([][]byte, error) {
-		if string(m.Name()) == "reinitialize" {
-			return nil, nil // oneway: never answered
-		}
-		return [][]byte{replyTo(m, string(m.Name()))}, nil
-	})
-	g := newGroup(t, Config{MaxConns: 1}, f.addr)
-	var s copySink
-	if err := g.Do(ctxT(t), Call{Session: NoSession, Class: Write, Msg: msg(t, wire.Oneway, "reinitialize", 1), Oneway: true}, &s); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Do(ctxT(t), Call{Session: NoSession, Class: Read, Msg: msg(t, wire.Call, "get_table", 2)}, &s); err != nil {
-		t.Fatal(err)
-	}
-	if n := f.numConns(); n != 1 {
-		t.Fatalf("got %d connections; want 1", n)
+// TestOnewayConnectionNeverPooled guards issue 22: a connection that
+// carried a oneway call is closed, never pooled. libthrift answers a
+// method it lacks (reinitialize on a metastore without fb303) with an
+// EXCEPTION even when the call was oneway; on a pooled connection that
+// answer would meet the next call.
+func TestOnewayConnectionNeverPooled(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		answers bool
+	}{
+		{"answered as an unknown method", true},
+		{"not answered", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sent := make(chan struct{})
+			f := startFake(t, func(fc *fakeConn, m wire.Message) ([][]byte, error) {
+				if string(m.Name()) != "reinitialize" {
+					return [][]byte{replyTo(m, string(m.Name()))}, nil
+				}
+				if tc.answers {
+					// Written here, so the test knows it is in the
+					// proxy's socket before the next call.
+					ex := wire.AppendApplicationException(nil, "reinitialize", m.SeqID, wire.ExUnknownMethod, "Invalid method name: 'reinitialize'")
+					if err := wire.NewWriter(fc.nc, wire.Buffered).Write(ex); err != nil {
+						return nil, err
+					}
+				}
+				close(sent)
+				return nil, nil
+			})
+			g := newGroup(t, Config{MaxConns: 1}, f.addr)
+			var s copySink
+			if err := g.Do(ctxT(t), Call{Session: NoSession, Class: Write, Msg: msg(t, wire.Oneway, "reinitialize", 1), Oneway: true}, &s); err != nil {
+				t.Fatal(err)
+			}
+			<-sent
+			if err := g.Do(ctxT(t), Call{Session: NoSession, Class: Read, Msg: msg(t, wire.Call, "get_table", 2)}, &s); err != nil {
+				t.Fatalf("the call after a oneway one: %v", err)
+			}
+			if got := resultString(t, wireMsg(t, s.got)); got != "get_table" || s.seq != 2 {
+				t.Fatalf("got %q seqid %d; want get_table's reply, seqid 2", got, s.seq)
+			}
+			if n := f.numConns(); n != 2 {
+				t.Fatalf("got %d connections; want 2 (the oneway one closed)", n)
+			}
+			if got := g.Stats().OnewayClosed; got != 1 {
+				t.Fatalf("Stats.OnewayClosed %d; want 1", got)
+			}
+		})
 	}
 }
 

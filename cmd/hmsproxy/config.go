@@ -15,6 +15,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/proxy"
 )
 
@@ -57,6 +58,10 @@ type fileConfig struct {
 		MaxMessageBytes int `yaml:"max_message_bytes"` // -max-message-bytes
 		MaxDepth        int `yaml:"max_depth"`         // -max-depth
 		MaxClients      int `yaml:"max_clients"`       // -max-clients
+		// MaxClientsPerAddress bounds one source address's connections
+		// (an IPv4 address, an IPv6 /64); 0 is the default (1,000, at
+		// most max_clients), negative none.
+		MaxClientsPerAddress int `yaml:"max_clients_per_address"` // -max-clients-per-address
 		// Client deadlines; negative for none.
 		ClientReadTimeout  time.Duration `yaml:"client_read_timeout"`  // -client-read-timeout
 		ClientIdleTimeout  time.Duration `yaml:"client_idle_timeout"`  // -client-idle-timeout
@@ -316,7 +321,8 @@ Flags:
 	reserved := fs.Int("upstream-reserved-read-conns", c.Upstream.ReservedReadConns, "connections per metastore kept for reads so long writes cannot take them all; 0: max_conns/4, negative: none [upstream.reserved_read_conns]")
 	maxMsg := fs.Int("max-message-bytes", c.Limits.MaxMessageBytes, "largest client request accepted, as hive.metastore.server.max.message.size [limits.max_message_bytes]")
 	maxDepth := fs.Int("max-depth", c.Limits.MaxDepth, "deepest struct/container nesting accepted [limits.max_depth]")
-	maxClients := fs.Int("max-clients", c.Limits.MaxClients, "max concurrent client connections [limits.max_clients]")
+	maxClients := fs.Int("max-clients", c.Limits.MaxClients, "max concurrent client connections; at the limit the longest-idle one makes room for a new one [limits.max_clients]")
+	maxPerAddr := fs.Int("max-clients-per-address", c.Limits.MaxClientsPerAddress, "max client connections of one source address (IPv4 address, IPv6 /64); 0 default (1000, at most max-clients), negative none [limits.max_clients_per_address]")
 	clientRead := fs.Duration("client-read-timeout", c.Limits.ClientReadTimeout, "cut off a client whose request is not complete this long after its first bytes (slowloris); negative for none [limits.client_read_timeout]")
 	clientIdle := fs.Duration("client-idle-timeout", c.Limits.ClientIdleTimeout, "close a client connection that starts no request for this long; negative for none [limits.client_idle_timeout]")
 	clientWrite := fs.Duration("client-write-timeout", c.Limits.ClientWriteTimeout, "cut off a client that has not taken a reply within this; negative for none [limits.client_write_timeout]")
@@ -424,6 +430,8 @@ Flags:
 			c.Limits.MaxDepth = *maxDepth
 		case "max-clients":
 			c.Limits.MaxClients = *maxClients
+		case "max-clients-per-address":
+			c.Limits.MaxClientsPerAddress = *maxPerAddr
 		case "client-read-timeout":
 			c.Limits.ClientReadTimeout = *clientRead
 		case "client-idle-timeout":
@@ -568,6 +576,13 @@ Flags:
 		return c, errors.New("no upstream: give --upstream thrift://host:port (or --demo)")
 	}
 	return c, nil
+}
+
+// requestLimits bound client requests: the proxy reads them under these,
+// and whatever decodes them after (the federation router) decodes under
+// the same, so that a request read is one it can decode.
+func (c fileConfig) requestLimits() wire.Limits {
+	return wire.Limits{MaxMessage: c.Limits.MaxMessageBytes, MaxDepth: c.Limits.MaxDepth}
 }
 
 // groupName is the upstream group's name: upstream.name, or the

@@ -146,7 +146,7 @@ func newRouter(cfg fileConfig, primary *upstream.Group, groups []*fedGroup, log 
 	default:
 		return nil, fmt.Errorf("federation.listing_failure must be fail or partial, got %q", fed.ListingFailure)
 	}
-	fc := federation.Config{Mode: mode, ListingTimeout: fed.ListingTimeout, Partial: partial,
+	fc := federation.Config{Mode: mode, ListingTimeout: fed.ListingTimeout, Partial: partial, Limits: cfg.requestLimits(),
 		Logger: log.With("component", "federation"),
 		Groups: []federation.Group{{Name: cfg.groupName(), Up: primary, Access: pacc, WritableDatabases: fed.Primary.WritableDatabases}}}
 	for _, g := range groups {

@@ -316,3 +316,40 @@ func TestFederatedPolicyInClientNames(t *testing.T) {
 		t.Error("a group that renames nothing should keep the policy as it is")
 	}
 }
+
+// TestFederationDecodesWithConfiguredLimits guards issue 22: with
+// limits.max_depth 100, a drop_table carrying a 70-deep extra field is a
+// request the proxy takes, so the router must decode it with the same
+// limits and apply the primary's read-only rule; it once gave up at the
+// built-in depth (64) and sent the call to the primary unchecked.
+func TestFederationDecodesWithConfiguredLimits(t *testing.T) {
+	deep := wire.Limits{MaxDepth: 100}
+	p, pAddr := proxytest.Demo(t, proxytest.DemoOptions{Config: demohms.Config{Limits: deep}})
+	_, fAddr := proxytest.Demo(t, proxytest.DemoOptions{Empty: true, Config: demohms.Config{Limits: deep}})
+	cfg := fedYAML(t, pAddr, fAddr, "  primary:\n    access: read-only\nlimits:\n  max_depth: 100\n")
+	c := runInProcess(t, cfg)
+
+	var e wire.Encoder
+	e.StringField(1, "demo_db0")
+	e.StringField(2, "t0")
+	e.BoolField(3, false)
+	// An extra field the metastore skips, nested 70 deep: a metastore
+	// (libthrift skips unknown fields with no depth bound) takes it.
+	for range 70 {
+		e.FieldBegin(wire.TStruct, 9)
+	}
+	for range 70 {
+		e.Stop()
+	}
+	e.Stop()
+	m, err := c.Call(ctxT(t), "drop_table", e.B)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := wire.ResultField(m.Body()); f <= 0 {
+		t.Errorf("a deep drop_table on the read-only primary: result field %d; want a MetaException", f)
+	}
+	if n := p.CallCount("drop_table"); n != 0 {
+		t.Errorf("a deep drop_table reached the read-only primary %d times; want 0", n)
+	}
+}

@@ -56,6 +56,12 @@ type kerberosConfig struct {
 	TokenTTL time.Duration `yaml:"token_ttl"`
 	// HandshakeTimeout bounds a client's handshake. Default 10s.
 	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
+	// MaxHandshakes bounds client handshakes in progress; at the bound
+	// the oldest is cut to make room. Default 128.
+	MaxHandshakes int `yaml:"max_handshakes"`
+	// MaxHandshakesPerAddress bounds one source address's handshakes in
+	// progress; past it a connection is closed at once. Default 16.
+	MaxHandshakesPerAddress int `yaml:"max_handshakes_per_address"`
 	// MaxClockSkew is the clock difference tolerated with clients, also
 	// applied to their tickets' end times. Default 5m.
 	MaxClockSkew time.Duration `yaml:"max_clock_skew"`
@@ -92,6 +98,9 @@ func (k kerberosConfig) validate(client, upstream wire.Transport) error {
 	}
 	if _, err := authtolocal.Parse(k.AuthToLocal, realmOf(k.Principal)); err != nil {
 		return fmt.Errorf("kerberos: kerberos.auth_to_local: %w", err)
+	}
+	if k.MaxHandshakes < 0 || k.MaxHandshakesPerAddress < 0 || k.HandshakeTimeout < 0 {
+		return errors.New("kerberos: handshake_timeout, max_handshakes and max_handshakes_per_address must not be negative (0: the default)")
 	}
 	if k.UpstreamPrincipal != "" && upstream != wire.Framed {
 		return errors.New("kerberos: kerberos.upstream_principal needs upstream.transport: framed (after the SASL handshake every message is length-prefixed)")
@@ -163,7 +172,8 @@ func (k kerberosConfig) listener(ln net.Listener, log *slog.Logger) (net.Listene
 	if err != nil {
 		return nil, fmt.Errorf("kerberos: %w", err)
 	}
-	return sasl.Listen(ln, srv, sasl.ListenerConfig{HandshakeTimeout: k.HandshakeTimeout, Logger: log}), nil
+	return sasl.Listen(ln, srv, sasl.ListenerConfig{HandshakeTimeout: k.HandshakeTimeout, MaxHandshakes: k.MaxHandshakes,
+		MaxHandshakesPerAddress: k.MaxHandshakesPerAddress, Logger: log}), nil
 }
 
 // upstreamHandshake logs in to the KDC and returns the hook that

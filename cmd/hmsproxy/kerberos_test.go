@@ -34,6 +34,8 @@ func TestKerberosConfigValidate(t *testing.T) {
 		{"bad impersonation", kerberosConfig{Enabled: true, Principal: "p", Keytab: "k", Impersonation: "doas"}, wire.Framed, wire.Framed, "impersonation must be token or none"},
 		{"auth_to_local rules", kerberosConfig{Enabled: true, Principal: "p@R", Keytab: "k", AuthToLocal: "RULE:[1:$1@$0](.*@F)s/@.*//\nDEFAULT"}, wire.Framed, wire.Framed, ""},
 		{"bad auth_to_local", kerberosConfig{Enabled: true, Principal: "p@R", Keytab: "k", AuthToLocal: "RULE:[1:$2]"}, wire.Framed, wire.Framed, "kerberos.auth_to_local"},
+		{"handshake bounds", kerberosConfig{Enabled: true, Principal: "p", Keytab: "k", MaxHandshakes: 500, MaxHandshakesPerAddress: 4}, wire.Framed, wire.Framed, ""},
+		{"negative handshake bound", kerberosConfig{Enabled: true, Principal: "p", Keytab: "k", MaxHandshakesPerAddress: -1}, wire.Framed, wire.Framed, "must not be negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.k.validate(tc.client, tc.up)

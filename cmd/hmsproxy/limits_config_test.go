@@ -14,30 +14,34 @@ import (
 func TestLimitsConfig(t *testing.T) {
 	t.Setenv("HMSPROXY_CONFIG", "")
 	file := filepath.Join(t.TempDir(), "c.yaml")
-	yaml := "limits:\n  client_read_timeout: 5s\n  client_idle_timeout: 10m\n  client_write_timeout: -1s\n  inflight_bytes: 209715200\n"
+	yaml := "limits:\n  client_read_timeout: 5s\n  client_idle_timeout: 10m\n  client_write_timeout: -1s\n  inflight_bytes: 209715200\n" +
+		"  max_clients_per_address: 50\n"
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	type lim struct {
 		read, idle, write time.Duration
 		inflight          int64
+		perAddress        int
 	}
 	for _, tc := range []struct {
 		name string
 		args []string
 		want lim
 	}{
-		{"defaults", nil, lim{proxy.DefaultReadTimeout, proxy.DefaultIdleTimeout, proxy.DefaultWriteTimeout, 256 << 20}},
-		{"file", []string{"-config", file}, lim{5 * time.Second, 10 * time.Minute, -time.Second, 200 << 20}},
+		{"defaults", nil, lim{proxy.DefaultReadTimeout, proxy.DefaultIdleTimeout, proxy.DefaultWriteTimeout, 256 << 20, 0}},
+		{"file", []string{"-config", file}, lim{5 * time.Second, 10 * time.Minute, -time.Second, 200 << 20, 50}},
 		{"flags win", []string{"-config", file, "-client-read-timeout", "7s", "-client-idle-timeout", "2h",
-			"-client-write-timeout", "30s", "-inflight-bytes", "0"}, lim{7 * time.Second, 2 * time.Hour, 30 * time.Second, 0}},
+			"-client-write-timeout", "30s", "-inflight-bytes", "0", "-max-clients-per-address", "-1"},
+			lim{7 * time.Second, 2 * time.Hour, 30 * time.Second, 0, -1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := load(append([]string{"-demo"}, tc.args...))
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := lim{c.Limits.ClientReadTimeout, c.Limits.ClientIdleTimeout, c.Limits.ClientWriteTimeout, c.Limits.InflightBytes}
+			got := lim{c.Limits.ClientReadTimeout, c.Limits.ClientIdleTimeout, c.Limits.ClientWriteTimeout, c.Limits.InflightBytes,
+				c.Limits.MaxClientsPerAddress}
 			if got != tc.want {
 				t.Errorf("got %+v; want %+v", got, tc.want)
 			}

@@ -220,10 +220,12 @@ func run(ctx context.Context, cfg fileConfig) error {
 	}
 	pcfg := proxy.Config{
 		Transport:  clientTransport,
-		Limits:     wire.Limits{MaxMessage: cfg.Limits.MaxMessageBytes, MaxDepth: cfg.Limits.MaxDepth},
+		Limits:     cfg.requestLimits(),
 		MaxClients: cfg.Limits.MaxClients,
-		Logger:     log.With("component", "proxy"),
-		Cache:      caching,
+		// 0 and negative mean the same here as in the file.
+		MaxClientsPerAddress: cfg.Limits.MaxClientsPerAddress,
+		Logger:               log.With("component", "proxy"),
+		Cache:                caching,
 
 		ReadTimeout:  cfg.Limits.ClientReadTimeout,
 		IdleTimeout:  cfg.Limits.ClientIdleTimeout,
@@ -467,7 +469,8 @@ func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstre
 	}
 	aln = tln
 	if cfg.Admin.Token == "" && !isLoopback(aln.Addr()) {
-		log.Warn("the admin flush API is open to the network: set admin.token or HMSPROXY_ADMIN_TOKEN", "addr", aln.Addr().String())
+		log.Warn("admin writes (drain, flush, warm-up) are refused with 403: the admin port listens beyond loopback "+
+			"without a token; set admin.token or HMSPROXY_ADMIN_TOKEN to enable them", "addr", aln.Addr().String())
 	}
 	return adm, aln, nil
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -78,6 +79,13 @@ type TimeoutStats interface {
 	ClientTimeouts(t proxy.ClientTimeout) uint64
 }
 
+// ShedStats counts client connections shed at the connection limits;
+// *proxy.Stats implements it. Config.Timeouts feeds
+// hmsproxy_client_connections_shed_total when it is one.
+type ShedStats interface {
+	ClientsShed(r proxy.ShedReason) uint64
+}
+
 // Config configures a Server. The zero value of each field selects the
 // default in its comment. Pass an interface field only with a non-nil
 // value behind it (a nil *cache.Store in Store is not "no store").
@@ -92,8 +100,10 @@ type Config struct {
 	// Gatherer too (a *prometheus.Registry); required otherwise.
 	Gatherer prometheus.Gatherer
 	// Token, if set, is required as "Authorization: Bearer <token>" on
-	// every /cache/ request. Default "": the flush API is open (bind the
-	// admin port to loopback).
+	// every /cache/ and /drain request. Default "": those requests are
+	// served on a loopback listener only; where Serve listens beyond
+	// loopback, the writes among them (drain, flush, warm-up) are refused
+	// with 403 and the read endpoints keep serving.
 	Token string
 	// DefaultCatalog is the catalog of flushes that name none. Default
 	// "hive", as metastore.catalog.default.
@@ -190,6 +200,11 @@ type Server struct {
 	mu      sync.Mutex // guards closed and watchOn
 	closed  bool       // Shutdown was called
 	watchOn bool       // watchLosses was started
+
+	// exposed: Serve was given a listener beyond loopback. Without a
+	// Token, writes are then refused. Never unset: one such listener is
+	// enough.
+	exposed atomic.Bool
 }
 
 // New validates cfg and registers the collectors.
@@ -351,6 +366,9 @@ func (s *Server) Serve(ln net.Listener) error {
 		go s.watchLosses()
 	}
 	s.mu.Unlock()
+	if !loopbackOnly(ln.Addr()) {
+		s.exposed.Store(true)
+	}
 	err := s.http.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return ErrServerClosed
@@ -476,9 +494,37 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]bool{"draining": false})
 }
 
+// loopbackOnly reports whether only this host can reach a listener at
+// a: a loopback TCP address or a Unix socket. A wildcard address (":9084",
+// "0.0.0.0") reaches beyond it.
+func loopbackOnly(a net.Addr) bool {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	case *net.UnixAddr:
+		return true
+	}
+	return false
+}
+
+// isWrite: the request may change something (drain, flush, warm-up);
+// GET and HEAD only read.
+func isWrite(r *http.Request) bool { return r.Method != http.MethodGet && r.Method != http.MethodHead }
+
 func (s *Server) authorised(next http.Handler) http.Handler {
 	if s.cfg.Token == "" {
-		return next
+		// Decided per request: Serve may be called after the handler is
+		// built.
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if isWrite(r) && s.exposed.Load() {
+				s.log.Warn("admin write refused: the admin port listens beyond loopback and no admin.token is set",
+					append([]any{"method", r.Method, "path", r.URL.Path}, caller(r, "refused")...)...)
+				writeJSON(w, http.StatusForbidden, map[string]string{"error": "admin writes need admin.token " +
+					"(or HMSPROXY_ADMIN_TOKEN) when the admin port listens beyond loopback"})
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -55,6 +56,9 @@ type envOpts struct {
 	shadow   bool    // check every cache hit against the metastore
 	drain    Drainer // passed as Config.Drain when set
 	warmUp   bool    // a warm-up over two background connections of the proxy
+	// listenAll: the admin port listens on every address (0.0.0.0), not
+	// on loopback alone; e.url still dials 127.0.0.1.
+	listenAll bool
 }
 
 var (
@@ -139,6 +143,14 @@ func startEnv(t testing.TB, o envOpts) *env {
 	}
 	aln := listen(t)
 	e.url = "http://" + aln.Addr().String()
+	if o.listenAll {
+		aln.Close()
+		var err error
+		if aln, err = net.Listen("tcp", "0.0.0.0:0"); err != nil {
+			t.Fatal(err)
+		}
+		e.url = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(aln.Addr().(*net.TCPAddr).Port))
+	}
 	served := make(chan error, 1)
 	go func() { served <- e.admin.Serve(aln) }()
 	t.Cleanup(func() {

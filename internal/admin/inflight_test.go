@@ -13,6 +13,9 @@ type fakeTimeouts [3]uint64
 
 func (f fakeTimeouts) ClientTimeouts(t proxy.ClientTimeout) uint64 { return f[t] }
 
+// ClientsShed makes it a ShedStats too: 10 plus the reason's number.
+func (f fakeTimeouts) ClientsShed(r proxy.ShedReason) uint64 { return 10 + uint64(r) }
+
 // The in-flight budget and the client deadlines are visible to the
 // operator (#9).
 func TestInFlightMetrics(t *testing.T) {
@@ -50,6 +53,10 @@ func TestInFlightMetrics(t *testing.T) {
 		"hmsproxy_client_timeouts_total/read":  3,
 		"hmsproxy_client_timeouts_total/idle":  4,
 		"hmsproxy_client_timeouts_total/write": 5,
+		// Issue 22: connections shed at the connection limits.
+		"hmsproxy_client_connections_shed_total/idle_evicted": 10,
+		"hmsproxy_client_connections_shed_total/max_clients":  11,
+		"hmsproxy_client_connections_shed_total/per_address":  12,
 	} {
 		if v, ok := got[name]; !ok || v != want {
 			t.Errorf("%s = %v (present %v); want %v", name, v, ok, want)

@@ -9,7 +9,7 @@ import (
 // KerberosSource is the Kerberos client listener; *sasl.Listener
 // implements it.
 type KerberosSource interface {
-	Stats() *sasl.ListenerStats
+	Results() *sasl.ListenerStats
 }
 
 // kerberosCollector exports the listener's handshake outcomes at scrape
@@ -33,7 +33,7 @@ func (c *kerberosCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.hands
 
 // Collect implements prometheus.Collector.
 func (c *kerberosCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.src.Stats()
+	st := c.src.Results()
 	for r := sasl.Result(0); r < sasl.NumResults; r++ {
 		ch <- constMetric(c.handshakes, prometheus.CounterValue, float64(st.Handshakes[r].Load()), r.String())
 	}

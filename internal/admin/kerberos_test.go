@@ -10,7 +10,7 @@ import (
 
 type krbStats struct{ st sasl.ListenerStats }
 
-func (k *krbStats) Stats() *sasl.ListenerStats { return &k.st }
+func (k *krbStats) Results() *sasl.ListenerStats { return &k.st }
 
 // TestKerberosMetrics (issue 22): handshakes are counted by result, a
 // forged authenticator under its own.

@@ -67,6 +67,7 @@ type collector struct {
 
 	inflightBytes, inflightLimit, inflightWaits *prometheus.Desc
 	clientTimeouts                              *prometheus.Desc
+	clientsShed                                 *prometheus.Desc
 
 	shadowChecks, shadowMismatches, shadowSkipped *prometheus.Desc
 }
@@ -180,6 +181,9 @@ func newCollector(cfg *Config, seen func(*snapshot)) *collector {
 		clientTimeouts: prometheus.NewDesc("hmsproxy_client_timeouts_total",
 			"Client connections cut off by a deadline: read (request not complete in time), idle, write (reply not taken).",
 			[]string{"deadline"}, nil),
+		clientsShed: prometheus.NewDesc("hmsproxy_client_connections_shed_total",
+			"Client connections shed at the connection limits: idle_evicted (the longest-idle connection closed to admit a new one), max_clients and per_address (a new one refused, every connection in a call).",
+			[]string{"reason"}, nil),
 
 		shadowChecks: prometheus.NewDesc("hmsproxy_shadow_checks_total",
 			"Cache hits re-read from the metastore and compared, by cache kind and outcome (matched; mismatched: differs and no invalidation explains it; explained: an invalidation after the hit does; failed: the re-read failed).",
@@ -224,6 +228,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	if c.cfg.Timeouts != nil {
 		ds = append(ds, c.clientTimeouts)
 	}
+	if _, ok := c.cfg.Timeouts.(ShedStats); ok {
+		ds = append(ds, c.clientsShed)
+	}
 	if c.cfg.EventLog != nil {
 		ds = append(ds, c.evLatest, c.evApplied, c.evLagEvents, c.evLagSeconds, c.evEvents, c.evGaps, c.evHealthy)
 	}
@@ -258,6 +265,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if t := c.cfg.Timeouts; t != nil {
 		for _, d := range []proxy.ClientTimeout{proxy.TimeoutRead, proxy.TimeoutIdle, proxy.TimeoutWrite} {
 			ch <- constMetric(c.clientTimeouts, prometheus.CounterValue, float64(t.ClientTimeouts(d)), d.String())
+		}
+	}
+	if sh, ok := c.cfg.Timeouts.(ShedStats); ok {
+		for _, r := range proxy.ShedReasons() {
+			ch <- constMetric(c.clientsShed, prometheus.CounterValue, float64(sh.ClientsShed(r)), r.String())
 		}
 	}
 	if c.cfg.EventLog != nil {

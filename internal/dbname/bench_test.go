@@ -79,7 +79,7 @@ func BenchmarkArgs(b *testing.B) {
 		b.Run(tc.method, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				dst, _ = Args(dst[:0], m, tc.args, strip)
+				dst, _ = Args(dst[:0], m, tc.args, wire.Limits{}, strip)
 			}
 		})
 	}

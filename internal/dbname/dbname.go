@@ -12,15 +12,14 @@ import (
 )
 
 // ErrTooDeep is returned for a message whose structs nest deeper than
-// maxDepth along the schema (a Table holding a CreationMetadata holding a
-// Table ...): the wire limits bound skipping, this bounds the rewrite.
+// the limits' MaxDepth along the schema (a Table holding a
+// CreationMetadata holding a Table ...): the wire limits bound skipping,
+// this bounds the rewrite.
 var ErrTooDeep = errors.New("dbname: structs nest too deep")
 
 // ErrTooLong is returned when a rewritten string would not fit a Thrift
 // length.
 var ErrTooLong = errors.New("dbname: rewritten string too long")
-
-const maxDepth = 64
 
 // Args appends to dst the args struct args of a call of m, with every
 // database name it carries replaced by fn's answer. fn gets the bare
@@ -28,13 +27,15 @@ const maxDepth = 64
 // is returned wrapped, so the caller can refuse the call (errors.Is/As see
 // fn's error). A method the package does not know (m nil, or a name not in
 // its table) and a method whose args name no database are copied unchanged.
-// A malformed struct returns the decoder's error.
-func Args(dst []byte, m *hms.Method, args []byte, fn func(db string) (string, error)) ([]byte, error) {
+// args is decoded under lim (zero fields: wire's defaults), which should be
+// the limits it was read under, so that nothing the reader took fails
+// here; a malformed struct returns the decoder's error.
+func Args(dst []byte, m *hms.Method, args []byte, lim wire.Limits, fn func(db string) (string, error)) ([]byte, error) {
 	sh := shapeOf(m)
 	if sh.args == nil {
 		return append(dst, args...), nil
 	}
-	out, err := rewrite(dst, sh.args, args, rewriter{fn: fn})
+	out, err := rewrite(dst, sh.args, args, rewriter{fn: fn, lim: lim})
 	if err != nil {
 		return dst, fmt.Errorf("dbname: %s args: %w", m.Name, err)
 	}
@@ -58,6 +59,32 @@ func Reply(dst []byte, m *hms.Method, typ byte, body []byte, fn func(db string) 
 	return out, nil
 }
 
+// Names calls fn with every database name the args struct of a call of m
+// carries, wherever Args would rewrite one: the bare name (no catalog
+// part) as the client wrote it, not normalised, aliasing args; for
+// "db.table" strings and write-id lists, their database part. View text
+// is not visited: the metastore stores it and resolves no name in it.
+// A method whose args name no database (or one the package does not
+// know) visits nothing. args is decoded under lim, as in Args; a
+// malformed struct returns the decoder's error, and fn may have been
+// called for names before it.
+func Names(m *hms.Method, args []byte, lim wire.Limits, fn func(db []byte)) error {
+	sh := shapeOf(m)
+	if sh.args == nil {
+		return nil
+	}
+	r := rewriter{src: args, names: fn, lim: lim.WithDefaults()}
+	r.d.ResetLimits(args, r.lim)
+	r.structBody(sh.args)
+	if r.err == nil {
+		r.err = r.d.Err()
+	}
+	if r.err != nil {
+		return fmt.Errorf("dbname: %s args: %w", m.Name, r.err)
+	}
+	return nil
+}
+
 // shapeOf returns m's shape; the zero shape (nothing to rewrite) for a
 // method the table does not know.
 func shapeOf(m *hms.Method) shape {
@@ -69,10 +96,11 @@ func shapeOf(m *hms.Method) shape {
 
 // rewrite copies the struct in src, as s describes it, to dst. Bytes after
 // the struct's STOP are copied too.
-// r carries the mapping (fn or reply); the rest of it is set here.
+// r carries the mapping (fn or reply) and the limits (zero fields:
+// wire's defaults); the rest of it is set here.
 func rewrite(dst []byte, s *schema, src []byte, r rewriter) ([]byte, error) {
-	r.src, r.out = src, dst
-	r.d.Reset(src)
+	r.src, r.out, r.lim = src, dst, r.lim.WithDefaults()
+	r.d.ResetLimits(src, r.lim)
 	r.structBody(s)
 	if r.err == nil {
 		r.err = r.d.Err()
@@ -91,23 +119,26 @@ type rewriter struct {
 	d    wire.Decoder
 	out  []byte
 	mark int // src[:mark] is in out
-	// The mapping: fn (requests, may refuse) or, when it is nil, reply.
+	// The mapping: fn (requests, may refuse) or, when it is nil, reply;
+	// or, when names is set, no rewrite: each name is handed to it.
 	fn    func(string) (string, error)
 	reply func(string) string
-	err   error // the first error of fn or of a limit; the decoder keeps its own
+	names func([]byte)
+	lim   wire.Limits // with defaults; MaxDepth bounds the schema walk too
+	err   error       // the first error of fn or of a limit; the decoder keeps its own
 	depth int
 }
 
 func (r *rewriter) failed() bool { return r.err != nil || r.d.Err() != nil }
 
 func (r *rewriter) structBody(s *schema) {
-	if r.depth++; r.depth > maxDepth {
+	if r.depth++; r.depth > r.lim.MaxDepth {
 		r.err = ErrTooDeep
 		return
 	}
 	defer func() { r.depth-- }()
 	if s.variant != nil {
-		s = s.variant(r.src[r.d.Pos():])
+		s = s.variant(r.src[r.d.Pos():], r.lim)
 	}
 	for !r.failed() {
 		typ, id := r.d.FieldBegin()
@@ -175,6 +206,10 @@ func (r *rewriter) str(k kind) {
 	if r.failed() {
 		return
 	}
+	if r.names != nil {
+		r.visit(k, v)
+		return
+	}
 	if k == kDB {
 		r.db(from, v)
 		return
@@ -202,21 +237,62 @@ func (r *rewriter) str(k kind) {
 	}
 }
 
+// visit hands the database names in v, a string of kind k, to r.names.
+func (r *rewriter) visit(k kind, v []byte) {
+	switch k {
+	case kDB:
+		if name, ok := bareName(v); ok {
+			r.names(name)
+		}
+	case kQualified:
+		visitQualified(v, r.names)
+	case kTxnWriteIDs:
+		// "txnid$db.t:...$db2.t2:...": the tables after the first '$'.
+		parts := bytes.Split(v, []byte("$"))
+		for _, p := range parts[min(1, len(parts)):] {
+			visitQualified(p, r.names)
+		}
+	}
+}
+
+// visitQualified hands fn the database of a "db.table" name, as
+// mapQualified finds it.
+func visitQualified(v []byte, fn func([]byte)) {
+	dot := bytes.IndexByte(v, '.')
+	if dot < 0 {
+		return
+	}
+	if c := bytes.IndexByte(v, ':'); c >= 0 && c < dot {
+		return
+	}
+	fn(v[:dot:dot])
+}
+
+// bareName is the database name in v without its catalog part
+// ("@cat#db"); false for "@cat#" (every database) and "@cat#!" (the empty
+// name), which are not names.
+func bareName(v []byte) ([]byte, bool) {
+	if len(v) > 0 && v[0] == '@' {
+		if i := bytes.IndexByte(v, '#'); i > 0 {
+			name := v[i+1:]
+			if len(name) == 0 || string(name) == "!" {
+				return nil, false
+			}
+			return name, true
+		}
+	}
+	return v, true
+}
+
 // db maps a database name v, read at from, that may carry a catalog
 // ("@cat#db"): the catalog part is kept. "@cat#" (every database) and
 // "@cat#!" (the empty name) are not names.
 func (r *rewriter) db(from int, v []byte) {
-	var cat []byte
-	name := v
-	if len(v) > 0 && v[0] == '@' {
-		if i := bytes.IndexByte(v, '#'); i > 0 {
-			name = v[i+1:]
-			if len(name) == 0 || string(name) == "!" {
-				return
-			}
-			cat = v[:i+1]
-		}
+	name, ok := bareName(v)
+	if !ok {
+		return
 	}
+	cat := v[:len(v)-len(name)]
 	n, err := r.mapName(string(name))
 	if err != nil {
 		r.err = err

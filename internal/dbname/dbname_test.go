@@ -92,7 +92,7 @@ func TestCoversHMSNamePaths(t *testing.T) {
 			for _, name := range names {
 				want := strings.Replace(name, "pfx_", "", 1)
 				args := hmsreq.Args(atPath(l.p, name))
-				out, err := Args(nil, m, args, strip)
+				out, err := Args(nil, m, args, wire.Limits{}, strip)
 				if err != nil {
 					t.Errorf("%s %v %q: %v", m.Name, l.p, name, err)
 					continue
@@ -132,9 +132,10 @@ func atPath(p hms.Path, v string) hmsreq.Field {
 // that must not change), lists of two elements; the Table cycle stops
 // after a few levels.
 type gen struct {
-	e     wire.Encoder
-	n     int
-	names []string // every name written, in order
+	e      wire.Encoder
+	n      int
+	names  []string // every name written, in order
+	inView []string // those written in view text
 }
 
 func (g *gen) name() string {
@@ -204,7 +205,9 @@ func (g *gen) str(k kind) string {
 	case kTxnWriteIDs:
 		return "12:" + "$" + g.name() + ".t1:5:3::$" + g.name() + ".t2:1:1::"
 	case kView:
-		return fmt.Sprintf("SELECT `t1`.`a` FROM `%s`.`t1` JOIN %s.t2 ON t1.a = t2.a -- from pfx_c.x\n WHERE s = 'from pfx_d.y'", g.name(), g.name())
+		a, b := g.name(), g.name()
+		g.inView = append(g.inView, a, b)
+		return fmt.Sprintf("SELECT `t1`.`a` FROM `%s`.`t1` JOIN %s.t2 ON t1.a = t2.a -- from pfx_c.x\n WHERE s = 'from pfx_d.y'", a, b)
 	}
 	panic("kind")
 }
@@ -237,7 +240,7 @@ func TestRoundTripEveryShape(t *testing.T) {
 				var stripped []byte
 				var err error
 				if side.name == "args" {
-					stripped, err = Args(nil, m, in, strip)
+					stripped, err = Args(nil, m, in, wire.Limits{}, strip)
 				} else {
 					stripped, err = rewrite(nil, side.s, in, rewriter{fn: strip})
 				}
@@ -273,7 +276,7 @@ func TestArgsRefusal(t *testing.T) {
 	m := lookup(t, "get_table")
 	args := hmsreq.Args(hmsreq.Str(1, "other"), hmsreq.Str(2, "t"))
 	dst := []byte("keep")
-	out, err := Args(dst, m, args, strip)
+	out, err := Args(dst, m, args, wire.Limits{}, strip)
 	if !errors.Is(err, errForeign) {
 		t.Fatalf("got %v; want errForeign", err)
 	}
@@ -292,7 +295,7 @@ func TestCatalogForms(t *testing.T) {
 		{"get_all_tables", "@hive#!", "@hive#!"}, // the empty name
 		{"get_all_tables", "@hive#pfx_", "@hive#!"},
 	} {
-		out, err := Args(nil, lookup(t, tc.method), hmsreq.Args(hmsreq.Str(1, tc.in)), strip)
+		out, err := Args(nil, lookup(t, tc.method), hmsreq.Args(hmsreq.Str(1, tc.in)), wire.Limits{}, strip)
 		if err != nil {
 			t.Errorf("%s %q: %v", tc.method, tc.in, err)
 			continue
@@ -302,7 +305,7 @@ func TestCatalogForms(t *testing.T) {
 		}
 	}
 	in := hmsreq.Args(hmsreq.Str(1, "@hive#pfx_*"))
-	if out, err := Args(nil, m, in, strip); err != nil || !bytes.Equal(out, in) {
+	if out, err := Args(nil, m, in, wire.Limits{}, strip); err != nil || !bytes.Equal(out, in) {
 		t.Errorf("get_databases pattern: got %q, %v; want it as sent", out, err)
 	}
 }
@@ -389,7 +392,7 @@ func TestRequests(t *testing.T) {
 		// A field of an unexpected type is copied, not read as a name.
 		{"get_table", hmsreq.Args(hmsreq.I32(1, 5), hmsreq.Str(2, "pfx_t")), hmsreq.Args(hmsreq.I32(1, 5), hmsreq.Str(2, "pfx_t"))},
 	} {
-		got, err := Args(nil, lookup(t, tc.method), tc.in, strip)
+		got, err := Args(nil, lookup(t, tc.method), tc.in, wire.Limits{}, strip)
 		if err != nil {
 			t.Errorf("%s: %v", tc.method, err)
 			continue
@@ -404,7 +407,7 @@ func TestMalformed(t *testing.T) {
 	m := lookup(t, "get_table")
 	in := hmsreq.Args(hmsreq.Str(1, "pfx_sales"), hmsreq.Str(2, "t"))
 	for i := 0; i < len(in); i++ {
-		if _, err := Args(nil, m, in[:i], strip); err == nil {
+		if _, err := Args(nil, m, in[:i], wire.Limits{}, strip); err == nil {
 			t.Errorf("truncated at %d: no error", i)
 		}
 	}
@@ -412,14 +415,14 @@ func TestMalformed(t *testing.T) {
 	// the rewriter's own bound stops it.
 	var e wire.Encoder
 	e.FieldBegin(wire.TStruct, 0)
-	for i := 0; i < maxDepth; i++ {
+	for i := 0; i < 64; i++ {
 		e.FieldBegin(wire.TStruct, 16) // creationMetadata
 		e.FieldBegin(wire.TList, 7)    // sourceTables
 		e.ListBegin(wire.TStruct, 1)
 		e.FieldBegin(wire.TStruct, 1) // table
 	}
 	e.StringField(2, "sales")
-	for i := 0; i < 3*maxDepth+2; i++ {
+	for i := 0; i < 3*64+2; i++ {
 		e.Stop()
 	}
 	if _, err := Reply(nil, lookup(t, "get_table"), wire.Reply, e.B, add); !errors.Is(err, ErrTooDeep) {
@@ -429,7 +432,7 @@ func TestMalformed(t *testing.T) {
 
 func TestUnknownMethod(t *testing.T) {
 	in := hmsreq.Args(hmsreq.Str(1, "pfx_sales"))
-	out, err := Args(nil, nil, in, strip)
+	out, err := Args(nil, nil, in, wire.Limits{}, strip)
 	if err != nil || !bytes.Equal(out, in) {
 		t.Errorf("nil method: got %q, %v; want the args unchanged", out, err)
 	}

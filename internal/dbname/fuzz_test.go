@@ -37,7 +37,7 @@ func FuzzArgs(f *testing.F) {
 	fuzzSeeds(f, false)
 	f.Fuzz(func(t *testing.T, i uint16, data []byte) {
 		m := fuzzMethods[int(i)%len(fuzzMethods)]
-		out, err := Args(nil, m, data, looseStrip)
+		out, err := Args(nil, m, data, wire.Limits{}, looseStrip)
 		if err != nil {
 			return
 		}
@@ -45,9 +45,41 @@ func FuzzArgs(f *testing.F) {
 		if len(out) > 2*len(data)+1 {
 			t.Fatalf("%s: %d bytes in, %d out", m.Name, len(data), len(out))
 		}
-		id, err := Args(nil, m, data, same)
+		id, err := Args(nil, m, data, wire.Limits{}, same)
 		if err != nil || !bytes.Equal(id, data) {
 			t.Fatalf("%s: identity rewrite: err %v, equal %v", m.Name, err, bytes.Equal(id, data))
+		}
+	})
+}
+
+// FuzzNames: Names never panics, and where Args takes the args it takes
+// them too, visiting a subsequence of the names Args maps (the rest are
+// in view text), so the router never sees less than the rewriter.
+func FuzzNames(f *testing.F) {
+	fuzzSeeds(f, false)
+	f.Fuzz(func(t *testing.T, i uint16, data []byte) {
+		m := fuzzMethods[int(i)%len(fuzzMethods)]
+		var visited []string
+		nerr := Names(m, data, wire.Limits{}, func(db []byte) { visited = append(visited, string(db)) })
+		var mapped []string
+		if _, err := Args(nil, m, data, wire.Limits{}, func(db string) (string, error) {
+			mapped = append(mapped, db)
+			return db, nil
+		}); err != nil {
+			return
+		}
+		if nerr != nil {
+			t.Fatalf("%s: Args takes the args, Names fails: %v", m.Name, nerr)
+		}
+		j := 0
+		for _, v := range visited {
+			for j < len(mapped) && mapped[j] != v {
+				j++
+			}
+			if j == len(mapped) {
+				t.Fatalf("%s: Names visited %q, which Args never mapped (in order: %q)", m.Name, v, mapped)
+			}
+			j++
 		}
 	})
 }

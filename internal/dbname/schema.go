@@ -34,7 +34,7 @@ type field struct {
 type schema struct {
 	name    string
 	fields  []field
-	variant func(body []byte) *schema
+	variant func(body []byte, lim wire.Limits) *schema
 }
 
 func (s *schema) field(id int16) *field {
@@ -116,8 +116,8 @@ var (
 	// 3.0 and pushed dbname to 3); the wire type of field 2 tells which.
 	sDynParts23 = sch("AddDynamicPartitions(2.3)", db(2))
 	sDynParts30 = sch("AddDynamicPartitions", db(3))
-	sDynParts   = &schema{name: "AddDynamicPartitions", variant: func(b []byte) *schema {
-		if fieldType(b, 2) == wire.TString {
+	sDynParts   = &schema{name: "AddDynamicPartitions", variant: func(b []byte, lim wire.Limits) *schema {
+		if fieldType(b, 2, lim) == wire.TString {
 			return sDynParts23
 		}
 		return sDynParts30
@@ -176,10 +176,11 @@ func init() {
 }
 
 // fieldType returns the wire type of field id in the struct at the start
-// of b, or wire.TStop when it is absent or b is malformed.
-func fieldType(b []byte, id int16) byte {
+// of b, decoded under lim, or wire.TStop when it is absent or b is
+// malformed.
+func fieldType(b []byte, id int16, lim wire.Limits) byte {
 	var d wire.Decoder
-	d.Reset(b)
+	d.ResetLimits(b, lim)
 	found := wire.TStop
 	for {
 		typ, fid := d.FieldBegin()

@@ -36,6 +36,8 @@ type Config struct {
 	// NoEventLog keeps the notification log empty, as a metastore
 	// without DbNotificationListener: the current event id stays 0.
 	NoEventLog bool
+	// Limits bound the requests it reads. Zero: wire's defaults.
+	Limits wire.Limits
 }
 
 // Call is one request the server received.
@@ -239,7 +241,7 @@ func (c *conn) serve() {
 		s.connMu.Unlock()
 		s.wg.Done()
 	}()
-	r := wire.NewReader(c.nc, s.cfg.Transport, wire.Limits{})
+	r := wire.NewReader(c.nc, s.cfg.Transport, s.cfg.Limits)
 	w := wire.NewWriter(c.nc, s.cfg.Transport)
 	log := s.log.With("conn", c.id, "remote", c.nc.RemoteAddr().String())
 	for {

@@ -179,6 +179,11 @@ type Effect struct {
 	// set (lists, names, filters, counts, aggregates, not-found answers)
 	// but no existing partition's own entries.
 	Adds bool
+	// Optional marks an effect whose names sit in a list the request may
+	// leave out or empty (the constraint lists of a table creation):
+	// naming nothing there changes nothing, where a name missing
+	// elsewhere widens the effect to its database or to everything.
+	Optional bool
 }
 
 // Method is one Thrift method name and what the proxy does with it.

@@ -16,6 +16,26 @@ package hms
 //	SQLUnique/NotNull/Default/CheckConstraint: 1 catName, 2 table_db, 3 table_name
 //	Add*ConstraintRequest / AddPrimaryKeyRequest / AddForeignKeyRequest: 1 the constraint list
 
+// constraintLists are the tables named by the constraint lists of a table
+// creation, found at in (the args, or a request struct in them) from field
+// first on: primary keys, foreign keys (their child tables; the parents
+// are an effect of their own), unique, not-null, default and check
+// constraints.
+func constraintLists(in Path, first int16) []Effect {
+	at := func(id int16, rest ...int16) Path {
+		p := append(append(Path{}, in...), id, Each)
+		return append(p, rest...)
+	}
+	out := []Effect{
+		{Scope: ScopeTable, Cat: at(first, 9), DB: at(first, 1), Table: at(first, 2), Optional: true},        // SQLPrimaryKey
+		{Scope: ScopeTable, Cat: at(first+1, 15), DB: at(first+1, 4), Table: at(first+1, 5), Optional: true}, // SQLForeignKey child
+	}
+	for id := first + 2; id <= first+5; id++ { // SQLUnique/NotNull/Default/CheckConstraint
+		out = append(out, Effect{Scope: ScopeTable, Cat: at(id, 1), DB: at(id, 2), Table: at(id, 3), Optional: true})
+	}
+	return out
+}
+
 // rd is a read a cache may serve by default.
 func rd(name, since string, k Kind) Method {
 	return Method{Name: name, Class: Read, Kind: k, Since: since, Cacheable: true, idem: true}
@@ -74,7 +94,7 @@ var (
 	// A Table object in arg 1.
 	tableArg1 = Effect{Scope: ScopeTable, Cat: Path{1, 17}, DB: Path{1, 2}, Table: Path{1, 1}}
 	// The parent tables named by a list<SQLForeignKey> in arg 3 (create_table_with_constraints).
-	fkParentsArg3 = Effect{Scope: ScopeTable, Cat: Path{3, Each, 15}, DB: Path{3, Each, 1}, Table: Path{3, Each, 2}}
+	fkParentsArg3 = Effect{Scope: ScopeTable, Cat: Path{3, Each, 15}, DB: Path{3, Each, 1}, Table: Path{3, Each, 2}, Optional: true}
 	// A Partition object in arg 1.
 	partArg1 = Effect{Scope: ScopePartition, Cat: Path{1, 9}, DB: Path{1, 2}, Table: Path{1, 3}, Part: Path{1, 1}}
 
@@ -86,7 +106,7 @@ var (
 	setStatsPart  = Effect{Scope: ScopePartition, Cat: Path{1, 1, Each, 1, 6}, DB: Path{1, 1, Each, 1, 2}, Table: Path{1, 1, Each, 1, 3}, Part: Path{1, 1, Each, 1, 4}}
 
 	// Add{Unique,NotNull,Default,Check}ConstraintRequest in arg 1: list 1 → catName 1, table_db 2, table_name 3.
-	constraintList = Effect{Scope: ScopeTable, Cat: Path{1, 1, Each, 1}, DB: Path{1, 1, Each, 2}, Table: Path{1, 1, Each, 3}}
+	constraintList = Effect{Scope: ScopeTable, Cat: Path{1, 1, Each, 1}, DB: Path{1, 1, Each, 2}, Table: Path{1, 1, Each, 3}, Optional: true}
 
 	// Privilege writes name HiveObjectRefs. Only caller-specific reads
 	// (rdOwn) return privileges; a GLOBAL or DATABASE object has no table
@@ -281,10 +301,14 @@ var table = []Method{
 	// ---- §4.2/4.3 table writes ------------------------------------------
 	wr("create_table", "2.3", tableArg1),
 	wr("create_table_with_environment_context", "2.3", tableArg1),
-	wr("create_table_with_constraints", "2.3", tableArg1, fkParentsArg3),
-	wr("create_table_req", "4.0", // CreateTableRequest: 1 table, 4 foreignKeys
-		Effect{Scope: ScopeTable, Cat: Path{1, 1, 17}, DB: Path{1, 1, 2}, Table: Path{1, 1, 1}},
-		Effect{Scope: ScopeTable, Cat: Path{1, 4, Each, 15}, DB: Path{1, 4, Each, 1}, Table: Path{1, 4, Each, 2}}),
+	// The metastore adds each constraint to the table its own table_db and
+	// table_name name (issue 22), which a client may set to another table
+	// than the one created: each list is an effect of its own.
+	wr("create_table_with_constraints", "2.3", append([]Effect{tableArg1, fkParentsArg3}, constraintLists(nil, 2)...)...),
+	wr("create_table_req", "4.0", append([]Effect{ // CreateTableRequest: 1 table, 3..8 constraint lists
+		{Scope: ScopeTable, Cat: Path{1, 1, 17}, DB: Path{1, 1, 2}, Table: Path{1, 1, 1}},
+		{Scope: ScopeTable, Cat: Path{1, 4, Each, 15}, DB: Path{1, 4, Each, 1}, Table: Path{1, 4, Each, 2}, Optional: true}},
+		constraintLists(Path{1}, 3)...)...),
 	wr("drop_table", "2.3", argTable),
 	wr("drop_table_with_environment_context", "2.3", argTable),
 	wr("drop_table_req", "4.1", Effect{Scope: ScopeTable, Cat: Path{1, 1}, DB: Path{1, 2}, Table: Path{1, 3}}),
@@ -385,10 +409,10 @@ var table = []Method{
 	wr("refresh_privileges", "3.0", Effect{Scope: ScopeTable, Cat: Path{1, 6}, DB: Path{1, 2}, Table: Path{1, 3}}), // objToRefresh 1
 
 	// ---- §4.8 constraints -----------------------------------------------
-	wr("add_primary_key", "2.3", Effect{Scope: ScopeTable, Cat: Path{1, 1, Each, 9}, DB: Path{1, 1, Each, 1}, Table: Path{1, 1, Each, 2}}),
+	wr("add_primary_key", "2.3", Effect{Scope: ScopeTable, Cat: Path{1, 1, Each, 9}, DB: Path{1, 1, Each, 1}, Table: Path{1, 1, Each, 2}, Optional: true}),
 	wr("add_foreign_key", "2.3", // child and parent tables
-		Effect{Scope: ScopeTable, Cat: Path{1, 1, Each, 15}, DB: Path{1, 1, Each, 4}, Table: Path{1, 1, Each, 5}},
-		Effect{Scope: ScopeTable, Cat: Path{1, 1, Each, 15}, DB: Path{1, 1, Each, 1}, Table: Path{1, 1, Each, 2}}),
+		Effect{Scope: ScopeTable, Cat: Path{1, 1, Each, 15}, DB: Path{1, 1, Each, 4}, Table: Path{1, 1, Each, 5}, Optional: true},
+		Effect{Scope: ScopeTable, Cat: Path{1, 1, Each, 15}, DB: Path{1, 1, Each, 1}, Table: Path{1, 1, Each, 2}, Optional: true}),
 	wr("add_unique_constraint", "3.0", constraintList),
 	wr("add_not_null_constraint", "3.0", constraintList),
 	wr("add_default_constraint", "3.0", constraintList),

@@ -3,12 +3,12 @@ package sasl
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/peers"
 )
 
 // Result is how a client's handshake ended, one of a closed set (a
@@ -60,10 +60,20 @@ type ListenerStats struct {
 type ListenerConfig struct {
 	// HandshakeTimeout bounds one client's handshake. Default 10s.
 	HandshakeTimeout time.Duration
-	// MaxHandshakes bounds handshakes in progress; further connections
-	// wait in the kernel's accept queue. Default 64.
+	// MaxHandshakes bounds the handshakes in progress. At the bound the
+	// oldest is cut to make room for the new one: the accept loop never
+	// waits on handshakes, so clients that connect and say nothing cannot
+	// keep the others out. With maxMessage it bounds the handshakes'
+	// memory (128 × 256 KiB, for clients that send that much). Default
+	// 128.
 	MaxHandshakes int
-	// Logger receives one line per refused client. Default: discard.
+	// MaxHandshakesPerAddress bounds the handshakes in progress from one
+	// client host (an IPv4 address, an IPv6 /64): a connection past it
+	// is closed at once. Default 16.
+	MaxHandshakesPerAddress int
+	// Logger receives one line per refused client (those refused at
+	// MaxHandshakesPerAddress: at most one a second, with a count).
+	// Default: discard.
 	Logger *slog.Logger
 	// OnResult, if set, is told each handshake's outcome (nil: accepted);
 	// for metrics and tests.
@@ -89,125 +99,35 @@ func (c *Conn) NetConn() net.Conn { return c.Conn }
 func (c *Conn) AuthenticatedUser() string { return c.peer.User }
 
 // Listener runs the handshake on each accepted connection, off the accept
-// loop, and returns from Accept only connections that passed it. Close
-// closes the inner listener, cuts handshakes in progress and waits for them.
+// loop (peers.Listener), and returns from Accept only connections that
+// passed it, each a *Conn. Close closes the inner listener, cuts
+// handshakes in progress and waits for them.
 type Listener struct {
-	inner net.Listener
-	srv   *Server
-	cfg   ListenerConfig
-
-	ready  chan *Conn
-	sem    chan struct{}
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // the accept loop and the handshakes
-	stats  ListenerStats
-
-	mu  sync.Mutex // guards err
-	err error      // why the accept loop ended
+	*peers.Listener
+	results ListenerStats
 }
 
 // Listen wraps inner: its connections speak Thrift-SASL with GSSAPI first.
 func Listen(inner net.Listener, srv *Server, cfg ListenerConfig) *Listener {
-	if cfg.HandshakeTimeout <= 0 {
-		cfg.HandshakeTimeout = 10 * time.Second
+	hs := func(ctx context.Context, nc net.Conn) (net.Conn, error) {
+		p, err := srv.Accept(ctx, nc)
+		if err != nil {
+			return nil, err
+		}
+		return &Conn{Conn: nc, peer: p}, nil
 	}
-	if cfg.MaxHandshakes <= 0 {
-		cfg.MaxHandshakes = 64
+	l := &Listener{}
+	onResult := func(err error) {
+		l.results.Handshakes[ResultOf(err)].Add(1)
+		if cfg.OnResult != nil {
+			cfg.OnResult(err)
+		}
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	l := &Listener{inner: inner, srv: srv, cfg: cfg, ready: make(chan *Conn),
-		sem: make(chan struct{}, cfg.MaxHandshakes), ctx: ctx, cancel: cancel}
-	l.wg.Add(1)
-	go l.loop()
+	l.Listener = peers.Handshaking(inner, hs, peers.HandshakeConfig{Name: "kerberos",
+		Timeout: cfg.HandshakeTimeout, Max: cfg.MaxHandshakes, PerAddress: cfg.MaxHandshakesPerAddress,
+		Logger: cfg.Logger, OnResult: onResult, Result: func(err error) string { return ResultOf(err).String() }})
 	return l
 }
 
-func (l *Listener) loop() {
-	defer l.wg.Done()
-	for {
-		select {
-		case l.sem <- struct{}{}:
-		case <-l.ctx.Done():
-			return
-		}
-		nc, err := l.inner.Accept()
-		if err != nil {
-			<-l.sem
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			l.mu.Lock()
-			l.err = err
-			l.mu.Unlock()
-			l.cancel()
-			return
-		}
-		l.wg.Add(1)
-		go l.handshake(nc)
-	}
-}
-
-func (l *Listener) handshake(nc net.Conn) {
-	defer l.wg.Done()
-	ctx, cancel := context.WithTimeout(l.ctx, l.cfg.HandshakeTimeout)
-	peer, err := l.srv.Accept(ctx, nc)
-	cancel()
-	<-l.sem
-	l.stats.Handshakes[ResultOf(err)].Add(1)
-	if l.cfg.OnResult != nil {
-		l.cfg.OnResult(err)
-	}
-	if err != nil {
-		lvl := slog.LevelWarn
-		if errors.Is(err, io.EOF) {
-			lvl = slog.LevelDebug // closed before a word: a TCP health probe
-		}
-		l.cfg.Logger.Log(context.Background(), lvl, "kerberos client refused", "remote", nc.RemoteAddr().String(),
-			"result", ResultOf(err).String(), "err", err)
-		nc.Close()
-		return
-	}
-	select {
-	case l.ready <- &Conn{Conn: nc, peer: peer}:
-	case <-l.ctx.Done():
-		nc.Close()
-	}
-}
-
-// Accept returns the next authenticated connection, a *Conn.
-func (l *Listener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.ready:
-		return c, nil
-	case <-l.ctx.Done():
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if l.err != nil {
-			return nil, l.err
-		}
-		return nil, net.ErrClosed
-	}
-}
-
-// Close stops accepting and waits for handshakes in progress. Safe to call
-// twice.
-func (l *Listener) Close() error {
-	l.cancel()
-	err := l.inner.Close()
-	l.wg.Wait()
-	if errors.Is(err, net.ErrClosed) {
-		err = nil
-	}
-	return err
-}
-
-// Stats returns the handshake counters.
-func (l *Listener) Stats() *ListenerStats { return &l.stats }
-
-// Addr is the inner listener's address.
-func (l *Listener) Addr() net.Addr { return l.inner.Addr() }
+// Results returns the handshakes' outcomes, by Result.
+func (l *Listener) Results() *ListenerStats { return &l.results }

@@ -10,6 +10,7 @@
 package sasl
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -100,11 +101,19 @@ func readMessage(r io.Reader) (Status, []byte, error) {
 	if st < StatusStart || st > StatusComplete {
 		return 0, nil, fmt.Errorf("%w: unknown handshake status %d", ErrProtocol, hdr[0])
 	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
+	// Held as the bytes arrive, not as announced: a client that announces
+	// a large message and sends nothing holds nothing while its handshake
+	// waits out its deadline.
+	var buf bytes.Buffer
+	buf.Grow(min(int(n), 4<<10))
+	got, err := io.Copy(&buf, io.LimitReader(r, int64(n)))
+	if err != nil {
 		return 0, nil, err
 	}
-	return st, b, nil
+	if got < int64(n) {
+		return 0, nil, io.ErrUnexpectedEOF
+	}
+	return st, buf.Bytes(), nil
 }
 
 // writeMessage writes one handshake message in a single write.

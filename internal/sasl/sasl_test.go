@@ -347,7 +347,7 @@ func TestListenerCountsMismatch(t *testing.T) {
 		t.Fatalf("accepted %q; want alice", u)
 	}
 	l.Close() // waits for the handshakes, and so for their log lines
-	st := l.Stats()
+	st := l.Results()
 	if m, a := st.Handshakes[ResultMismatch].Load(), st.Handshakes[ResultAccepted].Load(); m != 1 || a != 1 {
 		t.Fatalf("counted %d mismatched, %d accepted; want 1 and 1", m, a)
 	}

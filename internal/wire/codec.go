@@ -25,6 +25,13 @@ func (d *Decoder) Reset(b []byte) {
 	*d = Decoder{s: scanner{buf: b, lim: Limits{}.WithDefaults()}}
 }
 
+// ResetLimits makes d a fresh Decoder over b with limits lim (zero
+// fields: their defaults), for callers that decode what a reader took
+// under configured limits.
+func (d *Decoder) ResetLimits(b []byte, lim Limits) {
+	*d = Decoder{s: scanner{buf: b, lim: lim.WithDefaults()}}
+}
+
 // Err is the first error met.
 func (d *Decoder) Err() error { return d.err }
 

@@ -77,6 +77,11 @@ type clientConn struct {
 	// metastore (forward), for a Shutdown that cuts it.
 	writing atomic.Pointer[route]
 
+	// claim is the connection's standing with the in-flight budget: its
+	// request reader claims bytes as they arrive, and may be the one
+	// reader finishing its request on the budget's reserve.
+	claim inflight.Claimant
+
 	// Read deadlines: the idle deadline is moved only when it has less
 	// than 7/8 of the idle timeout left, or a request deadline replaced
 	// it, so most calls re-arm no timer.
@@ -169,6 +174,9 @@ type requestGate clientConn
 
 func (g *requestGate) Started() {
 	c := (*clientConn)(g)
+	if c.s.startHook != nil {
+		c.s.startHook()
+	}
 	c.reqStart = time.Now()
 	c.phaseMu.Lock()
 	defer c.phaseMu.Unlock()
@@ -188,19 +196,20 @@ func (g *requestGate) Started() {
 func (g *requestGate) Grow(n int) error {
 	c := (*clientConn)(g)
 	b := c.s.cfg.Budget
-	if b.TryAcquire(int64(n)) {
+	if b.TryGrow(&c.claim, int64(n)) {
 		return nil
 	}
 	// Back-pressure: the client's bytes wait in its socket meanwhile. The
-	// wait counts against the request deadline, so clients holding
-	// partial requests cannot wait on each other for longer than that.
+	// wait counts against the request deadline; the budget's reserve lets
+	// the oldest waiting request finish, so partial requests never wait
+	// on each other for good.
 	ctx := c.s.stopping
 	if t := c.s.cfg.ReadTimeout; t > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, c.reqStart.Add(t))
 		defer cancel()
 	}
-	if err := b.Acquire(ctx, int64(n)); err != nil {
+	if err := b.Grow(ctx, &c.claim, int64(n)); err != nil {
 		return fmt.Errorf("proxy: claim %d request bytes: %w", n, err)
 	}
 	return nil
@@ -310,6 +319,7 @@ func (c *clientConn) serve() {
 	defer c.s.untrack(c)
 	defer c.nc.Close()
 	defer c.r.Discard() // returns the claim of a request cut off
+	defer c.s.cfg.Budget.Finished(&c.claim)
 	log := c.s.log.With("remote", c.nc.RemoteAddr().String())
 	now := time.Now()
 	for {
@@ -323,6 +333,7 @@ func (c *clientConn) serve() {
 			return
 		}
 		m, err := c.r.Read()
+		c.s.cfg.Budget.Finished(&c.claim) // read whole or given up: the reserve passes on
 		if err != nil {
 			c.readFailed(err, log)
 			return

@@ -119,6 +119,10 @@ type Server struct {
 	// answered and its buffers trimmed. A seam for tests only: it sees
 	// what the connection keeps between calls.
 	callHook func(c *clientConn)
+	// startHook, if set, runs when a request has begun to arrive and its
+	// reader waits for the rest (requestGate.Started). A seam for tests
+	// only: it shows a request was seen, whether or not it claimed budget.
+	startHook func()
 }
 
 // Client timeouts by default; see Config.

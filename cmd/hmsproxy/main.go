@@ -136,8 +136,11 @@ func run(ctx context.Context, cfg fileConfig) error {
 	}
 
 	// One budget for request bytes being read (proxy) and reply bytes
-	// being held (upstream), so together they stay within the limit.
-	budget := inflight.New(cfg.Limits.InflightBytes)
+	// being held (upstream), so together they stay within the limit. Its
+	// reserve lets one request of the largest legal size finish at a
+	// time, so requests whose bytes are claimed as they arrive never
+	// wait on each other for good.
+	budget := inflight.NewReserving(cfg.Limits.InflightBytes, int64(cfg.Limits.MaxMessageBytes)+4)
 	ucfg := upstream.Config{
 		URIs:               cfg.Upstream.URIs,
 		Transport:          upTransport,

@@ -61,6 +61,12 @@ type Config struct {
 	// for room (back-pressure) rather than fail. Shared with the upstream
 	// side for replies. Nil: unbounded.
 	Budget *inflight.Budget
+	// MaxSessionBytes bounds the session state one connection keeps
+	// (its set_ugi args, its setMetaConf overrides); a session call that
+	// would take it past is refused with a MetaException. The state is
+	// claimed from Budget while the connection lives. Default 64 KiB:
+	// a user in a thousand groups of 60-character names fits.
+	MaxSessionBytes int64
 	// Logger receives structured logs. Default: discard.
 	Logger *slog.Logger
 	// Cache, if set, serves cacheable reads and invalidates on writes.
@@ -125,11 +131,12 @@ type Server struct {
 	startHook func()
 }
 
-// Client timeouts by default; see Config.
+// Client timeouts and bounds by default; see Config.
 const (
-	DefaultReadTimeout  = time.Minute
-	DefaultIdleTimeout  = time.Hour
-	DefaultWriteTimeout = 2 * time.Minute
+	DefaultReadTimeout     = time.Minute
+	DefaultIdleTimeout     = time.Hour
+	DefaultWriteTimeout    = 2 * time.Minute
+	DefaultMaxSessionBytes = 64 << 10
 )
 
 // orDefault maps 0 to def and a negative duration to 0 (none).
@@ -157,6 +164,9 @@ func New(cfg Config, up Forwarder) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxSessionBytes <= 0 {
+		cfg.MaxSessionBytes = DefaultMaxSessionBytes
 	}
 	cfg.ReadTimeout = orDefault(cfg.ReadTimeout, DefaultReadTimeout)
 	cfg.IdleTimeout = orDefault(cfg.IdleTimeout, DefaultIdleTimeout)

@@ -64,6 +64,9 @@ type fileConfig struct {
 		// InflightBytes bounds request and reply bytes held in flight
 		// across all connections; 0 or negative for no bound.
 		InflightBytes int64 `yaml:"inflight_bytes"` // -inflight-bytes
+		// MaxSessionBytes bounds the set_ugi and setMetaConf state one
+		// connection keeps; claimed from inflight_bytes.
+		MaxSessionBytes int64 `yaml:"max_session_bytes"` // -max-session-bytes
 	} `yaml:"limits"`
 
 	Cache cacheConfig `yaml:"cache"`
@@ -246,6 +249,7 @@ func defaults() fileConfig {
 	c.Limits.ClientIdleTimeout = proxy.DefaultIdleTimeout
 	c.Limits.ClientWriteTimeout = proxy.DefaultWriteTimeout
 	c.Limits.InflightBytes = 256 << 20
+	c.Limits.MaxSessionBytes = proxy.DefaultMaxSessionBytes
 	c.EventLog.Interval = 250 * time.Millisecond
 	c.EventLog.Batch = 500
 	c.EventLog.HealthInterval = 10 * time.Second
@@ -321,6 +325,7 @@ Flags:
 	clientIdle := fs.Duration("client-idle-timeout", c.Limits.ClientIdleTimeout, "close a client connection that starts no request for this long; negative for none [limits.client_idle_timeout]")
 	clientWrite := fs.Duration("client-write-timeout", c.Limits.ClientWriteTimeout, "cut off a client that has not taken a reply within this; negative for none [limits.client_write_timeout]")
 	inflightBytes := fs.Int64("inflight-bytes", c.Limits.InflightBytes, "bytes of requests and replies held in flight across all connections; beyond it readers wait; 0 for no bound [limits.inflight_bytes]")
+	maxSession := fs.Int64("max-session-bytes", c.Limits.MaxSessionBytes, "session state (set_ugi names, setMetaConf overrides) one client connection may keep; more is refused with a MetaException [limits.max_session_bytes]")
 	shutdown := fs.Duration("shutdown-timeout", c.ShutdownTimeout, "on SIGTERM, how long in-flight calls may finish [shutdown_timeout]")
 	drainDelay := fs.Duration("drain-delay", c.Shutdown.DrainDelay, "on SIGTERM, how long /readyz fails before the listener closes, so the load balancer stops sending clients; also the wait of POST /drain before client connections close; 0 none [shutdown.drain_delay]")
 	level := fs.String("log-level", c.Log.Level, "debug, info, warn or error [log.level]")
@@ -432,6 +437,8 @@ Flags:
 			c.Limits.ClientWriteTimeout = *clientWrite
 		case "inflight-bytes":
 			c.Limits.InflightBytes = *inflightBytes
+		case "max-session-bytes":
+			c.Limits.MaxSessionBytes = *maxSession
 		case "shutdown-timeout":
 			c.ShutdownTimeout = *shutdown
 		case "drain-delay":
@@ -546,6 +553,9 @@ Flags:
 		// One legal request must fit, or it would wait forever.
 		return c, fmt.Errorf("limits.inflight_bytes (%d) is smaller than limits.max_message_bytes (%d)",
 			c.Limits.InflightBytes, c.Limits.MaxMessageBytes)
+	}
+	if c.Limits.MaxSessionBytes <= 0 {
+		return c, fmt.Errorf("limits.max_session_bytes must be positive, got %d", c.Limits.MaxSessionBytes)
 	}
 	for i, u := range c.Upstream.URIs {
 		var stripped bool

@@ -231,6 +231,8 @@ func run(ctx context.Context, cfg fileConfig) error {
 		IdleTimeout:  cfg.Limits.ClientIdleTimeout,
 		WriteTimeout: cfg.Limits.ClientWriteTimeout,
 		Budget:       budget,
+
+		MaxSessionBytes: cfg.Limits.MaxSessionBytes,
 	}
 	if limiter != nil { // a nil *Limiter in the interface would be called
 		pcfg.Limiter = limiter

@@ -41,6 +41,15 @@ func ParseTransport(s string) (Transport, error) {
 // one, grown for a rare huge message, is dropped.
 const keepBuf = 1 << 20
 
+// dropBuf is the size from which a gated reader gives the pages of a
+// buffer it has outgrown or dropped back to the system (dropPages): the
+// copies of a large message's growth, and a message whose claim has been
+// returned, would otherwise stay resident as garbage while the budget
+// lets others claim the same bytes again. It relies on Read's promise:
+// a message's bytes are valid only until the next Read (or Release or
+// Discard), and a gated reader never Detaches.
+const dropBuf = 1 << 20
+
 // FreeBuf is the buffer every Reader starts with. A Reader with a Gate
 // claims only the bytes it grows beyond this, and drops a grown buffer
 // once its message is consumed, so an idle connection holds no claim.
@@ -109,6 +118,11 @@ func (r *Reader) keep() int {
 }
 
 func (r *Reader) drop() {
+	if r.gate != nil && len(r.buf) >= dropBuf {
+		// Its claim goes back to the budget below: so do its pages, or
+		// the next claim of the same bytes would double what is resident.
+		dropPages(r.buf)
+	}
 	r.buf, r.r, r.w, r.next = nil, 0, 0, 0
 	if r.claimed > 0 {
 		r.gate.Shrink(r.claimed)
@@ -223,6 +237,9 @@ func (r *Reader) fill(total int) ([]byte, error) {
 				}
 				nb := make([]byte, size)
 				copy(nb, r.buf[r.r:r.w])
+				if r.gate != nil && len(r.buf) >= dropBuf {
+					dropPages(r.buf) // outgrown; no message read before is valid now
+				}
 				r.buf = nb
 			} else {
 				copy(r.buf, r.buf[r.r:r.w])

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -293,7 +294,7 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 	// The one walk over the args: everything below uses its result.
 	r := &c.res
 	defer r.Forget() // r aliases the request, which the reader may drop
-	if err := meth.Resolve(r, m.Body()); err != nil || r.Bad {
+	if err := meth.Resolve(r, m.Body()); err != nil || r.Bad || namesPastColumns(meth, r) {
 		return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
 	}
 	// Names as strings cost allocations: made only when needed (a
@@ -388,6 +389,38 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 	}
 	ld := res.(loaded)
 	return c.replyWith(m, ld.typ, ld.body)
+}
+
+// namesPastColumns reports whether a read names a catalog, database,
+// table or partition longer than the metastore's column for it
+// (hms.MaxDatabaseName...). Such a name names nothing, so the answer is
+// "not found" or an error; it is forwarded and never cached, or a client
+// could fill the cache with not-found answers quoting 30 MiB names and
+// evict everyone else's entries (issue 22). Bytes are counted: a longer
+// name in bytes than the column in characters is either past it or not
+// ASCII, which no stored name is.
+func namesPastColumns(meth *hms.Method, r *hms.Resolved) bool {
+	db := hms.MaxDatabaseName
+	if len(r.DB) > 0 && r.DB[0] == '@' {
+		db += hms.MaxCatalogName + 2 // "@cat#db", as Hive 3 clients send it
+	}
+	if meth.Target.Scope == hms.ScopeCatalog {
+		db = math.MaxInt // a pattern over database names, not a name
+	}
+	if len(r.Cat) > hms.MaxCatalogName || len(r.DB) > db {
+		return true
+	}
+	for _, t := range r.Tables {
+		if len(t) > hms.MaxTableName {
+			return true
+		}
+	}
+	for _, p := range r.List {
+		if len(p) > hms.MaxPartitionName {
+			return true
+		}
+	}
+	return false
 }
 
 func (k *cacher) allowed(n *cache.Names) bool {

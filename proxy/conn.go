@@ -78,6 +78,10 @@ type clientConn struct {
 	// metastore (forward), for a Shutdown that cuts it.
 	writing atomic.Pointer[route]
 
+	// budgetID names the connection's flush budget (flushID); "" until
+	// first needed.
+	budgetID string
+
 	// sessClaim is the bytes of session state (sess) claimed from the
 	// in-flight budget; returned when the connection closes.
 	sessClaim int64

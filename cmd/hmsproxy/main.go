@@ -537,6 +537,8 @@ func newCaching(cfg fileConfig) (*proxy.Caching, error) {
 		TTLUnlogged:    cfg.Cache.TTLWithoutEventLog,
 		UnloggedWrites: cfg.Cache.UnloggedWrites,
 		UserScopeTTL:   cfg.Cache.UserScopeTTL,
+		Flushes: proxy.FlushBudget{Burst: cfg.Limits.FlushBurst, Rate: cfg.Limits.FlushRate,
+			Interval: cfg.Limits.FlushInterval},
 	}, nil
 }
 

@@ -572,9 +572,10 @@ func (s *invalidatingSink) Reply(m wire.Message) error {
 
 func (s *invalidatingSink) BorrowsReply() {}
 
-// invalidate applies what a write of this connection's client changed,
-// before the client sees its reply. Invalidating everything in the group
-// goes through the client identity's flush budget: past it, the call
+// invalidate applies what a write (or a write lock's grant) of this
+// connection's client changed, before the client sees its reply.
+// Invalidating everything in the group goes through the client
+// identity's flush budget: past it, the call
 // waits for the next shared flush, which begins after the write was
 // answered, so nothing cached before it is served afterwards either way.
 func (c *clientConn) invalidate(ents []cache.Entity) {

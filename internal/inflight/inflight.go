@@ -166,8 +166,9 @@ func (b *Budget) Grow(ctx context.Context, cl *Claimant, n int64) error {
 	if b.TryGrow(cl, n) {
 		return nil
 	}
-	if n > b.max {
-		return fmt.Errorf("%w: %d bytes, budget %d", ErrTooLarge, n, b.max)
+	if n > b.max || cl == nil && n > b.max-b.reserve {
+		// Only a reader may finish on the reserve.
+		return fmt.Errorf("%w: %d bytes, budget %d (%d reserved)", ErrTooLarge, n, b.max, b.reserve)
 	}
 	w := &waiter{n: n, cl: cl, ready: make(chan struct{})}
 	b.mu.Lock()

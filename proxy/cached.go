@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,6 +16,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/flushgate"
 	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
@@ -82,6 +85,26 @@ type Caching struct {
 	// metastore, and an external authoriser's policy changes, leave no
 	// event. 0: no bound.
 	UserScopeTTL time.Duration
+	// Flushes bounds how often each client identity may invalidate
+	// everything cached for the group (a method outside the method
+	// table, flushCache): past its budget, its calls wait for a shared,
+	// periodic flush made before their replies (internal/flushgate).
+	Flushes FlushBudget
+}
+
+// FlushBudget is Caching.Flushes. The zero value of each field selects
+// the default in its comment. An identity is the authenticated user
+// where the listener authenticated one, else the client's address, never
+// a set_ugi claim.
+type FlushBudget struct {
+	// Burst is the flushes an identity may cause at once. Default 10.
+	Burst int
+	// Rate refills an identity's burst, in flushes a second. Default 1.
+	Rate float64
+	// Interval is the shortest time between the shared flushes of the
+	// calls past their budget, and the longest such a call waits.
+	// Default 1s; negative: no budget, every call flushes at once.
+	Interval time.Duration
 }
 
 // Coherence is what the proxy needs of the layer that keeps many nodes'
@@ -145,6 +168,12 @@ type cacher struct {
 	pruneHook func()
 	scoper    *scoper
 	unknown   *unknownMethods
+	// flushes gates the invalidations of everything in the group that
+	// clients cause; nil: each is made at once.
+	flushes *flushgate.Gate
+	// flushHook, if set, is told of each such invalidation once made,
+	// and whether it waited for a shared flush. A seam for tests only.
+	flushHook func(coalesced bool)
 	txns      *cache.TxnTracker
 	log       *slog.Logger
 
@@ -183,8 +212,14 @@ func newCacher(c Caching, log *slog.Logger) *cacher {
 	})
 	k.scoper.defaultCatalog, k.scoper.checked = c.DefaultCatalog, k.checked
 	k.unknown = newUnknownMethods(c.KnownReads, log)
+	if f := c.Flushes; f.Interval >= 0 {
+		k.flushes = flushgate.New(flushgate.Config{Burst: f.Burst, Rate: f.Rate, Interval: f.Interval},
+			func(ctx context.Context) { k.invalidate(ctx, flushAllEntities) })
+	}
 	return k
 }
+
+var flushAllEntities = []cache.Entity{{Level: cache.LevelAll}}
 
 func (k *cacher) start(up Forwarder, ctx context.Context) {
 	for i := 0; i < k.RefreshWorkers; i++ {
@@ -294,7 +329,7 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 	// The one walk over the args: everything below uses its result.
 	r := &c.res
 	defer r.Forget() // r aliases the request, which the reader may drop
-	if err := meth.Resolve(r, m.Body()); err != nil || r.Bad {
+	if err := meth.Resolve(r, m.Body()); err != nil || r.Bad || namesPastColumns(meth, r) {
 		return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
 	}
 	// Names as strings cost allocations: made only when needed (a
@@ -391,6 +426,38 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 	return c.replyWith(m, ld.typ, ld.body)
 }
 
+// namesPastColumns reports whether a read names a catalog, database,
+// table or partition longer than the metastore's column for it
+// (hms.MaxDatabaseName...). Such a name names nothing, so the answer is
+// "not found" or an error; it is forwarded and never cached, or a client
+// could fill the cache with not-found answers quoting 30 MiB names and
+// evict everyone else's entries (issue 22). Bytes are counted: a longer
+// name in bytes than the column in characters is either past it or not
+// ASCII, which no stored name is.
+func namesPastColumns(meth *hms.Method, r *hms.Resolved) bool {
+	db := hms.MaxDatabaseName
+	if len(r.DB) > 0 && r.DB[0] == '@' {
+		db += hms.MaxCatalogName + 2 // "@cat#db", as Hive 3 clients send it
+	}
+	if meth.Target.Scope == hms.ScopeCatalog {
+		db = math.MaxInt // a pattern over database names, not a name
+	}
+	if len(r.Cat) > hms.MaxCatalogName || len(r.DB) > db {
+		return true
+	}
+	for _, t := range r.Tables {
+		if len(t) > hms.MaxTableName {
+			return true
+		}
+	}
+	for _, p := range r.List {
+		if len(p) > hms.MaxPartitionName {
+			return true
+		}
+	}
+	return false
+}
+
 func (k *cacher) allowed(n *cache.Names) bool {
 	if k.Policy == nil {
 		return true
@@ -482,7 +549,7 @@ func (c *clientConn) write(meth *hms.Method, m wire.Message) error {
 		// nothing to pair a reply with (a ONEWAY-typed unknown method,
 		// whose connection upstream closes). Either way the metastore may
 		// have changed.
-		k.invalidate(c.s.ctx, ents)
+		c.invalidate(ents)
 	}
 	if k.Writes != nil && len(ents) > 0 {
 		k.Writes.Wrote(meth.Name, ents, sink.ok)
@@ -498,13 +565,53 @@ type invalidatingSink struct {
 }
 
 func (s *invalidatingSink) Reply(m wire.Message) error {
-	s.c.rt.cache.invalidate(s.c.s.ctx, s.ents)
+	s.c.invalidate(s.ents)
 	s.done = true
 	s.ok = upstream.Succeeded(m)
 	return s.c.Reply(m)
 }
 
 func (s *invalidatingSink) BorrowsReply() {}
+
+// invalidate applies what a write (or a write lock's grant) of this
+// connection's client changed, before the client sees its reply.
+// Invalidating everything in the group goes through the client
+// identity's flush budget: past it, the call
+// waits for the next shared flush, which begins after the write was
+// answered, so nothing cached before it is served afterwards either way.
+func (c *clientConn) invalidate(ents []cache.Entity) {
+	k := c.rt.cache
+	if k.flushes == nil || !slices.ContainsFunc(ents, func(e cache.Entity) bool { return e.Level == cache.LevelAll }) {
+		k.invalidate(c.s.ctx, ents)
+		return
+	}
+	coalesced, err := k.flushes.Flush(c.s.ctx, c.flushID())
+	if err != nil {
+		// Shutdown gave up on the calls in flight; the flush is made
+		// all the same, by the round's first caller.
+		k.log.Debug("flush round not awaited", "err", err)
+	}
+	if k.flushHook != nil {
+		k.flushHook(coalesced)
+	}
+}
+
+// flushID is whose flush budget this connection's calls spend: the
+// authenticated user, else the client's address (IP, not port: a client
+// reconnecting is the same client). A set_ugi name is a claim anyone can
+// make, so it never names a budget.
+func (c *clientConn) flushID() string {
+	if c.budgetID == "" {
+		if u := c.sess.Authenticated(); u != "" {
+			c.budgetID = "user:" + u
+		} else if host, _, err := net.SplitHostPort(c.nc.RemoteAddr().String()); err == nil {
+			c.budgetID = "addr:" + host
+		} else {
+			c.budgetID = "addr:" + c.nc.RemoteAddr().String()
+		}
+	}
+	return c.budgetID
+}
 
 func (k *cacher) invalidate(ctx context.Context, ents []cache.Entity) {
 	if len(ents) == 0 {

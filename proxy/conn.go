@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/hmsproxy/hmsproxy/cache"
@@ -83,6 +84,19 @@ type clientConn struct {
 	// writing is the group of a call in progress that may change its
 	// metastore (forward), for a Shutdown that cuts it.
 	writing atomic.Pointer[route]
+
+	// budgetID names the connection's flush budget (flushID); "" until
+	// first needed.
+	budgetID string
+
+	// sessClaim is the bytes of session state (sess) claimed from the
+	// in-flight budget; returned when the connection closes.
+	sessClaim int64
+
+	// claim is the connection's standing with the in-flight budget: its
+	// request reader claims bytes as they arrive, and may be the one
+	// reader finishing its request on the budget's reserve.
+	claim inflight.Claimant
 
 	// Read deadlines: the idle deadline is moved only when it has less
 	// than 7/8 of the idle timeout left, or a request deadline replaced
@@ -208,6 +222,9 @@ type requestGate clientConn
 
 func (g *requestGate) Started() {
 	c := (*clientConn)(g)
+	if c.s.startHook != nil {
+		c.s.startHook()
+	}
 	c.reqStart = time.Now()
 	c.phaseMu.Lock()
 	defer c.phaseMu.Unlock()
@@ -228,19 +245,20 @@ func (g *requestGate) Started() {
 func (g *requestGate) Grow(n int) error {
 	c := (*clientConn)(g)
 	b := c.s.cfg.Budget
-	if b.TryAcquire(int64(n)) {
+	if b.TryGrow(&c.claim, int64(n)) {
 		return nil
 	}
 	// Back-pressure: the client's bytes wait in its socket meanwhile. The
-	// wait counts against the request deadline, so clients holding
-	// partial requests cannot wait on each other for longer than that.
+	// wait counts against the request deadline; the budget's reserve lets
+	// the oldest waiting request finish, so partial requests never wait
+	// on each other for good.
 	ctx := c.s.stopping
 	if t := c.s.cfg.ReadTimeout; t > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, c.reqStart.Add(t))
 		defer cancel()
 	}
-	if err := b.Acquire(ctx, int64(n)); err != nil {
+	if err := b.Grow(ctx, &c.claim, int64(n)); err != nil {
 		return fmt.Errorf("proxy: claim %d request bytes: %w", n, err)
 	}
 	return nil
@@ -350,6 +368,8 @@ func (c *clientConn) serve() {
 	defer c.s.untrack(c)
 	defer c.nc.Close()
 	defer c.r.Discard() // returns the claim of a request cut off
+	defer c.s.cfg.Budget.Finished(&c.claim)
+	defer func() { c.s.cfg.Budget.Release(c.sessClaim) }()
 	log := c.s.log.With("remote", c.nc.RemoteAddr().String())
 	now := time.Now()
 	for {
@@ -363,6 +383,7 @@ func (c *clientConn) serve() {
 			return
 		}
 		m, err := c.r.Read()
+		c.s.cfg.Budget.Finished(&c.claim) // read whole or given up: the reserve passes on
 		if err != nil {
 			c.readFailed(err, log)
 			return
@@ -479,9 +500,9 @@ func (c *clientConn) handle(meth *hms.Method, m wire.Message) error {
 	oneway := meth != nil && meth.Oneway
 	switch {
 	case bytes.Equal(name, nameSetUGI):
-		return c.setUGI(m)
+		return c.setUGI(meth, m)
 	case bytes.Equal(name, nameSetMetaCon):
-		return c.setMetaConf(m)
+		return c.setMetaConf(meth, m)
 	case oneway && bytes.Equal(name, nameShutdown):
 		// fb303 shutdown resets the server-side state of the connection it
 		// arrives on; upstream connections are shared, so it stops here.
@@ -557,37 +578,124 @@ func (c *clientConn) forward(call upstream.Call, sink upstream.ReplySink) error 
 	return nil
 }
 
-func (c *clientConn) setUGI(m wire.Message) error {
+func (c *clientConn) setUGI(meth *hms.Method, m wire.Message) error {
 	if c.sess.HasUGI() {
 		// HMS refuses a second set_ugi by dropping the connection.
 		return fmt.Errorf("%w: second set_ugi", errClose)
 	}
-	sink := sessionSink{c: c}
-	next := c.sess.WithUGI(m.Body())
-	if err := c.forward(upstream.Call{Session: c.sess, Becomes: next, Class: upstream.SessionCall, Msg: m}, &sink); err != nil {
-		return err
+	if msg := c.ugiRefusal(m.Body()); msg != "" {
+		return c.refuse(meth, m, msg)
 	}
-	if sink.ok {
-		c.sess = next
-	}
-	return nil
+	return c.sessionCall(meth, m, c.sess.WithUGI(m.Body()))
 }
 
-func (c *clientConn) setMetaConf(m wire.Message) error {
+func (c *clientConn) setMetaConf(meth *hms.Method, m wire.Message) error {
+	if n := len(m.Body()); int64(n) > c.s.cfg.MaxSessionBytes {
+		return c.refuse(meth, m, fmt.Sprintf("proxy: setMetaConf of %d bytes is more session state than a connection may keep (limits.max_session_bytes, %d)",
+			n, c.s.cfg.MaxSessionBytes))
+	}
 	key, value, err := upstream.ConfArgs(m.Body())
 	if err != nil {
 		c.appError(string(m.Name()), m.SeqID, wire.ExProtocolError, "proxy: bad setMetaConf args: "+err.Error())
 		return errClose
 	}
-	sink := sessionSink{c: c}
-	next := c.sess.WithConf(key, value)
-	if err := c.forward(upstream.Call{Session: c.sess, Becomes: next, Class: upstream.SessionCall, Msg: m}, &sink); err != nil {
-		return err
+	return c.sessionCall(meth, m, c.sess.WithConf(key, value))
+}
+
+// ugiRefusal says why set_ugi args are refused, "" when they are not.
+// HMS takes any names, but stores a user or group name in no column
+// wider than hms.MaxPrincipalName characters: a longer one can own, be
+// granted or be checked against nothing, and only costs memory. Such a
+// set_ugi is answered with a MetaException, which Java clients log and
+// go on without an identity (HiveMetaStoreClient.open), as from a
+// metastore that refused it. Malformed args go to the metastore, which
+// answers them; the session bound holds them anyway.
+func (c *clientConn) ugiRefusal(args []byte) string {
+	if n := len(args); int64(n) > c.s.cfg.MaxSessionBytes {
+		return fmt.Sprintf("proxy: set_ugi of %d bytes is more session state than a connection may keep (limits.max_session_bytes, %d)",
+			n, c.s.cfg.MaxSessionBytes)
 	}
+	tooLong := func(b []byte) bool {
+		return len(b) > hms.MaxPrincipalName && (len(b) > 4*hms.MaxPrincipalName || utf8.RuneCount(b) > hms.MaxPrincipalName)
+	}
+	d := wire.NewDecoder(args)
+	for {
+		typ, id := d.FieldBegin()
+		if typ == wire.TStop || d.Err() != nil {
+			return ""
+		}
+		switch {
+		case id == 1 && typ == wire.TString:
+			if b := d.Bytes(); tooLong(b) {
+				return fmt.Sprintf("proxy: set_ugi user name of %d bytes is longer than the metastore stores a user name (%d characters)",
+					len(b), hms.MaxPrincipalName)
+			}
+		case id == 2 && typ == wire.TList:
+			elem, n := d.ListBegin()
+			if elem != wire.TString {
+				for i := 0; i < n && d.Err() == nil; i++ { // not names: the metastore's to answer
+					d.Skip(elem)
+				}
+				continue
+			}
+			for i := 0; i < n && d.Err() == nil; i++ {
+				if b := d.Bytes(); tooLong(b) {
+					return fmt.Sprintf("proxy: set_ugi group name of %d bytes is longer than the metastore stores a group name (%d characters)",
+						len(b), hms.MaxPrincipalName)
+				}
+			}
+		default:
+			d.Skip(typ)
+		}
+	}
+}
+
+// sessionCall forwards a session call that puts the connection into
+// state next once the metastore accepts it. next's bytes are claimed
+// from the in-flight budget first (and the surplus of the state it
+// replaces returned after), so that session state, which lives as long
+// as the connection, is budgeted like the bytes of calls in flight.
+func (c *clientConn) sessionCall(meth *hms.Method, m wire.Message, next *upstream.Session) error {
+	size := next.Size()
+	if next == c.sess {
+		size = c.sessClaim // set_ugi under SASL: nothing changes
+	}
+	if size > c.s.cfg.MaxSessionBytes {
+		return c.refuse(meth, m, fmt.Sprintf("proxy: %s would make the session state %d bytes, more than a connection may keep (limits.max_session_bytes, %d)",
+			m.Name(), size, c.s.cfg.MaxSessionBytes))
+	}
+	grow := size - c.sessClaim
+	if grow > 0 {
+		if err := c.claimSession(grow); err != nil {
+			return c.refuse(meth, m, "proxy: "+err.Error())
+		}
+	}
+	sink := sessionSink{c: c}
+	err := c.forward(upstream.Call{Session: c.sess, Becomes: next, Class: upstream.SessionCall, Msg: m}, &sink)
 	if sink.ok {
 		c.sess = next
+		c.s.cfg.Budget.Release(-grow) // a no-op unless the state shrank
+		c.sessClaim = size
+	} else {
+		c.s.cfg.Budget.Release(grow)
 	}
-	return nil
+	return err
+}
+
+// claimSession claims n bytes of session state, waiting for room no
+// longer than a request may take to arrive.
+func (c *clientConn) claimSession(n int64) error {
+	b := c.s.cfg.Budget
+	if b.TryAcquire(n) {
+		return nil
+	}
+	ctx := c.s.stopping
+	if t := c.s.cfg.ReadTimeout; t > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t)
+		defer cancel()
+	}
+	return b.Acquire(ctx, n)
 }
 
 // readFailed answers a refused message where the protocol allows a reply.

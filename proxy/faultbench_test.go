@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"os"
@@ -27,6 +28,7 @@ const (
 	faultSlowloris  = 100 // connections trickling a request, one byte a second
 	faultNonReaders = 64  // clients sending uncached calls and never reading
 	faultHungWrites = 64  // writes the metastore never finishes
+	faultJammers    = 8   // connections announcing a 30 MiB request and sending nothing more (#22)
 	faultBudget     = 64 << 20
 	faultCallLimit  = time.Second // a well-behaved call slower than this counts as an error
 )
@@ -154,6 +156,20 @@ func openFaults(b *testing.B, e *faultEnv) {
 		}()
 	}
 
+	// Budget jammers: each announces a string of 30 MiB (two would fit
+	// the budget were announcements claimed) and sends nothing more.
+	jam := msg("get_table", 1, nil)
+	jam = append(jam, wire.TString, 0, 1)
+	jam = binary.BigEndian.AppendUint32(jam, 30<<20)
+	for range faultJammers {
+		if _, err := dial().Write(jam); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// A client of its own address looping unknown methods and
+	// flushCache (#22).
+	loopFlushes(b, e.addr)
+
 	e.demo.SetDelay("create_database", time.Hour)
 	for i := range faultHungWrites {
 		c := dial()
@@ -166,7 +182,7 @@ func openFaults(b *testing.B, e *faultEnv) {
 	// (some at least) and every hung write that can be sent have reached
 	// the metastore.
 	end := time.Now().Add(20 * time.Second)
-	for e.srv.Clients() < faultSlowloris+faultNonReaders+faultHungWrites ||
+	for e.srv.Clients() < faultSlowloris+faultNonReaders+faultHungWrites+faultJammers+flushLoopers ||
 		e.demo.CallCount("get_partitions") < faultNonReaders {
 		if time.Now().After(end) {
 			b.Logf("faults not all in place after 20s: %d clients, %d get_partitions, %d create_database at the metastore",
@@ -180,9 +196,11 @@ func openFaults(b *testing.B, e *faultEnv) {
 
 // BenchmarkFaultIsolation: a well-behaved client's cached and uncached
 // p50 on a proxy with 100 slowloris connections, 64 clients that do not
-// read their replies and 64 writes the metastore never finishes open,
-// against the same client on a quiet proxy, calls alternated in one run
-// (#9; goal within 2x, 0 errors, memory within the in-flight budget).
+// read their replies, 64 writes the metastore never finishes, 8
+// connections that announce 30 MiB requests and send nothing more, and
+// a client looping unknown methods and flushCache, against the same
+// client on a quiet proxy, calls alternated in one run (#9, #22; goal
+// within 2x, 0 errors, memory within the in-flight budget).
 //
 // A call slower than faultCallLimit counts as an error and the client
 // reconnects. After faultGiveUp errors in a row on one path, the run

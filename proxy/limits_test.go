@@ -172,10 +172,12 @@ func TestWriteTimeout(t *testing.T) {
 func TestRequestBudget(t *testing.T) {
 	up := echoServer(t, []byte{wire.TStop})
 	const budget = 16 << 20
-	b := inflight.New(budget)
+	b := inflight.NewReserving(budget, 100<<20) // as cmd/hmsproxy makes it
 	_, paddr := serve(t, Config{Budget: b, ReadTimeout: time.Minute}, proxytest.Group(t, upstream.Config{}, up))
 
-	// One request of 12 MiB: its buffer grows to 16 MiB, the whole budget.
+	// Requests of 12 MiB: each claims its bytes as they arrive. The
+	// shared part of the budget fills; the oldest waiting request then
+	// finishes on the reserve (14 MiB), so no two wait on each other.
 	var e wire.Encoder
 	e.StringField(1, string(make([]byte, 12<<20)))
 	e.Stop()
@@ -255,8 +257,8 @@ func TestShutdownEndsBudgetWaits(t *testing.T) {
 	go s.Serve(ln)
 
 	// The first client's 768 KiB request arrives whole and its call is
-	// held at the forwarder, its bytes still claimed; the second
-	// announces the same and waits for budget.
+	// held at the forwarder, its bytes still claimed; the second sends
+	// the same, and its buffer outgrows what is left.
 	var e wire.Encoder
 	e.StringField(1, string(make([]byte, 768<<10)))
 	e.Stop()
@@ -272,7 +274,7 @@ func TestShutdownEndsBudgetWaits(t *testing.T) {
 	}
 	holder := dial(req)
 	proxytest.Recv(t, hold.entered, "the held call upstream")
-	dial(req[:64<<10])
+	dial(req)
 	eventually(t, "a client waiting for budget", func() bool { return b.Waits() == 1 })
 
 	shut := make(chan error, 1)

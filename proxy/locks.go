@@ -123,10 +123,12 @@ func (s *lockSink) Reply(m wire.Message) error {
 }
 
 // granted invalidates what a newly granted write lock covers, on every
-// node, before the grant reaches the client.
+// node, before the grant reaches the client. A lock on everything (no
+// database named) spends the client's flush budget like any other
+// cache-wide write.
 func (c *clientConn) granted(l *heldLock) {
 	l.granted = true
-	c.rt.cache.invalidate(c.s.ctx, l.ents)
+	c.invalidate(l.ents)
 }
 
 func (c *clientConn) rememberLock(id int64, ents []cache.Entity) *heldLock {

@@ -72,6 +72,12 @@ type Config struct {
 	// for room (back-pressure) rather than fail. Shared with the upstream
 	// side for replies. Nil: unbounded.
 	Budget *inflight.Budget
+	// MaxSessionBytes bounds the session state one connection keeps
+	// (its set_ugi args, its setMetaConf overrides); a session call that
+	// would take it past is refused with a MetaException. The state is
+	// claimed from Budget while the connection lives. Default 64 KiB:
+	// a user in a thousand groups of 60-character names fits.
+	MaxSessionBytes int64
 	// Logger receives structured logs. Default: discard.
 	Logger *slog.Logger
 	// Cache, if set, serves cacheable reads and invalidates on writes.
@@ -144,13 +150,18 @@ type Server struct {
 	// answered and its buffers trimmed. A seam for tests only: it sees
 	// what the connection keeps between calls.
 	callHook func(c *clientConn)
+	// startHook, if set, runs when a request has begun to arrive and its
+	// reader waits for the rest (requestGate.Started). A seam for tests
+	// only: it shows a request was seen, whether or not it claimed budget.
+	startHook func()
 }
 
-// Client timeouts by default; see Config.
+// Client timeouts and bounds by default; see Config.
 const (
-	DefaultReadTimeout  = time.Minute
-	DefaultIdleTimeout  = time.Hour
-	DefaultWriteTimeout = 2 * time.Minute
+	DefaultReadTimeout     = time.Minute
+	DefaultIdleTimeout     = time.Hour
+	DefaultWriteTimeout    = 2 * time.Minute
+	DefaultMaxSessionBytes = 64 << 10
 )
 
 // DefaultMaxClientsPerAddress is Config.MaxClientsPerAddress's default: a
@@ -190,6 +201,9 @@ func New(cfg Config, up Forwarder) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxSessionBytes <= 0 {
+		cfg.MaxSessionBytes = DefaultMaxSessionBytes
 	}
 	cfg.ReadTimeout = orDefault(cfg.ReadTimeout, DefaultReadTimeout)
 	cfg.IdleTimeout = orDefault(cfg.IdleTimeout, DefaultIdleTimeout)

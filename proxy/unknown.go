@@ -115,3 +115,20 @@ func (s *Server) EachUnknownFlush(fn func(method string, flushes uint64)) {
 		s.cache.unknown.each(fn)
 	}
 }
+
+// EachFlushBudget calls fn with the counts of the cache-wide flushes
+// clients caused, summed over the upstream groups: made at once within an
+// identity's budget, and calls past it that waited for a shared flush.
+// Nothing without caching.
+func (s *Server) EachFlushBudget(fn func(path string, calls uint64)) {
+	var immediate, coalesced uint64
+	for i := range s.routes {
+		if k := s.routes[i].cache; k != nil && k.flushes != nil {
+			st := k.flushes.Stats()
+			immediate += st.Immediate
+			coalesced += st.Coalesced
+		}
+	}
+	fn("immediate", immediate)
+	fn("coalesced", coalesced)
+}

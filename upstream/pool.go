@@ -206,7 +206,7 @@ func (p *pool) exchange(ctx context.Context, cn *conn, c Call, sink ReplySink, r
 	if streams && c.Becomes == nil && p.g.cfg.HoldMax > 0 {
 		m, err = cn.r.ReadUpTo(p.g.cfg.HoldMax)
 		if errors.Is(err, wire.ErrTooLarge) {
-			done, serr := p.stream(ctx, cn, c, ss)
+			done, serr := p.stream(cn, c, ss)
 			if done {
 				stop()
 				return serr

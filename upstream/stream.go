@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -267,13 +266,19 @@ func (s *streamer) message(req wire.Message) (leftover int, err error) {
 	return s.w, nil
 }
 
-// streamWindow is the buffer a streamed reply passes through.
-const streamWindow = 256 << 10
+// streamWindow is the buffer a streamed reply passes through, and
+// unclaimedWindow the one it makes do with when the in-flight budget has
+// no room for streamWindow. The header's method name must fit either:
+// the walker takes it whole (a longer one is refused).
+const (
+	streamWindow    = 256 << 10
+	unclaimedWindow = 16 << 10
+)
 
 // stream passes a reply too large to hold to sink as it arrives, the
 // connection held meanwhile. done is false when the sink cannot take a
 // stream (nothing was consumed; the caller reads the reply whole).
-func (p *pool) stream(ctx context.Context, cn *conn, c Call, sink StreamingSink) (done bool, err error) {
+func (p *pool) stream(cn *conn, c Call, sink StreamingSink) (done bool, err error) {
 	pending := cn.r.Pending()
 	size := int64(-1)
 	src := io.MultiReader(bytes.NewReader(pending), cn.nc)
@@ -288,16 +293,22 @@ func (p *pool) stream(ctx context.Context, cn *conn, c Call, sink StreamingSink)
 	if w == nil {
 		return false, nil
 	}
-	if err := p.g.cfg.Budget.Acquire(ctx, streamWindow); err != nil {
-		err = fmt.Errorf("%w: %s: %w", ErrBroken, c.Msg.Name(), err)
-		finish(err)
-		cn.close()
-		return true, err
+	// The connection is held while the reply streams, so the window never
+	// waits for in-flight budget: a full budget (other clients' requests
+	// being read) would otherwise stall this call and every call queued
+	// behind its connection. A window that does not fit is a small one,
+	// outside the budget: at most MaxConns of them per metastore, the
+	// same bound as the replies held while their sink writes.
+	window := streamWindow
+	if p.g.cfg.Budget.TryAcquire(streamWindow) {
+		defer p.g.cfg.Budget.Release(streamWindow)
+	} else {
+		window = unclaimedWindow
+		p.g.n.streamedUnclaimed.Add(1)
 	}
-	defer p.g.cfg.Budget.Release(streamWindow)
 	p.g.n.streamed.Add(1)
 	s := streamer{src: src, dst: w, timeout: p.g.cfg.StreamWriteTimeout, lim: p.g.cfg.ReplyLimits,
-		buf: make([]byte, streamWindow)}
+		buf: make([]byte, window)}
 	leftover, err := s.message(c.Msg)
 	if err == nil && size >= 0 && s.sent != size {
 		err = &wire.ReadError{Err: wire.ErrBadFrame, Detail: "bytes after message in frame"}

@@ -2,12 +2,15 @@ package upstream
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"testing"
+	"time"
 
+	"github.com/hmsproxy/hmsproxy/internal/inflight"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
 )
 
@@ -145,4 +148,68 @@ func TestStreamWalkerLimits(t *testing.T) {
 		})
 	}
 	_ = binary.BigEndian
+}
+
+// TestStreamedReplyUnderFullBudget (issue 22): a reply too large to hold
+// streams to its client even when the in-flight budget is full; it never
+// waits for budget while it holds its metastore connection, which would
+// stall every call queued behind that connection. The budget's wait
+// counter is the seam: a wait would show there before the call returns.
+func TestStreamedReplyUnderFullBudget(t *testing.T) {
+	for _, tr := range []wire.Transport{wire.Buffered, wire.Framed} {
+		t.Run(tr.String(), func(t *testing.T) {
+			f := startFakeT(t, tr, func(fc *fakeConn, m wire.Message) ([][]byte, error) {
+				return [][]byte{bigReply(m, m.Name(), 20000)}, nil
+			})
+			b := inflight.New(1 << 20)
+			if !b.TryAcquire(1 << 20) { // jammed: nothing left
+				t.Fatal("could not fill the budget")
+			}
+			g := newGroup(t, Config{MaxConns: 1, Transport: tr, HoldMax: 64 << 10, Budget: b}, f.addr)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var s streamSink
+			done := make(chan error, 1)
+			go func() {
+				done <- g.Do(ctx, Call{Session: NoSession, Class: Read, Msg: msg(t, wire.Call, "get_partition_names", 4)}, &s)
+			}()
+			var err error
+		wait:
+			for deadline := time.Now().Add(10 * time.Second); ; {
+				select {
+				case err = <-done:
+					break wait
+				default:
+				}
+				if b.Waits() > 0 {
+					t.Fatal("the streamed reply waited for in-flight budget while holding its metastore connection")
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("no reply within 10s")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := bigReply(msg(t, wire.Call, "get_partition_names", 4), []byte("get_partition_names"), 20000)
+			if s.streams != 1 || !bytes.Equal(s.out.Bytes(), want) {
+				t.Fatalf("%d streams, %d bytes; want 1 stream of the metastore's %d bytes", s.streams, s.out.Len(), len(want))
+			}
+			if got := b.InUse(); got != 1<<20 {
+				t.Fatalf("budget in use %d after the stream; want the jam's %d alone", got, 1<<20)
+			}
+			if st := g.Stats(); st.StreamedUnclaimed != 1 {
+				t.Fatalf("Stats.StreamedUnclaimed %d; want 1", st.StreamedUnclaimed)
+			}
+			// The connection went back to the pool: the next call (the
+			// pool holds one) is answered on it.
+			if err := g.Do(ctxT(t), Call{Session: NoSession, Class: Read, Msg: msg(t, wire.Call, "get_table", 5)}, &streamSink{}); err != nil {
+				t.Fatal(err)
+			}
+			if f.numConns() != 1 {
+				t.Fatalf("%d metastore connections; want the streamed reply's one, reused", f.numConns())
+			}
+		})
+	}
 }

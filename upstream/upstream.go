@@ -276,17 +276,20 @@ type Stats struct {
 	// Streamed counts replies larger than HoldMax passed on as they
 	// arrived.
 	Streamed uint64
+	// StreamedUnclaimed counts the streamed replies whose window did not
+	// fit the in-flight budget and went through a small one outside it.
+	StreamedUnclaimed uint64
 }
 
 type counters struct {
-	mismatched, onewayClosed, clientGone, acquireTimeouts, held, streamed atomic.Uint64
+	mismatched, onewayClosed, clientGone, acquireTimeouts, held, streamed, streamedUnclaimed atomic.Uint64
 }
 
 // Stats returns the group's counters.
 func (g *Group) Stats() Stats {
 	return Stats{Mismatched: g.n.mismatched.Load(), OnewayClosed: g.n.onewayClosed.Load(),
 		ClientGone: g.n.clientGone.Load(), AcquireTimeouts: g.n.acquireTimeouts.Load(), Held: g.n.held.Load(),
-		Streamed: g.n.streamed.Load()}
+		Streamed: g.n.streamed.Load(), StreamedUnclaimed: g.n.streamedUnclaimed.Load()}
 }
 
 // Group is the set of metastores behind one proxy listener.

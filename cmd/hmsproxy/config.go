@@ -69,6 +69,16 @@ type fileConfig struct {
 		// InflightBytes bounds request and reply bytes held in flight
 		// across all connections; 0 or negative for no bound.
 		InflightBytes int64 `yaml:"inflight_bytes"` // -inflight-bytes
+		// MaxSessionBytes bounds the set_ugi and setMetaConf state one
+		// connection keeps; claimed from inflight_bytes.
+		MaxSessionBytes int64 `yaml:"max_session_bytes"` // -max-session-bytes
+		// Cache-wide flushes (unknown methods, flushCache) per client
+		// identity: FlushBurst at once, refilled at FlushRate a second;
+		// past it, calls share one flush per FlushInterval (negative: no
+		// budget).
+		FlushBurst    int           `yaml:"flush_burst"`    // -flush-burst
+		FlushRate     float64       `yaml:"flush_rate"`     // -flush-rate
+		FlushInterval time.Duration `yaml:"flush_interval"` // -flush-interval
 	} `yaml:"limits"`
 
 	Cache cacheConfig `yaml:"cache"`
@@ -251,6 +261,10 @@ func defaults() fileConfig {
 	c.Limits.ClientIdleTimeout = proxy.DefaultIdleTimeout
 	c.Limits.ClientWriteTimeout = proxy.DefaultWriteTimeout
 	c.Limits.InflightBytes = 256 << 20
+	c.Limits.MaxSessionBytes = proxy.DefaultMaxSessionBytes
+	c.Limits.FlushBurst = 10
+	c.Limits.FlushRate = 1
+	c.Limits.FlushInterval = time.Second
 	c.EventLog.Interval = 250 * time.Millisecond
 	c.EventLog.Batch = 500
 	c.EventLog.HealthInterval = 10 * time.Second
@@ -327,6 +341,10 @@ Flags:
 	clientIdle := fs.Duration("client-idle-timeout", c.Limits.ClientIdleTimeout, "close a client connection that starts no request for this long; negative for none [limits.client_idle_timeout]")
 	clientWrite := fs.Duration("client-write-timeout", c.Limits.ClientWriteTimeout, "cut off a client that has not taken a reply within this; negative for none [limits.client_write_timeout]")
 	inflightBytes := fs.Int64("inflight-bytes", c.Limits.InflightBytes, "bytes of requests and replies held in flight across all connections; beyond it readers wait; 0 for no bound [limits.inflight_bytes]")
+	maxSession := fs.Int64("max-session-bytes", c.Limits.MaxSessionBytes, "session state (set_ugi names, setMetaConf overrides) one client connection may keep; more is refused with a MetaException [limits.max_session_bytes]")
+	flushBurst := fs.Int("flush-burst", c.Limits.FlushBurst, "cache-wide flushes (unknown methods, flushCache) one client identity may cause at once [limits.flush_burst]")
+	flushRate := fs.Float64("flush-rate", c.Limits.FlushRate, "flushes a second that refill a client identity's flush burst [limits.flush_rate]")
+	flushInterval := fs.Duration("flush-interval", c.Limits.FlushInterval, "past its flush budget, a client's cache-wide writes share one flush per interval, made before their replies; negative for no budget [limits.flush_interval]")
 	shutdown := fs.Duration("shutdown-timeout", c.ShutdownTimeout, "on SIGTERM, how long in-flight calls may finish [shutdown_timeout]")
 	drainDelay := fs.Duration("drain-delay", c.Shutdown.DrainDelay, "on SIGTERM, how long /readyz fails before the listener closes, so the load balancer stops sending clients; also the wait of POST /drain before client connections close; 0 none [shutdown.drain_delay]")
 	level := fs.String("log-level", c.Log.Level, "debug, info, warn or error [log.level]")
@@ -440,6 +458,14 @@ Flags:
 			c.Limits.ClientWriteTimeout = *clientWrite
 		case "inflight-bytes":
 			c.Limits.InflightBytes = *inflightBytes
+		case "max-session-bytes":
+			c.Limits.MaxSessionBytes = *maxSession
+		case "flush-burst":
+			c.Limits.FlushBurst = *flushBurst
+		case "flush-rate":
+			c.Limits.FlushRate = *flushRate
+		case "flush-interval":
+			c.Limits.FlushInterval = *flushInterval
 		case "shutdown-timeout":
 			c.ShutdownTimeout = *shutdown
 		case "drain-delay":
@@ -554,6 +580,13 @@ Flags:
 		// One legal request must fit, or it would wait forever.
 		return c, fmt.Errorf("limits.inflight_bytes (%d) is smaller than limits.max_message_bytes (%d)",
 			c.Limits.InflightBytes, c.Limits.MaxMessageBytes)
+	}
+	if c.Limits.MaxSessionBytes <= 0 {
+		return c, fmt.Errorf("limits.max_session_bytes must be positive, got %d", c.Limits.MaxSessionBytes)
+	}
+	if c.Limits.FlushInterval >= 0 && (c.Limits.FlushBurst <= 0 || c.Limits.FlushRate <= 0 || c.Limits.FlushInterval == 0) {
+		return c, fmt.Errorf("limits.flush_burst (%d), flush_rate (%g) and flush_interval (%v) must be positive (a negative flush_interval turns the flush budget off)",
+			c.Limits.FlushBurst, c.Limits.FlushRate, c.Limits.FlushInterval)
 	}
 	for i, u := range c.Upstream.URIs {
 		var stripped bool

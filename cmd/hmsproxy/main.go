@@ -137,8 +137,11 @@ func run(ctx context.Context, cfg fileConfig) error {
 	}
 
 	// One budget for request bytes being read (proxy) and reply bytes
-	// being held (upstream), so together they stay within the limit.
-	budget := inflight.New(cfg.Limits.InflightBytes)
+	// being held (upstream), so together they stay within the limit. Its
+	// reserve lets one request of the largest legal size finish at a
+	// time, so requests whose bytes are claimed as they arrive never
+	// wait on each other for good.
+	budget := inflight.NewReserving(cfg.Limits.InflightBytes, int64(cfg.Limits.MaxMessageBytes)+4)
 	ucfg := upstream.Config{
 		URIs:               cfg.Upstream.URIs,
 		Transport:          upTransport,
@@ -231,6 +234,8 @@ func run(ctx context.Context, cfg fileConfig) error {
 		IdleTimeout:  cfg.Limits.ClientIdleTimeout,
 		WriteTimeout: cfg.Limits.ClientWriteTimeout,
 		Budget:       budget,
+
+		MaxSessionBytes: cfg.Limits.MaxSessionBytes,
 	}
 	if limiter != nil { // a nil *Limiter in the interface would be called
 		pcfg.Limiter = limiter
@@ -540,6 +545,8 @@ func newCaching(cfg fileConfig) (*proxy.Caching, error) {
 		TTLUnlogged:    cfg.Cache.TTLWithoutEventLog,
 		UnloggedWrites: cfg.Cache.UnloggedWrites,
 		UserScopeTTL:   cfg.Cache.UserScopeTTL,
+		Flushes: proxy.FlushBudget{Burst: cfg.Limits.FlushBurst, Rate: cfg.Limits.FlushRate,
+			Interval: cfg.Limits.FlushInterval},
 	}, nil
 }
 

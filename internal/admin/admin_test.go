@@ -326,6 +326,7 @@ func TestMetrics(t *testing.T) {
 		"hmsproxy_cache_discarded_loads_total",
 		"hmsproxy_cache_flushes_total",
 		"hmsproxy_unknown_method_flushes_total",
+		"hmsproxy_cache_flush_calls_total",
 		"hmsproxy_upstream_up",
 		"hmsproxy_client_connections",
 		"hmsproxy_request_duration_seconds",
@@ -346,6 +347,8 @@ func TestMetrics(t *testing.T) {
 		{`hmsproxy_requests_total{method="get_all_databases",outcome="hit"}`, 2},
 		{`hmsproxy_requests_total{method="other",outcome="write"}`, 2},
 		{`hmsproxy_unknown_method_flushes_total{method="other"}`, 2},
+		{`hmsproxy_cache_flush_calls_total{path="immediate"}`, 2}, // within the default burst
+		{`hmsproxy_cache_flush_calls_total{path="coalesced"}`, 0},
 		{`hmsproxy_cache_requests_total{kind="table",outcome="miss"}`, 1},
 		{`hmsproxy_cache_requests_total{kind="table",outcome="hit"}`, 1},
 		{`hmsproxy_cache_requests_total{kind="database_names",outcome="hit"}`, 2},

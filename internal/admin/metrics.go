@@ -64,6 +64,7 @@ type collector struct {
 	evLatest, evApplied, evLagEvents, evLagSeconds, evEvents, evGaps, evHealthy *prometheus.Desc
 
 	unknownFlushes *prometheus.Desc
+	flushBudget    *prometheus.Desc
 
 	inflightBytes, inflightLimit, inflightWaits *prometheus.Desc
 	clientTimeouts                              *prometheus.Desc
@@ -80,6 +81,13 @@ const unknownLabel = "other"
 // *proxy.Server implements it, and the Flusher is asked for it.
 type UnknownMethods interface {
 	EachUnknownFlush(fn func(method string, flushes uint64))
+}
+
+// FlushBudgets reports the cache-wide flushes clients caused, by path
+// ("immediate", "coalesced"); *proxy.Server implements it, and the
+// Flusher is asked for it.
+type FlushBudgets interface {
+	EachFlushBudget(fn func(path string, calls uint64))
 }
 
 func newCollector(cfg *Config, seen func(*snapshot)) *collector {
@@ -167,6 +175,9 @@ func newCollector(cfg *Config, seen func(*snapshot)) *collector {
 		unknownFlushes: prometheus.NewDesc("hmsproxy_unknown_method_flushes_total",
 			"Calls of methods outside the method table, each of which invalidated everything cached for the upstream group. The method label is always \"other\": names come from clients, and labels from closed sets; the log names each of the first 64 methods once. List those that only read in cache.known_reads.",
 			[]string{"method"}, nil),
+		flushBudget: prometheus.NewDesc("hmsproxy_cache_flush_calls_total",
+			"Client calls that invalidated everything cached for their upstream group (methods outside the method table, flushCache), by path: immediate, within the identity's flush budget (limits.flush_burst, flush_rate), or coalesced, past it, waiting for the next shared flush (limits.flush_interval).",
+			[]string{"path"}, nil),
 		evGaps: prometheus.NewDesc("hmsproxy_eventlog_gaps_total",
 			"Times events were missing from the log (purged, or ids going backwards) and the cache was dropped.", nil, nil),
 		evHealthy: prometheus.NewDesc("hmsproxy_eventlog_healthy",
@@ -237,6 +248,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	if _, ok := c.cfg.Flusher.(UnknownMethods); ok {
 		ds = append(ds, c.unknownFlushes)
 	}
+	if _, ok := c.cfg.Flusher.(FlushBudgets); ok {
+		ds = append(ds, c.flushBudget)
+	}
 	if c.cfg.Shadow != nil {
 		ds = append(ds, c.shadowChecks, c.shadowMismatches, c.shadowSkipped)
 	}
@@ -256,6 +270,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		var total uint64
 		u.EachUnknownFlush(func(_ string, n uint64) { total += n })
 		ch <- constMetric(c.unknownFlushes, prometheus.CounterValue, float64(total), unknownLabel)
+	}
+	if f, ok := c.cfg.Flusher.(FlushBudgets); ok {
+		f.EachFlushBudget(func(path string, n uint64) {
+			if path == "immediate" || path == "coalesced" { // a closed set
+				ch <- constMetric(c.flushBudget, prometheus.CounterValue, float64(n), path)
+			}
+		})
 	}
 	if b := c.cfg.InFlight; b != nil {
 		ch <- constMetric(c.inflightBytes, prometheus.GaugeValue, float64(b.InUse()))

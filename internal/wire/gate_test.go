@@ -2,7 +2,9 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 )
@@ -137,4 +139,38 @@ func stringArgs(n int) []byte {
 	e.StringField(1, string(bytes.Repeat([]byte("x"), n)))
 	e.Stop()
 	return e.B
+}
+
+// TestGateClaimsWhatArrived (issue 22): a message that announces a large
+// size (a frame, a long string) and sends only part of it claims at
+// most twice the bytes that arrived, never the announced size: a peer
+// must send bytes to hold budget.
+func TestGateClaimsWhatArrived(t *testing.T) {
+	const announced = 50 << 20
+	for _, tr := range []Transport{Buffered, Framed} {
+		for _, sent := range []int{0, 100, 5000, 300 << 10, 3 << 20} {
+			t.Run(fmt.Sprintf("%s/%d", tr, sent), func(t *testing.T) {
+				m := AppendHeader(nil, Call, []byte("get_table"), 1)
+				m = append(m, TString, 0, 1)
+				m = binary.BigEndian.AppendUint32(m, announced)
+				if tr == Framed {
+					m = binary.BigEndian.AppendUint32(nil, uint32(len(m)+announced+1))[:4:4]
+					m = append(m, AppendHeader(nil, Call, []byte("get_table"), 1)...)
+					m = append(m, TString, 0, 1)
+					m = binary.BigEndian.AppendUint32(m, announced)
+				}
+				m = append(m, make([]byte, sent)...)
+				g := &countGate{}
+				r := NewReader(&pieces{data: m, step: 64 << 10}, tr, Limits{MaxMessage: 100 << 20})
+				r.SetGate(g)
+				if _, err := r.Read(); !errors.Is(err, io.ErrUnexpectedEOF) {
+					t.Fatalf("got %v; want unexpected EOF", err)
+				}
+				if most := 2 * len(m); g.peak > most {
+					t.Errorf("claimed %d bytes for a message announcing %d of which %d arrived; want at most %d",
+						g.peak, announced, len(m), most)
+				}
+			})
+		}
+	}
 }

@@ -41,6 +41,15 @@ func ParseTransport(s string) (Transport, error) {
 // one, grown for a rare huge message, is dropped.
 const keepBuf = 1 << 20
 
+// dropBuf is the size from which a gated reader gives the pages of a
+// buffer it has outgrown or dropped back to the system (dropPages): the
+// copies of a large message's growth, and a message whose claim has been
+// returned, would otherwise stay resident as garbage while the budget
+// lets others claim the same bytes again. It relies on Read's promise:
+// a message's bytes are valid only until the next Read (or Release or
+// Discard), and a gated reader never Detaches.
+const dropBuf = 1 << 20
+
 // FreeBuf is the buffer every Reader starts with. A Reader with a Gate
 // claims only the bytes it grows beyond this, and drops a grown buffer
 // once its message is consumed, so an idle connection holds no claim.
@@ -109,6 +118,11 @@ func (r *Reader) keep() int {
 }
 
 func (r *Reader) drop() {
+	if r.gate != nil && len(r.buf) >= dropBuf {
+		// Its claim goes back to the budget below: so do its pages, or
+		// the next claim of the same bytes would double what is resident.
+		dropPages(r.buf)
+	}
 	r.buf, r.r, r.w, r.next = nil, 0, 0, 0
 	if r.claimed > 0 {
 		r.gate.Shrink(r.claimed)
@@ -213,23 +227,19 @@ func (r *Reader) readFramed() (Message, error) {
 func (r *Reader) fill(total int) ([]byte, error) {
 	for r.w-r.r < total {
 		have := r.w - r.r
-		if len(r.buf)-r.r < total && len(r.buf)-r.w < readChunk {
-			// Make room: grow with the data that has arrived (at most one
-			// chunk ahead of it), or move the message to the front.
-			size := min(total, have+readChunk)
+		if len(r.buf)-r.r < total && len(r.buf)-r.w < r.room() {
+			size := r.nextSize(total, have)
 			if size > len(r.buf) {
-				size = min(max(size, 2*len(r.buf)), r.lim.MaxMessage+4)
-				if r.transport == Framed {
-					size = min(size, total) // the frame is the whole message
-				}
 				if r.gate != nil {
-					var err error
-					if size, err = r.claim(size, total, have); err != nil {
+					if err := r.claim(size); err != nil {
 						return r.buf[r.r:r.w], err
 					}
 				}
 				nb := make([]byte, size)
 				copy(nb, r.buf[r.r:r.w])
+				if r.gate != nil && len(r.buf) >= dropBuf {
+					dropPages(r.buf) // outgrown; no message read before is valid now
+				}
 				r.buf = nb
 			} else {
 				copy(r.buf, r.buf[r.r:r.w])
@@ -255,44 +265,69 @@ func (r *Reader) fill(total int) ([]byte, error) {
 	return r.buf[r.r:r.w], nil
 }
 
+// room is the free space at the end of the buffer below which fill makes
+// more. Without a gate, a chunk: reads stay large. With one, none: the
+// buffer grows only once the bytes that arrived fill it, so what a
+// message holds follows what its peer actually sent, never what it
+// announced.
+func (r *Reader) room() int {
+	if r.gate != nil {
+		return 1
+	}
+	return readChunk
+}
+
+// nextSize is the size the buffer is made (moved or grown) to hold more of
+// a message that needs total bytes, have of which have arrived.
+//
+// Without a gate the buffer grows with the data that has arrived, at
+// most one chunk ahead of it, or doubles.
+//
+// With a gate the buffer is full when this is called: the message moves
+// to the front if that frees half of the buffer, or the buffer doubles,
+// up to what the message needs (and, on buffered transport, where its
+// length is learnt field by field, a chunk for the fields after it). So
+// what a reader claims is never more than twice the bytes it has
+// received: an announced size claims nothing, and a peer must send
+// bytes to hold budget.
+func (r *Reader) nextSize(total, have int) int {
+	limit := r.lim.MaxMessage + 4
+	if r.gate == nil {
+		size := min(total, have+readChunk)
+		if size <= len(r.buf) {
+			return len(r.buf) // room enough once the message is at the front
+		}
+		size = min(max(size, 2*len(r.buf)), limit)
+		if r.transport == Framed {
+			size = min(size, total) // the frame is the whole message
+		}
+		return size
+	}
+	if r.r > 0 && have <= len(r.buf)/2 {
+		return len(r.buf)
+	}
+	want := total
+	if r.transport != Framed {
+		want = total + readChunk
+	}
+	return max(min(2*len(r.buf), want, limit), have+1)
+}
+
 // claim makes sure the gate has granted the bytes of a buffer grown to
-// size, for a message that needs total bytes, and returns the size to
-// grow to. An extent a message declares well ahead of its bytes (a
-// frame, a long string) is claimed at once, with room for the fields
-// after it, and the buffer is made that size at once: a reader that must
-// wait for budget holds little meanwhile, two large messages rarely each
-// hold part of the budget while waiting for the other's, and no garbage
-// of intermediate buffers is left for the collector (the memory is
-// touched only as the bytes arrive). Other growth is claimed step by
-// step; should two such messages wait on each other, the older one's
-// read deadline ends the wait.
-func (r *Reader) claim(size, total, have int) (int, error) {
+// size, beyond the free FreeBuf. The message's read deadline starts
+// before any wait for budget, so it covers the wait.
+func (r *Reader) claim(size int) error {
 	if !r.started {
-		// Before a wait for budget, so the message's deadline covers it.
 		r.started = true
 		r.gate.Started()
 	}
-	covered := FreeBuf + r.claimed
-	if total <= covered {
-		return min(size, covered), nil
-	}
-	want := size
-	declared := total-have > readChunk
-	if declared {
-		slack := readChunk
-		if r.transport == Framed {
-			slack = 0
+	if n := size - FreeBuf - r.claimed; n > 0 {
+		if err := r.gate.Grow(n); err != nil {
+			return err
 		}
-		want = max(size, min(total+slack, r.lim.MaxMessage+4))
+		r.claimed += n
 	}
-	if want <= covered {
-		return want, nil // within what is claimed already
-	}
-	if err := r.gate.Grow(want - covered); err != nil {
-		return 0, err
-	}
-	r.claimed = want - FreeBuf
-	return want, nil
+	return nil
 }
 
 // Writer writes whole messages to a connection in one system call.

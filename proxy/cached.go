@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -602,12 +601,13 @@ func (c *clientConn) invalidate(ents []cache.Entity) {
 // make, so it never names a budget.
 func (c *clientConn) flushID() string {
 	if c.budgetID == "" {
-		if u := c.sess.Authenticated(); u != "" {
-			c.budgetID = "user:" + u
-		} else if host, _, err := net.SplitHostPort(c.nc.RemoteAddr().String()); err == nil {
-			c.budgetID = "addr:" + host
+		// Who the connection is charged to, as for its rate limits: the
+		// identity it authenticated, else its source address, never a
+		// set_ugi claim.
+		if c.caller.User != "" {
+			c.budgetID = "user:" + c.caller.User
 		} else {
-			c.budgetID = "addr:" + c.nc.RemoteAddr().String()
+			c.budgetID = "addr:" + c.caller.Addr.String()
 		}
 	}
 	return c.budgetID

@@ -2,12 +2,10 @@ package proxy
 
 import (
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/wire"
@@ -67,20 +65,6 @@ func TestCoalescedFlushNeverStale(t *testing.T) {
 	}
 }
 
-// dialFrom connects to addr from the loopback address ip, so that a
-// test client has a source address, and so a flush budget, of its own.
-func dialFrom(t testing.TB, ip, addr string) *hmsclient.Client {
-	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
-	nc, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Skipf("cannot dial from %s: %v", ip, err)
-	}
-	c := hmsclient.New(nc, wire.Buffered)
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // TestFlushLoopSparesOthers (issue 22, item 8): a client looping methods
 // the proxy does not know, or flushCache, each of which may change
 // anything, used to empty every other client's cache on every call
@@ -101,7 +85,7 @@ func TestFlushLoopSparesOthers(t *testing.T) {
 			var wg sync.WaitGroup
 			errs := make(chan error, calls)
 			for range calls {
-				c := dialFrom(t, "127.0.0.2", paddr)
+				c := clientFrom(t, "127.0.0.2", paddr, wire.Buffered)
 				wg.Add(1)
 				go func() {
 					defer wg.Done()

@@ -33,7 +33,7 @@ func loopFlushes(b *testing.B, addr string) *atomic.Int64 {
 		wg.Wait()
 	})
 	for range flushLoopers {
-		c := dialFrom(b, "127.0.0.2", addr)
+		c := clientFrom(b, "127.0.0.2", addr, wire.Buffered)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -110,7 +110,7 @@ func readLimiter(t *testing.T, n int) *ratelimit.Limiter {
 
 // clientFrom is a client of addr from the loopback address src
 // (dialFrom), so a test can be several client hosts.
-func clientFrom(t *testing.T, src, addr string, tr wire.Transport) *hmsclient.Client {
+func clientFrom(t testing.TB, src, addr string, tr wire.Transport) *hmsclient.Client {
 	t.Helper()
 	c := hmsclient.New(dialFrom(t, src, addr), tr)
 	t.Cleanup(func() { c.Close() })

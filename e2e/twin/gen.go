@@ -644,6 +644,16 @@ func (g *gen) txnStep() Step {
 	s := func(op Op, tag string) Step { return Step{Via: via, Op: op, Gen: tag} }
 	switch g.pick(10) {
 	case 0, 1:
+		if g.chance(0.4) {
+			// A reader of the table (an engine planning a query reads
+			// its metadata location): what fills the proxy's cache
+			// between commits.
+			var rd Op = GetTable{DB: D(dbb), Table: N(iceTable.base)}
+			if g.version == "4.0" {
+				rd = GetTableReq{DB: N(dbb), Table: N(iceTable.base)}
+			}
+			return Step{Via: Both, Op: rd, Gen: "iceberg:read"}
+		}
 		return s(IcebergCommit{DB: D(dbb), Table: N(iceTable.base), Spec: iceTable.spec}, "iceberg")
 	case 2, 3, 4:
 		t := g.tmpl()

@@ -296,6 +296,7 @@ type canonical struct {
 	refused          bool
 	user, method     string
 	cat              string
+	catAbsent        bool
 	hasDB, prefixed  bool
 	db               string
 	tables           []string
@@ -304,8 +305,8 @@ type canonical struct {
 }
 
 func (c canonical) String() string {
-	return fmt.Sprintf("refused=%v user=%q method=%s cat=%q hasDB=%v prefixed=%v db=%q tables=%q rest=%x%s%s",
-		c.refused, c.user, c.method, c.cat, c.hasDB, c.prefixed, c.db, c.tables, c.rest, c.restErr, c.nameErr)
+	return fmt.Sprintf("refused=%v user=%q method=%s cat=%q catAbsent=%v hasDB=%v prefixed=%v db=%q tables=%q rest=%x%s%s",
+		c.refused, c.user, c.method, c.cat, c.catAbsent, c.hasDB, c.prefixed, c.db, c.tables, c.rest, c.restErr, c.nameErr)
 }
 
 func lower(s string) string {
@@ -430,6 +431,8 @@ func (r fuzzReq) canonical() canonical {
 		c.refused = c.refused || wrong
 		if found && typ == wire.TString {
 			c.cat = str(v)
+		} else if !found {
+			c.catAbsent = true // Hive 4.0 may fail where "hive" is answered
 		}
 		drop = append(drop, t.Cat)
 	}
@@ -441,6 +444,7 @@ func (r fuzzReq) canonical() canonical {
 			c.hasDB = true
 			if i := strings.IndexByte(db, '#'); t.DBInName && strings.HasPrefix(db, "@") && i >= 0 {
 				c.cat, c.prefixed, db = db[1:i], true, db[i+1:]
+				c.catAbsent = false // the name carries it
 				switch db {
 				case "":
 					c.hasDB = false
@@ -497,7 +501,7 @@ func TestKeyCollisionModel(t *testing.T) {
 		{"prefix", mk("get_table", getTable("@hive#db", "t").args), mk("get_table", getTable("db", "t").args), false},
 		{"prefix case", mk("get_table", getTable("@HIVE#db", "t").args), mk("get_table", getTable("@hive#DB", "t").args), false},
 		{"pattern escapes", mk("get_databases", getDatabases("\\W*").args), mk("get_databases", getDatabases("\\w*").args), false},
-		{"cat unset", mk("get_table_req", getTableReq("db", "t", "", "").args), mk("get_table_req", getTableReq("db", "t", "hive", "").args), true},
+		{"cat unset", mk("get_table_req", getTableReq("db", "t", "", "").args), mk("get_table_req", getTableReq("db", "t", "hive", "").args), false}, // 4.0: "catName is null" on some paths
 		{"cat case", mk("get_table_req", getTableReq("db", "t", "", "").args), mk("get_table_req", getTableReq("db", "t", "HIVE", "").args), false},
 		{"snapshot", mk("get_table_req", getTableReq("db", "t", "", "x").args), mk("get_table_req", getTableReq("db", "t", "", "y").args), false},
 	} {

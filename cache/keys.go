@@ -258,12 +258,21 @@ func appendPrefix(dst []byte, sc Scope, m *hms.Method, kn *keyNames, nt int) []b
 	} else {
 		dst = appendString(dst, kn.defCat)
 	}
-	var form byte // bit 0: a database is named; bit 1: as "@cat#db"
+	// bit 0: a database is named; bit 1: as "@cat#db"; bit 2: a request
+	// struct leaves its catalog field out. Hive 4.0 does not read an
+	// absent catalog as the default one everywhere: on some paths (a
+	// filter its direct SQL does not take) it fails with "catName is
+	// null" where the same request naming the catalog is answered, so
+	// the two never share an entry.
+	var form byte
 	if kn.hasDB {
 		form |= 1
 	}
 	if kn.prefixed {
 		form |= 2
+	}
+	if kn.cat == nil && m.Target.Cat != nil {
+		form |= 4
 	}
 	dst = append(dst, form)
 	if kn.hasDB {

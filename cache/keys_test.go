@@ -63,7 +63,6 @@ func TestAppendKeySame(t *testing.T) {
 		name string
 		a, b req
 	}{
-		{"get_table_req cat unset vs hive", getTableReq("db0", "t1", "", ""), getTableReq("db0", "t1", "hive", "")},
 		{"user ignored when unset", getTable("db0", "t1").in(Scope{Upstream: "a"}), getTable("db0", "t1").in(Scope{Upstream: "a"})},
 	}
 	for _, tc := range tests {
@@ -86,6 +85,11 @@ func TestAppendKeyDifferent(t *testing.T) {
 		a, b req
 	}{
 		{"table", getTable("db0", "t1"), getTable("db0", "t2")},
+		// Hive 4.0 answers a request struct without its catalog field
+		// otherwise than one naming the default catalog on some paths
+		// ("catName is null"): the twin found it (found_40_936896757_1850).
+		{"get_table_req cat unset vs hive", getTableReq("db0", "t1", "", ""), getTableReq("db0", "t1", "hive", "")},
+		{"by names req cat unset vs hive", byNamesReq("db0", "t1", "ds=1"), req{"get_partitions_by_names_req", hmsreq.Args(hmsreq.Struct(1, hmsreq.Str(1, "db0"), hmsreq.Str(2, "t1"), hmsreq.Strings(3, "ds=1"), hmsreq.Str(5, "hive"))), scA}},
 		// Names are keyed as sent (issue 20): the metastore finds one
 		// object for every spelling, but quotes the spelling in its
 		// not-found answers ("hive.DB0.t1 table not found").

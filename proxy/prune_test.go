@@ -71,7 +71,7 @@ func filterArgs(method, flt string, max int16) []byte {
 
 func psArgs(method string, max int16, vals ...string) []byte {
 	if method == "get_partition_names_ps_req" {
-		return hmsreq.Req(hmsreq.Str(2, "demo_db0"), hmsreq.Str(3, "t0"), hmsreq.Strings(4, vals...), hmsreq.I16(5, max))
+		return hmsreq.Req(hmsreq.Str(1, "hive"), hmsreq.Str(2, "demo_db0"), hmsreq.Str(3, "t0"), hmsreq.Strings(4, vals...), hmsreq.I16(5, max))
 	}
 	return hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"), hmsreq.Strings(3, vals...), hmsreq.I16(4, max))
 }
@@ -88,6 +88,8 @@ func pruneCases() []pruneCase {
 		// A 4.0 form is answered only once the metastore answered it.
 		{"req form unproven", "get_partitions_by_filter_req", filterArgs("get_partitions_by_filter_req", `hr = 9`, -1), false},
 		{"req form", "get_partitions_by_filter_req", filterArgs("get_partitions_by_filter_req", `hr = 10`, -1), true},
+		// Without its catalog, 4.0 may fail it ("catName is null").
+		{"req form without catalog", "get_partitions_by_filter_req", hmsreq.Req(hmsreq.Str(2, "demo_db0"), hmsreq.Str(3, "t0"), hmsreq.Str(4, `hr = 10`), hmsreq.I16(5, -1)), false},
 		{"ps", "get_partitions_ps", psArgs("get_partitions_ps", -1, "2024-01-01", "3"), true},
 		{"ps none", "get_partitions_ps", psArgs("get_partitions_ps", -1, "2024-01-01", "30"), true},
 		{"ps names", "get_partition_names_ps", psArgs("get_partition_names_ps", 2, "2024-01-01", "1"), true},

@@ -82,6 +82,14 @@ func startShared(t *testing.T, v, key string, delta int, env ...string) *metasto
 	if off, err := strconv.Atoi(os.Getenv("HMSPROXY_E2E_PORT_OFFSET")); err == nil {
 		port += off // lets two runs share a machine
 	}
+	// Two keys on one port: the second start fails on a busy port (CI once
+	// lost TestPartitionLimitReal that way, behind the filter hook's
+	// metastore); say which test chose the port.
+	for other, ms := range stores {
+		if ms.addr == fmt.Sprintf("127.0.0.1:%d", port) {
+			t.Fatalf("HMS %s would take port %d of HMS %s: give it another delta", key, port, other)
+		}
+	}
 	work, _ := os.MkdirTemp("", "hmsproxy-e2e-"+strings.ReplaceAll(key, "+", "-")+"-")
 	ms := &metastore{version: v, addr: fmt.Sprintf("127.0.0.1:%d", port), work: work}
 	stores[key] = ms

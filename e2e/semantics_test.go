@@ -253,7 +253,7 @@ func TestPartitionLimitReal(t *testing.T) {
 			continue
 		}
 		t.Run(v, func(t *testing.T) {
-			ms := startShared(t, v, v+"+limit", 50, "HMS_PROPS=hive.metastore.limit.partition.request=2 metastore.limit.partition.request=2")
+			ms := startShared(t, v, v+"+limit", 60, "HMS_PROPS=hive.metastore.limit.partition.request=2 metastore.limit.partition.request=2")
 			b := &semBed{ms: ms, db: "lim", loc: "file:" + ms.work + "/lim-wh/lim.db", direct: dial(t, ms.addr), legacy: v != "4.0"}
 			call(t, b.direct, "drop_database", hmsreq.Args(hmsreq.Str(1, b.db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
 			b.ok(t, "create_database", hmsreq.Args(hmsreq.Database{Name: b.db, Location: b.loc}.Field(1)))

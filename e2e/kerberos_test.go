@@ -28,8 +28,8 @@ import (
 
 // The Kerberized metastore's and the KDC's ports, apart from the others.
 const (
-	krbBasePort = 39683
-	kdcBasePort = 39688
+	krbBasePort = 29683
+	kdcBasePort = 29688
 )
 
 // The test bed's realm (testbed/kdc.sh).

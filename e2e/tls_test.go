@@ -20,7 +20,7 @@ import (
 )
 
 // sslBasePort is the SSL metastore's port, apart from the plain ones.
-const sslBasePort = 39583
+const sslBasePort = 29583
 
 // startSSL starts (once) an HMS 3.1 with hive.metastore.use.SSL and a
 // keystore made by keytool (testbed/hms.sh, HMS_SSL=1).

@@ -36,8 +36,9 @@ var (
 	stores = map[string]*Metastore{}
 )
 
-// basePort spaces the twin's metastores apart from the e2e tests' ones.
-var basePort = map[string]int{"2.3": 49083, "3.1": 49183, "4.0": 49283}
+// basePort spaces the twin's metastores apart from the e2e tests' ones,
+// below Linux's ephemeral port range as those are.
+var basePort = map[string]int{"2.3": 28083, "3.1": 28183, "4.0": 28283}
 
 // ServerProps are the metastore settings the twin runs with beyond the
 // test bed's: a partition request limit, so that the proxy must answer

@@ -293,7 +293,7 @@ func replay(ms *Metastore, fleet *Fleet, steps []Step, ns string) *Diff {
 
 // Knobs reads the twin's settings from the environment: TWIN_SECONDS,
 // TWIN_VERSIONS, TWIN_NODES, TWIN_FEDERATION, TWIN_SEED, TWIN_OPS,
-// TWIN_SHRINK_SECONDS, TWIN_DIRECT.
+// TWIN_SHRINK_SECONDS, TWIN_DIRECT, TWIN_SESSIONS.
 func Knobs() (versions []string, nodes []int, feds []string, cfg Config) {
 	env := func(k, def string) string {
 		if v := os.Getenv(k); v != "" {
@@ -306,6 +306,7 @@ func Knobs() (versions []string, nodes []int, feds []string, cfg Config) {
 	cfg.MinOps, _ = strconv.Atoi(env("TWIN_OPS", "0"))
 	shrink, _ := strconv.Atoi(env("TWIN_SHRINK_SECONDS", "300"))
 	cfg.Direct, _ = strconv.ParseFloat(env("TWIN_DIRECT", "0.3"), 64)
+	cfg.Sessions, _ = strconv.Atoi(env("TWIN_SESSIONS", "4"))
 	cfg.Shrink = time.Duration(shrink) * time.Second
 	if s := os.Getenv("TWIN_SEED"); s != "" {
 		cfg.Seed, _ = strconv.ParseUint(s, 10, 64)

@@ -270,6 +270,12 @@ const clientLimit = 6 * time.Minute
 // runs in a process group of its own, killed whole at clientLimit: Spark
 // starts a JVM beside its Python driver.
 func runTimed(cmd *exec.Cmd, env ...string) ([]byte, error, time.Duration) {
+	return runFor(cmd, clientLimit, env...)
+}
+
+// runFor is runTimed with a limit of the caller's: a writer of hundreds
+// of appends may take longer than clientLimit.
+func runFor(cmd *exec.Cmd, limit time.Duration, env ...string) ([]byte, error, time.Duration) {
 	cmd.Env = append(append(os.Environ(), "HMSPROXY_CACHE="+cacheDir()), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -280,19 +286,19 @@ func runTimed(cmd *exec.Cmd, env ...string) ([]byte, error, time.Duration) {
 		return nil, err, 0
 	}
 	var killed atomic.Bool
-	limit := time.AfterFunc(clientLimit, func() {
+	timer := time.AfterFunc(limit, func() {
 		killed.Store(true)
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	})
 	err := cmd.Wait()
-	limit.Stop()
+	timer.Stop()
 	if errors.Is(err, exec.ErrWaitDelay) {
 		// The client succeeded; a child of its still held the output.
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		err = nil
 	}
 	if killed.Load() {
-		err = fmt.Errorf("killed after %v: %w", clientLimit, err)
+		err = fmt.Errorf("killed after %v: %w", limit, err)
 	}
 	return out.Bytes(), err, time.Since(begin).Round(100 * time.Millisecond)
 }

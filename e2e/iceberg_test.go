@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -300,33 +296,4 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
-}
-
-// runFor is runTimed with a limit of the caller's: a writer of hundreds
-// of appends may take longer than clientLimit.
-func runFor(cmd *exec.Cmd, limit time.Duration) ([]byte, error, time.Duration) {
-	cmd.Env = append(os.Environ(), "HMSPROXY_CACHE="+cacheDir())
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.WaitDelay = 10 * time.Second
-	begin := time.Now()
-	if err := cmd.Start(); err != nil {
-		return nil, err, 0
-	}
-	var killed atomic.Bool
-	timer := time.AfterFunc(limit, func() {
-		killed.Store(true)
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	})
-	err := cmd.Wait()
-	timer.Stop()
-	if errors.Is(err, exec.ErrWaitDelay) {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		err = nil
-	}
-	if killed.Load() {
-		err = fmt.Errorf("killed after %v: %w", limit, err)
-	}
-	return out.Bytes(), err, time.Since(begin).Round(100 * time.Millisecond)
 }

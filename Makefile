@@ -6,7 +6,7 @@ SHELL := bash
 GO ?= go
 LISTEN ?= 127.0.0.1:9083
 
-.PHONY: run test prefetch unit lint tidy-check bench bench-go bench-e2e fuzz e2e twin build bench-tool deps deploy-check fleet-check
+.PHONY: run test prefetch unit lint tidy-check bench bench-go bench-e2e fuzz e2e twin build bench-tool deps deploy-check fleet-check chaos chaos-short
 
 build: ## Build the binaries into bin/
 	$(GO) build -o bin/ ./cmd/...
@@ -40,7 +40,14 @@ deploy-check: ## Helm chart, alert rules, systemd unit, Dockerfile build (instal
 fleet-check: ## Three nodes behind a real HAProxy (SIGTERM and SIGKILL under load) scraped by a real Prometheus (installs both into .cache/tools once)
 	GO=$(GO) bash scripts/fleet-check.sh
 
-test: prefetch lint unit deploy-check fleet-check e2e ## Everything CI runs
+CHAOS_SECONDS ?= 120
+chaos: ## Hostile clients against a proxy process while a well-behaved client measures; fails on a p99 over 2x quiet, a call over 1 s, any error, RSS past the in-flight budget + 64 MiB or a dead process (CHAOS_SECONDS=120, CHAOS_SEED replays, CHAOS_ONLY=slowloris,..., CHAOS_PROXY_BIN=another build)
+	HMSPROXY_CHAOS=1 CHAOS_SECONDS=$(CHAOS_SECONDS) GO=$(GO) $(GO) test -count=1 -v -timeout 30m -run '^TestChaos$$' ./e2e/chaos
+
+chaos-short: ## The chaos suite for 20 s, as make test runs it (under a minute)
+	$(MAKE) --no-print-directory chaos CHAOS_SECONDS=20
+
+test: prefetch lint unit chaos-short deploy-check fleet-check e2e ## Everything CI runs
 
 prefetch: ## Fetch the e2e test bed in the background while the other checks run
 	GO=$(GO) bash scripts/prefetch.sh start

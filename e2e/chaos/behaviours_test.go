@@ -74,6 +74,12 @@ func behaviourNames() []string {
 	return out
 }
 
+// retryPause is how long a behaviour waits, give or take half, before
+// it connects again after the proxy closed or refused its connection:
+// a client that reconnects in a tight loop measures the CPU of TLS
+// handshakes on a shared machine more than the proxy.
+const retryPause = 200 * time.Millisecond
+
 // message is a whole call message.
 func message(typ byte, method string, seq int32, args []byte) []byte {
 	return append(wire.AppendHeader(nil, typ, []byte(method), seq), args...)
@@ -104,6 +110,7 @@ func utf8Unknown(ctx context.Context, x *inst) {
 			if err != nil {
 				closeC()
 				c, closeC = nil, nil
+				sleep(ctx, jitter(r, retryPause))
 				continue
 			}
 			x.op(1)
@@ -179,14 +186,14 @@ func idleAtMax(ctx context.Context, x *inst) {
 			tc, err := x.dialTLS(ctx, idleAddr(i%addrs), nil)
 			if err != nil {
 				x.note("dial failed")
-				sleep(ctx, jitter(r, 2*time.Second))
+				sleep(ctx, jitter(r, 5*time.Second))
 				continue
 			}
 			x.op(1)
 			if holdUntilClosed(ctx, tc) {
 				x.note("closed by the proxy")
 			}
-			sleep(ctx, jitter(r, 2*time.Second))
+			sleep(ctx, jitter(r, 5*time.Second))
 		}
 	})
 }
@@ -241,6 +248,8 @@ func ugiHuge(ctx context.Context, x *inst) {
 				c.Call(cctx, "get_table", hmsclient.Args("demo_db0", "t0"))
 				cancel()
 				sleep(ctx, jitter(r, 4*time.Second))
+			} else {
+				sleep(ctx, jitter(r, time.Second))
 			}
 			closeC()
 		}
@@ -269,6 +278,9 @@ func ugiCycling(ctx context.Context, x *inst) {
 				sleep(ctx, 2*time.Millisecond)
 			}
 			closeC()
+			if err != nil {
+				sleep(ctx, jitter(r, retryPause))
+			}
 		}
 	})
 }
@@ -296,6 +308,7 @@ func flushLoop(ctx context.Context, x *inst) {
 				x.op(1)
 			}
 			closeC()
+			sleep(ctx, jitter(r, retryPause))
 		}
 	})
 }
@@ -329,6 +342,7 @@ func oneway(ctx context.Context, x *inst) {
 				sleep(ctx, jitter(r, 20*time.Millisecond))
 			}
 			closeC()
+			sleep(ctx, jitter(r, retryPause))
 		}
 	})
 }
@@ -376,6 +390,7 @@ func deepDrop(ctx context.Context, x *inst) {
 				sleep(ctx, jitter(r, 100*time.Millisecond))
 			}
 			closeC()
+			sleep(ctx, jitter(r, retryPause))
 		}
 	})
 }
@@ -412,7 +427,7 @@ func slowloris(ctx context.Context, x *inst) {
 				x.note("cut off")
 			}
 			closeC()
-			sleep(ctx, jitter(r, 2*time.Second))
+			sleep(ctx, jitter(r, 5*time.Second))
 		}
 	})
 }
@@ -498,7 +513,7 @@ func garbage(ctx context.Context, x *inst) {
 		}
 		return b
 	}
-	x.goN(ctx, 2, func(ctx context.Context, i int, r *rand.Rand) {
+	x.goN(ctx, 1, func(ctx context.Context, i int, r *rand.Rand) {
 		for ctx.Err() == nil {
 			var in []byte
 			v := r.IntN(4)
@@ -537,7 +552,7 @@ func garbage(ctx context.Context, x *inst) {
 			if holdUntilClosed(ctx, conn) {
 				x.note("answered and closed")
 			}
-			sleep(ctx, jitter(r, 30*time.Millisecond))
+			sleep(ctx, jitter(r, 50*time.Millisecond))
 		}
 	})
 }
@@ -545,7 +560,7 @@ func garbage(ctx context.Context, x *inst) {
 func dropMid(ctx context.Context, x *inst) {
 	batch := message(wire.Call, "get_partitions_by_names", 1, batchArgs("demo_db1", "t0", batchBytes))
 	parts := message(wire.Call, "get_partitions", 1, hmsreq.Args(hmsreq.Str(1, "demo_db1"), hmsreq.Str(2, "t0"), hmsreq.I16(3, -1)))
-	x.goN(ctx, 2, func(ctx context.Context, i int, r *rand.Rand) {
+	x.goN(ctx, 1, func(ctx context.Context, i int, r *rand.Rand) {
 		for ctx.Err() == nil {
 			var tcp *net.TCPConn
 			tc, err := x.dialTLS(ctx, general(r), func(nc *net.TCPConn) { tcp = nc })
@@ -566,7 +581,7 @@ func dropMid(ctx context.Context, x *inst) {
 			}
 			tc.Close()
 			x.op(1)
-			sleep(ctx, jitter(r, 50*time.Millisecond))
+			sleep(ctx, jitter(r, 100*time.Millisecond))
 		}
 	})
 }

@@ -36,6 +36,8 @@ import (
 //	CHAOS_CONCURRENCY    behaviour instances running at once (default 5)
 //	CHAOS_PROXY_BIN      a prebuilt hmsproxy (default: $GO build ./cmd/hmsproxy,
 //	                     GO defaulting to go)
+//	CHAOS_PROXY_LOG      a file that gets the proxies' whole stderr (the
+//	                     run keeps only their last lines)
 const (
 	// maxClients and perAddress keep the defaults' ratio (10,000 and
 	// 1,000): ten addresses of calls in flight could lock everyone out,

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -159,6 +160,14 @@ func launchProxy(t *testing.T, bin, cfg string, noDrainDelay bool) *proxyProc {
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "HMSPROXY_") })
 	p.cmd.Stderr = p.log
+	if path := os.Getenv("CHAOS_PROXY_LOG"); path != "" {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		p.cmd.Stderr = io.MultiWriter(p.log, f)
+	}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -96,14 +96,14 @@ func (r *report) evaluate(t *testing.T) {
 			fmt.Fprintf(&b, "%-28s %6d %7s %7s   %6d %7s %7s %8s %9s   %8v %s\n", k, q.N, ms(q.P50), ms(q.P99),
 				c.N, ms(c.P50), ms(c.P99), ms(c.Max), ms(rc.P99), limit.Round(10*time.Microsecond), verdict)
 		}
-		fmt.Fprintf(&b, "\nslowest chaos calls:\n")
+		fmt.Fprintf(&b, "\nslowest chaos calls (ref: the same call to the reference, made next to it):\n")
 		for _, k := range r.vsum.Kinds {
 			for i, s := range r.vsum.Phases["chaos"][k].Slowest {
 				if i == 2 {
 					break
 				}
-				fmt.Fprintf(&b, "  %-28s %8s at %s; running: %s\n", k, s.D.Round(10*time.Microsecond),
-					time.UnixMilli(s.T).Format("15:04:05.000"), strings.Join(r.running(s.T), ", "))
+				fmt.Fprintf(&b, "  %-28s %8s at %s (ref %s); running: %s\n", k, s.D.Round(10*time.Microsecond),
+					time.UnixMilli(s.T).Format("15:04:05.000"), s.Ref.Round(10*time.Microsecond), strings.Join(r.running(s.T), ", "))
 			}
 		}
 	}

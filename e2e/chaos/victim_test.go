@@ -104,7 +104,7 @@ func batchArgs(db, tbl string, size int) []byte {
 
 type victim struct {
 	tls     *tls.Config
-	targets []*target
+	targets []*target // the attacked proxy, then the reference
 	out     *emitter
 	phase   atomic.Value // string: what calls are filed under
 	stop    atomic.Bool
@@ -137,10 +137,13 @@ type latencies struct {
 	Slowest       []sample // the slowest few, slowest first
 }
 
-// sample is one call: when it started (Unix ms) and how long it took.
+// sample is one call: when it started (Unix ms) and how long it took;
+// for a call to the attacked proxy, how long the same call to the
+// reference took next to it.
 type sample struct {
-	T int64
-	D time.Duration
+	T   int64
+	D   time.Duration
+	Ref time.Duration `json:",omitempty"`
 }
 
 const slowestKept = 5
@@ -207,18 +210,22 @@ func runVictim() int {
 func (v *victim) cycle(i int) {
 	for _, k := range v.kinds {
 		for j := range k.per {
+			phase := v.phase.Load().(string)
+			var d [2]time.Duration
 			for n := range v.targets {
 				if v.stop.Load() {
 					return
 				}
-				t := v.targets[(n+i+j)%len(v.targets)]
-				v.measure(v.phase.Load().(string)+t.suffix, k, t)
+				m := (n + i + j) % len(v.targets)
+				d[m] = v.measure(phase+v.targets[m].suffix, k, v.targets[m])
 			}
+			calls := v.lat[phase][k.name]
+			calls[len(calls)-1].Ref = d[1]
 		}
 	}
 }
 
-func (v *victim) measure(phase string, k victimKind, t *target) {
+func (v *victim) measure(phase string, k victimKind, t *target) time.Duration {
 	start := time.Now()
 	err := k.run(v, t)
 	d := min(time.Since(start), victimCallLimit)
@@ -230,6 +237,7 @@ func (v *victim) measure(phase string, k victimKind, t *target) {
 		v.errs[phase]++
 		v.out.emit(event{Ev: "error", B: k.name, Phase: phase, Err: err.Error()})
 	}
+	return d
 }
 
 func (v *victim) summary() *victimSummary {

@@ -44,8 +44,8 @@ CHAOS_SECONDS ?= 120
 chaos: ## Hostile clients against a proxy process while a well-behaved client measures; fails on a p99 over 2x quiet, a call over 1 s, any error, RSS past the in-flight budget + 64 MiB or a dead process (CHAOS_SECONDS=120, CHAOS_SEED replays, CHAOS_ONLY=slowloris,..., CHAOS_PROXY_BIN=another build)
 	HMSPROXY_CHAOS=1 CHAOS_SECONDS=$(CHAOS_SECONDS) GO=$(GO) $(GO) test -count=1 -v -timeout 30m -run '^TestChaos$$' ./e2e/chaos
 
-chaos-short: ## The chaos suite for 20 s, as make test runs it (under a minute)
-	$(MAKE) --no-print-directory chaos CHAOS_SECONDS=20
+chaos-short: ## The chaos suite for 20 s, as make test runs it (under a minute); its p99 bound is 3x, as its few hundred slower calls make p99 their third slowest
+	CHAOS_P99_RATIO=3 $(MAKE) --no-print-directory chaos CHAOS_SECONDS=20
 
 test: prefetch lint unit chaos-short deploy-check fleet-check e2e ## Everything CI runs
 

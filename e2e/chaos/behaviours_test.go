@@ -36,7 +36,7 @@ var behaviours = []*behaviour{
 	{name: "idle-at-max", unit: "conns", run: idleAtMax,
 		what: "max_clients TLS connections that never send a request: new clients were refused until client_idle_timeout"},
 	{name: "ugi-huge", unit: "calls", run: ugiHuge,
-		what: "4 connections each sending set_ugi with a 40 MiB user name, or 100,000 groups, then keeping the session a few seconds: kept per connection and replayed upstream, six took RSS to 900 MiB"},
+		what: "2 connections each sending set_ugi with a 40 MiB user name, or 100,000 groups, then keeping the session a few seconds: kept per connection and replayed upstream, six took RSS to 900 MiB"},
 	{name: "ugi-cycling", unit: "conns", run: ugiCycling,
 		what: "a new connection with a new set_ugi name every 20 calls of uncached get_partitions, from addresses allowed 5 reads a second: a name keyed a fresh rate-limit bucket"},
 	{name: "flush-loop", unit: "calls", run: flushLoop,
@@ -219,7 +219,7 @@ func ugiMessages() ([]byte, []byte) {
 
 func ugiHuge(ctx context.Context, x *inst) {
 	huge, groups := ugiMessages()
-	x.goN(ctx, 4, func(ctx context.Context, i int, r *rand.Rand) {
+	x.goN(ctx, 2, func(ctx context.Context, i int, r *rand.Rand) {
 		if !sleep(ctx, time.Duration(i)*time.Second) {
 			return
 		}
@@ -275,7 +275,7 @@ func ugiCycling(ctx context.Context, x *inst) {
 				m, err = c.Call(cctx, "get_partitions", parts)
 				cancel()
 				x.answer(m, err)
-				sleep(ctx, 2*time.Millisecond)
+				sleep(ctx, 10*time.Millisecond)
 			}
 			closeC()
 			if err != nil {

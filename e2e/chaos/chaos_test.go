@@ -34,6 +34,10 @@ import (
 //	                     and payloads
 //	CHAOS_ONLY           comma-separated behaviours to run (default all)
 //	CHAOS_CONCURRENCY    behaviour instances running at once (default 5)
+//	CHAOS_P99_RATIO      how many times the quiet p99 a call's chaos p99 may
+//	                     reach (default 2, the acceptance; make test's 20 s
+//	                     run uses 3: its slower calls number a few hundred,
+//	                     whose p99 is their third slowest)
 //	CHAOS_PROXY_BIN      a prebuilt hmsproxy (default: $GO build ./cmd/hmsproxy,
 //	                     GO defaulting to go)
 //	CHAOS_PROXY_LOG      a file that gets the proxies' whole stderr (the
@@ -78,10 +82,11 @@ type settings struct {
 	only         []string
 	conc         int
 	bin          string
+	ratio        float64
 }
 
 func loadSettings(t *testing.T) settings {
-	s := settings{chaos: 120 * time.Second, seed: uint64(time.Now().UnixNano()), conc: 5, bin: os.Getenv("CHAOS_PROXY_BIN")}
+	s := settings{chaos: 120 * time.Second, seed: uint64(time.Now().UnixNano()), conc: 5, bin: os.Getenv("CHAOS_PROXY_BIN"), ratio: 2}
 	num := func(name string) (float64, bool) {
 		v := os.Getenv(name)
 		if v == "" {
@@ -102,6 +107,9 @@ func loadSettings(t *testing.T) settings {
 	}
 	if f, ok := num("CHAOS_CONCURRENCY"); ok {
 		s.conc = int(f)
+	}
+	if f, ok := num("CHAOS_P99_RATIO"); ok {
+		s.ratio = f
 	}
 	if v := os.Getenv("CHAOS_SEED"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
@@ -125,7 +133,8 @@ func loadSettings(t *testing.T) settings {
 // TestChaos (issue 22): a quiet phase in which a well-behaved client
 // measures the proxy, then a phase in which a seeded random mix of
 // hostile behaviours runs while it measures the same way. It fails when
-// the victim's p99 of any call kind is over twice the quiet figure, a
+// the victim's p99 of any call kind is over twice (CHAOS_P99_RATIO) the
+// quiet figure, a
 // victim call takes over a second, the victim gets any error, the
 // proxy's RSS passes the in-flight budget plus 64 MiB, a metrics scrape
 // fails, or the process dies.
@@ -141,8 +150,8 @@ func TestChaos(t *testing.T) {
 		t.Skip("hostile clients against a proxy process: set HMSPROXY_CHAOS=1 (make chaos)")
 	}
 	st := loadSettings(t)
-	t.Logf("chaos: seed %d (CHAOS_SEED=%d replays the mix), quiet %v, chaos %v, %d behaviours at once",
-		st.seed, st.seed, st.quiet, st.chaos, st.conc)
+	t.Logf("chaos: seed %d (CHAOS_SEED=%d replays the mix), quiet %v, chaos %v, %d behaviours at once, p99 limit %gx",
+		st.seed, st.seed, st.quiet, st.chaos, st.conc, st.ratio)
 
 	// The metastore: demo_db0..2, tables t0 and t1 of 240 partitions.
 	// demo_db1 is never cached (cache.deny), demo_db2 is served by a

@@ -37,8 +37,8 @@ func (r *report) evaluate(t *testing.T) {
 	var fails []string
 	failf := func(format string, args ...any) { fails = append(fails, fmt.Sprintf(format, args...)) }
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d (CHAOS_SEED=%d), quiet %v, chaos %v, up to %d behaviours at once\n",
-		r.st.seed, r.st.seed, r.st.quiet, r.st.chaos, r.st.conc)
+	fmt.Fprintf(&b, "seed %d (CHAOS_SEED=%d), quiet %v, chaos %v, up to %d behaviours at once, p99 limit %gx\n",
+		r.st.seed, r.st.seed, r.st.quiet, r.st.chaos, r.st.conc, r.st.ratio)
 
 	for _, ro := range []*role{r.victim, r.hostile} {
 		if why := ro.failed(); why != "" {
@@ -79,7 +79,7 @@ func (r *report) evaluate(t *testing.T) {
 		fmt.Fprintf(&b, "\n%-28s %22s   %30s %9s   %8s\n", "victim call", "quiet: n  p50  p99", "chaos: n  p50  p99  max", "ref p99", "limit")
 		for _, k := range r.vsum.Kinds {
 			q, c, rc := r.vsum.Phases["quiet"][k], r.vsum.Phases["chaos"][k], r.vsum.Phases["chaos/ref"][k]
-			limit := 2 * max(us(q.P99), us(rc.P99), p99Floor)
+			limit := time.Duration(r.st.ratio * float64(max(us(q.P99), us(rc.P99), p99Floor)))
 			verdict := "ok"
 			if us(c.Max) > victimStall {
 				failf("victim: a %s call took %s under chaos; a call over %v is a stall", k, ms(c.Max), victimStall)
@@ -90,8 +90,8 @@ func (r *report) evaluate(t *testing.T) {
 				failf("victim: no %s calls during the chaos", k)
 			} else if us(c.P99) > limit {
 				verdict = "OVER"
-				failf("victim: %s p99 %s under chaos; want at most %v (2x the larger of the quiet %s, the reference's %s and %v)",
-					k, ms(c.P99), limit.Round(10*time.Microsecond), ms(q.P99), ms(rc.P99), p99Floor)
+				failf("victim: %s p99 %s under chaos; want at most %v (%gx the larger of the quiet %s, the reference's %s and %v)",
+					k, ms(c.P99), limit.Round(10*time.Microsecond), r.st.ratio, ms(q.P99), ms(rc.P99), p99Floor)
 			}
 			fmt.Fprintf(&b, "%-28s %6d %7s %7s   %6d %7s %7s %8s %9s   %8v %s\n", k, q.N, ms(q.P50), ms(q.P99),
 				c.N, ms(c.P50), ms(c.P99), ms(c.Max), ms(rc.P99), limit.Round(10*time.Microsecond), verdict)

@@ -45,25 +45,34 @@ type victimKind struct {
 // victimKinds are the calls of a Java client planning queries: cached
 // table reads (of both groups), an uncached one, a 1 MiB batch, and a
 // new connection (connect, TLS handshake, one call). Cached reads are
-// most of them, as for a planner: some thousand a second, so that the
-// flushes the budget grants a looping client (about two a second)
-// turn well under 1% of them into misses.
+// most of them, as for a planner: near a thousand a second, so that
+// the flushes the budget grants a looping client (about two a second,
+// each a miss for the next read of every key) turn well under 1% of
+// them into misses. A client reading a key less than a few hundred
+// times a second meets those misses in its p99, by design.
 func victimKinds(federation bool) []victimKind {
 	batch := batchArgs("demo_db1", "t0", batchBytes)
+	// A new connection reads a table of the read-only group, whose
+	// cache no unknown method flushes: it measures getting in, not a
+	// miss.
+	connDB := "demo_db0"
+	if federation {
+		connDB = "demo_db2"
+	}
 	ks := []victimKind{
-		{name: "get_table cached", per: 40, run: func(v *victim, t *target) error {
+		{name: "get_table cached", per: 80, run: func(v *victim, t *target) error {
 			return v.call(t, "get_table", hmsclient.Args("demo_db0", "t0"), isTable("demo_db0", "t0"))
 		}},
-		{name: "get_table cached (ro group)", per: 10, run: func(v *victim, t *target) error {
+		{name: "get_table cached (ro group)", per: 20, run: func(v *victim, t *target) error {
 			return v.call(t, "get_table", hmsclient.Args("demo_db2", "t0"), isTable("demo_db2", "t0"))
 		}},
-		{name: "get_table uncached", per: 1, run: func(v *victim, t *target) error {
+		{name: "get_table uncached", per: 2, run: func(v *victim, t *target) error {
 			return v.call(t, "get_table", hmsclient.Args("demo_db1", "t1"), isTable("demo_db1", "t1"))
 		}},
 		{name: "by_names 1 MiB request", per: 1, run: func(v *victim, t *target) error {
 			return v.call(t, "get_partitions_by_names", batch, isList(batchParts))
 		}},
-		{name: "connect + get_table", per: 1, run: func(v *victim, t *target) error {
+		{name: "connect + get_table", per: 2, run: func(v *victim, t *target) error {
 			ctx, cancel := context.WithTimeout(context.Background(), victimCallLimit)
 			defer cancel()
 			c, err := v.dial(ctx, t)
@@ -71,11 +80,11 @@ func victimKinds(federation bool) []victimKind {
 				return err
 			}
 			defer c.Close()
-			m, err := c.Call(ctx, "get_table", hmsclient.Args("demo_db0", "t1"))
+			m, err := c.Call(ctx, "get_table", hmsclient.Args(connDB, "t1"))
 			if err != nil {
 				return err
 			}
-			return verify(m, isTable("demo_db0", "t1"))
+			return verify(m, isTable(connDB, "t1"))
 		}},
 	}
 	if !federation {

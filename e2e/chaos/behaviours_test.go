@@ -314,6 +314,9 @@ func flushLoop(ctx context.Context, x *inst) {
 }
 
 func oneway(ctx context.Context, x *inst) {
+	// Connection 0 streams reinitialize and unknown methods, connection
+	// 1 get_table, all ONEWAY: the proxy refuses a ONEWAY get_table (and
+	// may close its connection), which would cut the stream short.
 	x.goN(ctx, 2, func(ctx context.Context, i int, r *rand.Rand) {
 		for ctx.Err() == nil {
 			c, closeC, err := x.client(ctx, flusherAddr)
@@ -321,25 +324,27 @@ func oneway(ctx context.Context, x *inst) {
 				sleep(ctx, 200*time.Millisecond)
 				continue
 			}
-			// Whatever the proxy answers (a refusal of a ONEWAY
-			// get_table) is read and dropped.
+			// Whatever the proxy answers is read and dropped.
 			go holdUntilClosed(ctx, c.Conn())
 			for ctx.Err() == nil {
 				var err error
-				switch r.IntN(3) {
-				case 0:
-					err = c.Send(ctx, wire.Oneway, "reinitialize", hmsreq.Args())
-				case 1:
-					err = c.Send(ctx, wire.Oneway, "made_up_oneway_"+string([]byte{0xff, byte(0x80 + r.IntN(64))}), hmsreq.Args())
-				default:
+				pause := 20 * time.Millisecond
+				switch {
+				case i == 1:
 					err = c.Send(ctx, wire.Oneway, "get_table", hmsclient.Args("demo_db0", "t0"))
+				case r.IntN(2) == 0:
+					err = c.Send(ctx, wire.Oneway, "reinitialize", hmsreq.Args())
+					pause = 5 * time.Millisecond
+				default:
+					err = c.Send(ctx, wire.Oneway, "made_up_oneway_"+string([]byte{0xff, byte(0x80 + r.IntN(64))}), hmsreq.Args())
+					pause = 5 * time.Millisecond
 				}
 				if err != nil {
 					x.note("connection closed")
 					break
 				}
 				x.op(1)
-				sleep(ctx, jitter(r, 20*time.Millisecond))
+				sleep(ctx, jitter(r, pause))
 			}
 			closeC()
 			sleep(ctx, jitter(r, retryPause))

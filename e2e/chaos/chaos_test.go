@@ -134,10 +134,11 @@ func loadSettings(t *testing.T) settings {
 // measures the proxy, then a phase in which a seeded random mix of
 // hostile behaviours runs while it measures the same way. It fails when
 // the victim's p99 of any call kind is over twice (CHAOS_P99_RATIO) the
-// quiet figure, a
+// quiet figure, its p50 over twice the quiet p50 (1 ms at least), a
 // victim call takes over a second, the victim gets any error, the
 // proxy's RSS passes the in-flight budget plus 64 MiB, a metrics scrape
-// fails, or the process dies.
+// fails, the process dies, the deep drop_table is served, or the
+// name-cycling client is served past its addresses' rate limit.
 //
 // The quiet figure of a kind is the larger of its p99 in the quiet
 // phase, its p99 on a reference proxy (the same binary and settings,

@@ -93,6 +93,14 @@ func (r *report) evaluate(t *testing.T) {
 				failf("victim: %s p99 %s under chaos; want at most %v (%gx the larger of the quiet %s, the reference's %s and %v)",
 					k, ms(c.P99), limit.Round(10*time.Microsecond), r.st.ratio, ms(q.P99), ms(rc.P99), p99Floor)
 			}
+			// The median too: an attack that slows the whole machine
+			// (a regressed proxy burning CPU) lifts the reference's p99
+			// and with it the limit, but not its p50.
+			if mid := 2 * max(us(q.P50), us(rc.P50), p99Floor); c.N > 0 && us(c.P50) > mid {
+				verdict = "P50 OVER"
+				failf("victim: %s p50 %s under chaos; want at most %v (2x the larger of the quiet %s, the reference's %s and %v)",
+					k, ms(c.P50), mid.Round(10*time.Microsecond), ms(q.P50), ms(rc.P50), p99Floor)
+			}
 			fmt.Fprintf(&b, "%-28s %6d %7s %7s   %6d %7s %7s %8s %9s   %8v %s\n", k, q.N, ms(q.P50), ms(q.P99),
 				c.N, ms(c.P50), ms(c.P99), ms(c.Max), ms(rc.P99), limit.Round(10*time.Microsecond), verdict)
 		}

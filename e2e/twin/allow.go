@@ -32,6 +32,17 @@ import (
 //     invalidates once it does. Reads of what it touches may differ for
 //     inDoubtFor.
 //
+//   - leaked-override (2.3 only): HMS 2.3 keeps a connection's setMetaConf
+//     overrides in its worker thread's Configuration, and closing the
+//     connection does not clear it (deleteContext drops the thread's
+//     RawStore, not its conf). Any later connection the thread serves,
+//     straight or through the proxy, may then run without direct SQL,
+//     whatever its own session set. Allowed only where both answers say
+//     the same and word it differently: a database not found is "There is
+//     no database named d" from JDO and "d" from direct SQL. (A 3-node
+//     twin on 2.3 met it twice in 21,842 operations; 3.1 and 4.0 never
+//     did.) Answers that differ in substance are never allowed by it.
+//
 // Direct writes the log does record are not allowed to differ at all:
 // the twin waits until every node reports that it applied the
 // metastore's newest event (hmsproxy_eventlog_applied_event_id) before
@@ -53,13 +64,20 @@ var versions = map[string]hms.Version{"2.3": hms.Version2, "3.1": hms.Version3, 
 
 type allower struct {
 	unlogged map[string]bool
+	// leaks: the metastore's worker threads keep closed connections'
+	// overrides (2.3).
+	leaks bool
 }
+
+// jdoNoDatabase is how the JDO path words a database not found; direct
+// SQL names the database alone.
+const jdoNoDatabase = "There is no database named "
 
 // newAllower allows what version's unlogged writes (hms.UnloggedWrites,
 // which e2e TestEventLogCoverage measures on the real metastores) may
 // leave different for a while.
 func newAllower(version string) *allower {
-	a := &allower{unlogged: map[string]bool{}}
+	a := &allower{unlogged: map[string]bool{}, leaks: version == "2.3"}
 	for _, m := range hms.UnloggedWrites(versions[version]) {
 		a.unlogged[m] = true
 	}
@@ -70,7 +88,10 @@ func newAllower(version string) *allower {
 func (a *allower) unloggedOp(op Op) bool { return a.unlogged[op.Method()] }
 
 // reply names the rule that allows a difference of a read, or "".
-func (a *allower) reply(r *runner, st Step, _, _ reply) string {
+func (a *allower) reply(r *runner, st Step, rp, rd reply) string {
+	if a.leaks && sameNotFound(rp.String(), rd.String()) {
+		return "leaked-override"
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ans := answerOfRead(st.Op.Method())
@@ -135,4 +156,15 @@ func answerOfRead(method string) answer {
 		return answerNames
 	}
 	return answerObjects
+}
+
+// sameNotFound reports whether two answers are the one NoSuchObjectException
+// for a database, worded by the two paths of the metastore.
+func sameNotFound(a, b string) bool {
+	if len(a) > len(b) {
+		a, b = b, a
+	}
+	const pre = `{1:{1:"`
+	return strings.HasPrefix(a, pre) && strings.HasPrefix(b, pre) &&
+		b == pre+jdoNoDatabase+strings.TrimPrefix(a, pre)
 }

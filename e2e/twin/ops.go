@@ -160,7 +160,7 @@ func (o AlterDatabase) Args(e *enc, _ *state) bool {
 	e.db(1, o.DB)
 	e.begin(2)
 	// The struct names the database as the metastore stores it: a name
-	// of another form there (a blank, a case) is a rename to 4.0, whose
+	// of another form there (a trailing blank) is a rename to 4.0, whose
 	// ACID listener then renames the database in the transaction tables
 	// while its own alter holds their rows; on Derby that wait never
 	// ends, and every lock call of the metastore hangs behind it (seen
@@ -169,6 +169,10 @@ func (o AlterDatabase) Args(e *enc, _ *state) bool {
 	e.dbName(1, Name{Base: o.DB.Name.Base})
 	e.str(2, o.Desc)
 	e.strMap(4, nil)
+	// And its catalog, as Hive's own client fills it in: 4.0 compares the
+	// catalogs of the old and the new object too, and an absent one is a
+	// rename (older versions skip the field).
+	e.str(8, "hive")
 	e.end()
 	return true
 }

@@ -20,7 +20,7 @@ func TestPerAddressCap(t *testing.T) {
 	up, arrived, release := holdingFake(t)
 	s, addr := serve(t, Config{MaxClients: 100, MaxClientsPerAddress: 3}, proxytest.Group(t, upstream.Config{}, up))
 	idle := silent(t, s, "127.0.0.1", addr, 3)
-	more := dialFrom(t, "127.0.0.1", addr)
+	more := proxytest.DialFrom(t, "127.0.0.1", addr)
 	if !closedByServer(idle[0], 5*time.Second) {
 		t.Fatal("at the per-address cap, the address's longest-idle connection is still open")
 	}
@@ -31,15 +31,15 @@ func TestPerAddressCap(t *testing.T) {
 
 	// Every connection of 127.0.0.3 in a call: its next one is refused.
 	for range 3 {
-		c := hmsclient.New(dialFrom(t, "127.0.0.3", addr), wire.Buffered)
+		c := hmsclient.New(proxytest.DialFrom(t, "127.0.0.3", addr), wire.Buffered)
 		go c.Call(ctxT(t), "get_all_databases", hmsclient.Args())
 	}
 	inFlight(t, arrived, 3)
-	if !closedByServer(dialFrom(t, "127.0.0.3", addr), 5*time.Second) {
+	if !closedByServer(proxytest.DialFrom(t, "127.0.0.3", addr), 5*time.Second) {
 		t.Error("a fourth connection of an address whose three are in calls was admitted")
 	}
 	// Another address is served all along.
-	honest := hmsclient.New(dialFrom(t, "127.0.0.2", addr), wire.Buffered)
+	honest := hmsclient.New(proxytest.DialFrom(t, "127.0.0.2", addr), wire.Buffered)
 	close(release)
 	if _, err := honest.Call(ctxT(t), "get_all_databases", hmsclient.Args()); err != nil {
 		t.Fatalf("a client of another address: %v; want served", err)

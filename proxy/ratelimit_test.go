@@ -112,7 +112,7 @@ func readLimiter(t *testing.T, n int) *ratelimit.Limiter {
 // (dialFrom), so a test can be several client hosts.
 func clientFrom(t testing.TB, src, addr string, tr wire.Transport) *hmsclient.Client {
 	t.Helper()
-	c := hmsclient.New(dialFrom(t, src, addr), tr)
+	c := hmsclient.New(proxytest.DialFrom(t, src, addr), tr)
 	t.Cleanup(func() { c.Close() })
 	return c
 }

@@ -15,19 +15,6 @@ import (
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
 
-// dialFrom connects to addr from the loopback address ip (127.0.0.x:
-// every one is this host on Linux, each a distinct source address).
-func dialFrom(t testing.TB, ip, addr string) net.Conn {
-	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
-	nc, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Close() })
-	return nc
-}
-
 // silent opens n connections from ip that never send a byte, each
 // tracked by s before the next is opened (so they idle in that order).
 func silent(t testing.TB, s *Server, ip, addr string, n int) []net.Conn {
@@ -35,7 +22,7 @@ func silent(t testing.TB, s *Server, ip, addr string, n int) []net.Conn {
 	var out []net.Conn
 	for range n {
 		before := s.Clients()
-		out = append(out, dialFrom(t, ip, addr))
+		out = append(out, proxytest.DialFrom(t, ip, addr))
 		eventually(t, "the silent connection tracked", func() bool { return s.Clients() > before })
 	}
 	return out
@@ -60,7 +47,7 @@ func TestIdleSocketsDoNotHoldClientSlots(t *testing.T) {
 	s, addr := serve(t, Config{MaxClients: 20}, proxytest.Group(t, upstream.Config{}, up))
 	idle := silent(t, s, "127.0.0.1", addr, 20)
 
-	honest := hmsclient.New(dialFrom(t, "127.0.0.2", addr), wire.Buffered)
+	honest := hmsclient.New(proxytest.DialFrom(t, "127.0.0.2", addr), wire.Buffered)
 	if _, err := honest.Call(ctxT(t), "get_all_databases", hmsclient.Args()); err != nil {
 		t.Fatalf("a new client at max_clients: %v; want served", err)
 	}
@@ -91,7 +78,7 @@ func TestTLSSilentSocketsDoNotHoldClientSlots(t *testing.T) {
 	ln, addr, roots := tlsListener(t, certstest.ECDSA)
 	proxytest.ServeOn(t, s, ln)
 	for range 200 {
-		dialFrom(t, "127.0.0.1", addr)
+		proxytest.DialFrom(t, "127.0.0.1", addr)
 	}
 	hl := ln.(*peers.Listener)
 	eventually(t, "the listener to take the 200 sockets", func() bool {
@@ -105,7 +92,7 @@ func TestTLSSilentSocketsDoNotHoldClientSlots(t *testing.T) {
 		t.Errorf("%d client slots held by sockets in their TLS handshake; want 0", n)
 	}
 
-	tc := tls.Client(dialFrom(t, "127.0.0.2", addr), roots)
+	tc := tls.Client(proxytest.DialFrom(t, "127.0.0.2", addr), roots)
 	if err := tc.HandshakeContext(ctxT(t)); err != nil {
 		t.Fatalf("TLS handshake of a new client: %v", err)
 	}
@@ -156,7 +143,7 @@ func TestBusyConnectionsNeverEvicted(t *testing.T) {
 	type result struct{ err error }
 	done := make(chan result, 2)
 	for range 2 {
-		c := hmsclient.New(dialFrom(t, "127.0.0.1", addr), wire.Buffered)
+		c := hmsclient.New(proxytest.DialFrom(t, "127.0.0.1", addr), wire.Buffered)
 		go func() {
 			_, err := c.Call(ctxT(t), "get_all_databases", hmsclient.Args())
 			done <- result{err}
@@ -164,7 +151,7 @@ func TestBusyConnectionsNeverEvicted(t *testing.T) {
 	}
 	inFlight(t, arrived, 2)
 
-	late := dialFrom(t, "127.0.0.2", addr)
+	late := proxytest.DialFrom(t, "127.0.0.2", addr)
 	if !closedByServer(late, 5*time.Second) {
 		t.Fatal("a newcomer was admitted while every connection had a call in flight")
 	}
@@ -174,7 +161,7 @@ func TestBusyConnectionsNeverEvicted(t *testing.T) {
 			t.Fatalf("a call in flight when the newcomer came: %v; want answered", r.err)
 		}
 	}
-	honest := hmsclient.New(dialFrom(t, "127.0.0.2", addr), wire.Buffered)
+	honest := hmsclient.New(proxytest.DialFrom(t, "127.0.0.2", addr), wire.Buffered)
 	if _, err := honest.Call(ctxT(t), "get_all_databases", hmsclient.Args()); err != nil {
 		t.Fatalf("a newcomer once the calls were answered: %v; want served", err)
 	}

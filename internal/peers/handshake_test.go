@@ -7,6 +7,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 )
 
 // hello is a handshake that passes once the client writes one byte.
@@ -21,17 +23,6 @@ func hello(ctx context.Context, nc net.Conn) (net.Conn, error) {
 		return nil, err
 	}
 	return nc, nil
-}
-
-func dialFrom(t testing.TB, ip, addr string) net.Conn {
-	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
-	nc, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Close() })
-	return nc
 }
 
 func waitUntil(d time.Duration, cond func() bool) bool {
@@ -97,7 +88,7 @@ func TestHandshakingBounds(t *testing.T) {
 			seen := func() int { s := l.Stats(); return s.InProgress + int(s.RefusedPerAddress) + int(s.Cut) }
 			var silent []net.Conn
 			for i := range tc.silent {
-				silent = append(silent, dialFrom(t, "127.0.0.1", l.Addr().String()))
+				silent = append(silent, proxytest.DialFrom(t, "127.0.0.1", l.Addr().String()))
 				// One at a time, so that the oldest is known.
 				if !waitUntil(5*time.Second, func() bool { return seen() == i+1 }) {
 					t.Fatalf("the accept loop took %d of %d connections: it waits on handshakes", seen(), i+1)
@@ -115,7 +106,7 @@ func TestHandshakingBounds(t *testing.T) {
 			if got := closedByServer(silent[len(silent)-1], 100*time.Millisecond); got != tc.lastN {
 				t.Errorf("last silent connection closed: %v; want %v", got, tc.lastN)
 			}
-			nc := dialFrom(t, "127.0.0.2", l.Addr().String())
+			nc := proxytest.DialFrom(t, "127.0.0.2", l.Addr().String())
 			if _, err := nc.Write([]byte{1}); err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +127,7 @@ func TestHandshakingBounds(t *testing.T) {
 func TestHandshakingDeadline(t *testing.T) {
 	var results = make(chan error, 1)
 	l, _ := handshaking(t, HandshakeConfig{Timeout: 50 * time.Millisecond, OnResult: func(err error) { results <- err }})
-	nc := dialFrom(t, "127.0.0.1", l.Addr().String())
+	nc := proxytest.DialFrom(t, "127.0.0.1", l.Addr().String())
 	select {
 	case err := <-results:
 		if !errors.Is(err, context.DeadlineExceeded) {

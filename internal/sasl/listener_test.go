@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/kdctest"
+	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 )
 
 // countingListener counts the connections the listener under a Listener
@@ -27,19 +28,6 @@ func (l *countingListener) Accept() (net.Conn, error) {
 		l.accepted.Add(1)
 	}
 	return c, err
-}
-
-// dialFrom connects to addr from the loopback address ip (127.0.0.x: each
-// is this host on Linux, and a distinct source address).
-func dialFrom(t testing.TB, ip, addr string) net.Conn {
-	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
-	nc, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Close() })
-	return nc
 }
 
 // serveListener runs Listen over a counting loopback listener and hands
@@ -89,13 +77,13 @@ func TestSilentHandshakesDelayNoOne(t *testing.T) {
 	cl, l, conns := serveListener(t, b.server, ListenerConfig{HandshakeTimeout: 10 * time.Second, MaxHandshakes: 64})
 	addr := l.Addr().String()
 	for range 200 {
-		dialFrom(t, "127.0.0.1", addr)
+		proxytest.DialFrom(t, "127.0.0.1", addr)
 	}
 	if !waitUntil(5*time.Second, func() bool { return cl.accepted.Load() >= 200 }) {
 		t.Errorf("the accept loop took %d of 200 silent connections within 5s (a handshake's deadline is 10s): it waits on handshakes", cl.accepted.Load())
 	}
 
-	nc := dialFrom(t, "127.0.0.2", addr)
+	nc := proxytest.DialFrom(t, "127.0.0.2", addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -134,7 +122,7 @@ func TestHandshakeBounds(t *testing.T) {
 		_, l, _ := serveListener(t, b.server, ListenerConfig{MaxHandshakesPerAddress: 16})
 		var conns []net.Conn
 		for range 50 {
-			conns = append(conns, dialFrom(t, "127.0.0.1", l.Addr().String()))
+			conns = append(conns, proxytest.DialFrom(t, "127.0.0.1", l.Addr().String()))
 		}
 		if !waitUntil(5*time.Second, func() bool { s := l.Stats(); return s.InProgress == 16 && s.RefusedPerAddress == 34 }) {
 			t.Fatalf("got %+v; want 16 in progress, 34 refused", l.Stats())
@@ -148,13 +136,13 @@ func TestHandshakeBounds(t *testing.T) {
 		_, l, conns := serveListener(t, b.server, ListenerConfig{MaxHandshakes: 4, MaxHandshakesPerAddress: 100})
 		var silent []net.Conn
 		for range 4 {
-			silent = append(silent, dialFrom(t, "127.0.0.1", l.Addr().String()))
+			silent = append(silent, proxytest.DialFrom(t, "127.0.0.1", l.Addr().String()))
 			n := len(silent)
 			if !waitUntil(5*time.Second, func() bool { return l.Stats().InProgress == n }) {
 				t.Fatalf("got %+v; want %d in progress", l.Stats(), n)
 			}
 		}
-		nc := dialFrom(t, "127.0.0.2", l.Addr().String())
+		nc := proxytest.DialFrom(t, "127.0.0.2", l.Addr().String())
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := alice.Handshake(ctx, nc, kdctest.Proxy, ""); err != nil {

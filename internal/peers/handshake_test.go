@@ -49,20 +49,7 @@ func handshaking(t *testing.T, cfg HandshakeConfig) (*Listener, <-chan net.Conn)
 		t.Fatal(err)
 	}
 	l := Handshaking(inner, hello, cfg)
-	out := make(chan net.Conn, 16)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			out <- c
-		}
-	}()
-	t.Cleanup(func() { l.Close(); <-done })
-	return l, out
+	return l, proxytest.Accepted(t, l)
 }
 
 // TestHandshakingBounds (issue 22): handshakes run off the accept loop;

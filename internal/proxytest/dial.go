@@ -19,3 +19,23 @@ func DialFrom(t testing.TB, ip, addr string) net.Conn {
 	t.Cleanup(func() { nc.Close() })
 	return nc
 }
+
+// Accepted hands every connection l accepts to the returned channel until
+// l is closed, which happens when the test ends (and the loop is waited
+// for).
+func Accepted(t testing.TB, l net.Listener) <-chan net.Conn {
+	out := make(chan net.Conn, 16)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			out <- c
+		}
+	}()
+	t.Cleanup(func() { l.Close(); <-done })
+	return out
+}

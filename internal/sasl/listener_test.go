@@ -40,20 +40,7 @@ func serveListener(t *testing.T, srv *Server, cfg ListenerConfig) (*countingList
 	}
 	cl := &countingListener{Listener: inner}
 	l := Listen(cl, srv, cfg)
-	conns := make(chan net.Conn, 16)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			conns <- c
-		}
-	}()
-	t.Cleanup(func() { l.Close(); <-done })
-	return cl, l, conns
+	return cl, l, proxytest.Accepted(t, l)
 }
 
 // waitUntil polls cond every 2ms for up to d; false if it never held.

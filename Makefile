@@ -63,7 +63,7 @@ bench-e2e: ## Write throughput through one node with and without the Redis bus, 
 
 FUZZTIME ?= 10m
 fuzz: ## Fuzz the message reader (FUZZTIME=10m)
-	$(GO) test -run='^$$' -fuzz=FuzzReader -fuzztime=$(FUZZTIME) ./internal/wire
+	$(GO) test -run='^$$' -fuzz=FuzzReader -fuzztime=$(FUZZTIME) ./thrift/wire
 
 bench-tool: ## Latency of the demo metastore, direct vs through the proxy, cold and warm (under 3 minutes)
 	$(GO) run ./cmd/hmsbench --demo --phases cold,warm --duration 6s

@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // Spec is the shape of the synthetic catalog. The zero value of each field

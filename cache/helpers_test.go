@@ -3,7 +3,7 @@ package cache
 import (
 	"testing"
 
-	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/thrift/hms"
 )
 
 func method(t testing.TB, name string) *hms.Method {

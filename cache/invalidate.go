@@ -4,8 +4,8 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/hmsproxy/hmsproxy/internal/hms"
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/hms"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // Level is how much of a metastore's catalog an Entity covers.

@@ -2,7 +2,7 @@ package cache
 
 import (
 	"fmt"
-	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"slices"
 	"strings"
 	"testing"

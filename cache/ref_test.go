@@ -8,7 +8,7 @@ import (
 	"time"
 	"weak"
 
-	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/thrift/hms"
 )
 
 // refOf puts body under the key of r, gets it back and returns its Ref.

@@ -19,7 +19,7 @@ import (
 	"weak"
 
 	"github.com/dgraph-io/ristretto/v2"
-	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/thrift/hms"
 )
 
 // KindConfig is the policy of one cache kind.

@@ -2,7 +2,7 @@ package e2e
 
 import (
 	"fmt"
-	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"math/rand"
 	"strings"
 	"testing"

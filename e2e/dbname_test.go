@@ -10,9 +10,9 @@ import (
 	"github.com/apache/thrift/lib/go/thrift"
 
 	"github.com/hmsproxy/hmsproxy/internal/dbname"
-	"github.com/hmsproxy/hmsproxy/internal/hms"
-	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/hms"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // TestDBNamePrefixedReal (issue 13) plays federation's prefixed mode by

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/hms"
-	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
-	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/hms"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // TestEventLogCoverage measures, on each real metastore, which writes
@@ -515,7 +515,7 @@ func evcovCompare(t *testing.T, v string, hv hms.Version, results []evcovResult)
 		t.Logf("HMS %s: listed in hms.UnloggedWrites(%v) but not measured here: %s", v, hv, strings.Join(unmeasured, " "))
 	}
 	if len(mismatches) > 0 {
-		t.Errorf("HMS %s: hms.UnloggedWrites(%v) disagrees with the notification log measured on the metastore (internal/hms/version.go, unloggedWrites):\n\t%s",
+		t.Errorf("HMS %s: hms.UnloggedWrites(%v) disagrees with the notification log measured on the metastore (thrift/hms/version.go, unloggedWrites):\n\t%s",
 			v, hv, strings.Join(mismatches, "\n\t"))
 	}
 }

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
 	"github.com/hmsproxy/hmsproxy/proxy"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 )
 
 // TestCatalogPrefixReal (issue 10) runs reads and writes whose database

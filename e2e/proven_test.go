@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/cache"
-	"github.com/hmsproxy/hmsproxy/internal/hms"
-	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/thrift/hms"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 )
 
 // provenMethods are the reads TestProven shows byte-equal through a
 // caching proxy, and served from its cache, on every test-bed metastore
-// that has them; internal/hms caches them because of it. A method a
+// that has them; thrift/hms caches them because of it. A method a
 // version lacks must be unknown (UNKNOWN_METHOD) on both sides there.
 //
 // get_tables_ext (4.0) is not here: without a limit it answers an empty

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 )
 
 // TestPruneDifferential: partition filters and partial specs answered by

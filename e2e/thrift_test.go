@@ -6,12 +6,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // Builders for the HMS structs the end-to-end corpus sends, on
-// internal/hmsreq. Field ids are those of shared/hms-protocol.md §3.11 and
+// thrift/hmsreq. Field ids are those of shared/hms-protocol.md §3.11 and
 // §4.11.
 
 // kv is a map of alternating keys and values.

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/dbname"
-	"github.com/hmsproxy/hmsproxy/internal/hms"
-	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/proxy"
+	"github.com/hmsproxy/hmsproxy/thrift/hms"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // Router routes the calls of a federated proxy; it implements

@@ -4,7 +4,7 @@
 //
 // For cached reads it decides: hit or miss, who loads and who waits,
 // what is admitted, refreshed or shadow-checked. The bytes are not its
-// business: a read is resolved once by internal/hms (names, key
+// business: a read is resolved once by thrift/hms (names, key
 // remainder, batch list), keyed by cache, and batch requests and replies
 // are cut and assembled by hms.Batch.
 package proxy
@@ -19,11 +19,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/hms"
 	"github.com/hmsproxy/hmsproxy/internal/inflight"
 	"github.com/hmsproxy/hmsproxy/internal/peers"
 	"github.com/hmsproxy/hmsproxy/internal/ratelimit"
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/hms"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
 

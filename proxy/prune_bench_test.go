@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // BenchmarkPrunedFilter: get_partitions_by_filter answered by local

@@ -9,9 +9,9 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/internal/certs"
 	"github.com/hmsproxy/hmsproxy/internal/certs/certstest"
-	"github.com/hmsproxy/hmsproxy/internal/hmsclient"
 	"github.com/hmsproxy/hmsproxy/internal/proxytest"
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // tlsListener is a loopback listener serving TLS with a fresh

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/thrift/hms"
 )
 
 // maxUnknownNames bounds the distinct unknown method names tracked one by

@@ -13,8 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/hmsproxy/hmsproxy/cache"
-	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // TestUnknownMethodInvalidates (issue 10): a method the proxy does not

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // fakeHMS is a metastore on loopback whose answers a test scripts. By

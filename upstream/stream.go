@@ -8,7 +8,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // StreamingSink is a ReplySink that can also take a reply too large to

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/inflight"
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // streamSink records a streamed reply, or declines streams.

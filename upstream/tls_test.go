@@ -10,7 +10,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/certs"
 	"github.com/hmsproxy/hmsproxy/internal/certs/certstest"
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // trackingListener keeps the connections it accepted, to close them

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/inflight"
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // Sentinel errors callers branch on.

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/inflight"
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 func TestPoolReusesConnection(t *testing.T) {

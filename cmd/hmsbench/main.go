@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/bench"
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 type listFlag []string

@@ -17,7 +17,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/authtolocal"
 	"github.com/hmsproxy/hmsproxy/internal/impersonate"
 	"github.com/hmsproxy/hmsproxy/internal/sasl"
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // kerberosConfig is the kerberos: section of the config file (file only):

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/thrift/hms"
 )
 
 // This file alone says which differences between the proxy and the

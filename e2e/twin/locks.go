@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // Locks, transactions and table-format commits: calls whose replies name

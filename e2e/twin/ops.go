@@ -3,7 +3,7 @@ package twin
 import (
 	"strings"
 
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // Class says how the twin makes a call.

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // enc builds the args of one call. Its helpers write the fields a Java

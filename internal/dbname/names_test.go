@@ -5,8 +5,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/hmsproxy/hmsproxy/internal/hms"
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/hms"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // TestNamesEveryShape: for every method, Names visits every database

@@ -1,6 +1,6 @@
 package dbname
 
-import "github.com/hmsproxy/hmsproxy/internal/wire"
+import "github.com/hmsproxy/hmsproxy/thrift/wire"
 
 // The shapes of the Hive Metastore structs that carry database names,
 // from the Thrift IDL of Hive 2.3, 3.1 and 4.0 (field ids are stable

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/hms"
+	"github.com/hmsproxy/hmsproxy/thrift/hms"
 )
 
 const warehouse = "file:/tmp/demohms/warehouse"

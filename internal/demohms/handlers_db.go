@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/hms"
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/hms"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 func nowSec() int32 { return int32(time.Now().Unix()) }

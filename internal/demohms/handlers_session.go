@@ -5,8 +5,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/hmsproxy/hmsproxy/internal/hms"
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/hms"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // ---- set_ugi, setMetaConf, getMetaConf ----

@@ -3,8 +3,8 @@ package demohms
 import (
 	"strconv"
 
-	"github.com/hmsproxy/hmsproxy/internal/hms"
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/hms"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // Locks, as the metastore's lock manager grants them, in memory: a lock

@@ -4,7 +4,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // The catalog objects, with the Thrift field ids of hive_metastore.thrift

@@ -4,7 +4,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // tval is one decoded Thrift value. Requests are decoded into a tree of

@@ -8,7 +8,7 @@ import (
 	"time"
 	"weak"
 
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // Transactions and compactions, minimal in-memory semantics (§6): open,

@@ -3,7 +3,7 @@ package demohms
 import (
 	"testing"
 
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 func openTxns(t *testing.T, c *testClient, n int32) []int64 {

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/internal/worker"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // CompactionsConfig configures the compaction monitor. Caller is

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/filter"
-	"github.com/hmsproxy/hmsproxy/internal/wire"
 	"github.com/hmsproxy/hmsproxy/internal/worker"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // The warm-up loads through the proxy's own client path (Callers reach

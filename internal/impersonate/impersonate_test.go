@@ -17,7 +17,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/internal/kdctest"
 	"github.com/hmsproxy/hmsproxy/internal/sasl"
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // fakeMetastore issues delegation tokens on GSSAPI connections (as

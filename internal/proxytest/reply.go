@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 var errNoTable = errors.New("proxytest: no table in reply")

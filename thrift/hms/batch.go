@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/hmsproxy/hmsproxy/filter"
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // The Thrift shapes of batch reads: where a by-names request keeps its

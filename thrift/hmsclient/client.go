@@ -9,7 +9,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // Client is one connection. It is not safe for concurrent use.

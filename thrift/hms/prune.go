@@ -1,7 +1,7 @@
 package hms
 
 import (
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // The Thrift shapes of partition selections a cache can answer itself:

@@ -4,7 +4,7 @@ package hmsreq
 import (
 	"slices"
 
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // Field appends one field to a struct under construction.

@@ -1,6 +1,6 @@
 package hms
 
-import "github.com/hmsproxy/hmsproxy/internal/wire"
+import "github.com/hmsproxy/hmsproxy/thrift/wire"
 
 // Walk visits the values at path p inside args, an args struct encoded in the
 // Thrift binary protocol (a message body, as wire.Message.Body returns it).

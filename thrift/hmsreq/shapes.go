@@ -3,7 +3,7 @@ package hmsreq
 import (
 	"strconv"
 
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // PartitionShape says how ShapedPartition encodes a Partition: which Hive

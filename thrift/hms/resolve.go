@@ -1,6 +1,6 @@
 package hms
 
-import "github.com/hmsproxy/hmsproxy/internal/wire"
+import "github.com/hmsproxy/hmsproxy/thrift/wire"
 
 // Resolving a read: one walk over its args finds everything the cache
 // needs, so a hit decodes its request once. The walk copies the args

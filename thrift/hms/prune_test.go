@@ -4,8 +4,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/hmsproxy/hmsproxy/internal/hmsreq"
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // TestDecodePrune: the selections a cache may answer are decoded; any

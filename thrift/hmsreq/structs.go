@@ -1,6 +1,6 @@
 package hmsreq
 
-import "github.com/hmsproxy/hmsproxy/internal/wire"
+import "github.com/hmsproxy/hmsproxy/thrift/wire"
 
 // The metastore structs below write every field a Java client writes for a
 // complete object (field ids of shared/hms-protocol.md §4.11), with zero

@@ -1,6 +1,6 @@
 package hms
 
-import "github.com/hmsproxy/hmsproxy/internal/wire"
+import "github.com/hmsproxy/hmsproxy/thrift/wire"
 
 // Run is the byte range [Start, End) of an encoded object.
 type Run struct{ Start, End int }

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/hmsproxy/hmsproxy/internal/wire"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 func TestNormalize(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/apache/thrift/lib/go/thrift"
 
-	"github.com/hmsproxy/hmsproxy/internal/dbname"
+	"github.com/hmsproxy/hmsproxy/federation/dbname"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"

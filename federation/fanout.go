@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/hmsproxy/hmsproxy/internal/dbname"
+	"github.com/hmsproxy/hmsproxy/federation/dbname"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"

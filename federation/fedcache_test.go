@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/cache"
-	"github.com/hmsproxy/hmsproxy/internal/dbname"
+	"github.com/hmsproxy/hmsproxy/federation/dbname"
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/eventlog"
 	"github.com/hmsproxy/hmsproxy/internal/proxytest"

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/dbname"
+	"github.com/hmsproxy/hmsproxy/federation/dbname"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
@@ -68,7 +68,7 @@ var fanOut = map[string]bool{
 }
 
 // Route implements proxy.Router. Every database the request names is
-// resolved to its group and checked: wherever internal/dbname finds a
+// resolved to its group and checked: wherever federation/dbname finds a
 // name (the fields prefixed mode rewrites, each constraint's table_db and
 // both databases of a foreign key among them, the database of "db.table"
 // strings), not only the table a call creates or alters, since the

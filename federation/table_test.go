@@ -70,7 +70,7 @@ var passDB = map[string]hms.Path{
 }
 
 // dbPaths are where a method names databases by the method table (and
-// passDB): the router, which finds names through internal/dbname, must
+// passDB): the router, which finds names through federation/dbname, must
 // see every one of them.
 func dbPaths(m *hms.Method) []hms.Path {
 	var ps []hms.Path

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/hmsproxy/hmsproxy/cache"
-	"github.com/hmsproxy/hmsproxy/internal/flushgate"
+	"github.com/hmsproxy/hmsproxy/limits/flushgate"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
@@ -87,7 +87,7 @@ type Caching struct {
 	// Flushes bounds how often each client identity may invalidate
 	// everything cached for the group (a method outside the method
 	// table, flushCache): past its budget, its calls wait for a shared,
-	// periodic flush made before their replies (internal/flushgate).
+	// periodic flush made before their replies (limits/flushgate).
 	Flushes FlushBudget
 }
 

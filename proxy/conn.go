@@ -20,9 +20,9 @@ import (
 	"unsafe"
 
 	"github.com/hmsproxy/hmsproxy/cache"
-	"github.com/hmsproxy/hmsproxy/internal/inflight"
-	"github.com/hmsproxy/hmsproxy/internal/peers"
-	"github.com/hmsproxy/hmsproxy/internal/ratelimit"
+	"github.com/hmsproxy/hmsproxy/limits/inflight"
+	"github.com/hmsproxy/hmsproxy/limits/peers"
+	"github.com/hmsproxy/hmsproxy/limits/ratelimit"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"

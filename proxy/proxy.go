@@ -19,9 +19,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/inflight"
-	"github.com/hmsproxy/hmsproxy/internal/peers"
-	"github.com/hmsproxy/hmsproxy/internal/ratelimit"
+	"github.com/hmsproxy/hmsproxy/limits/inflight"
+	"github.com/hmsproxy/hmsproxy/limits/peers"
+	"github.com/hmsproxy/hmsproxy/limits/ratelimit"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
@@ -50,7 +50,7 @@ type Config struct {
 	// the new one is closed on accept. Default 10,000.
 	MaxClients int
 	// MaxClientsPerAddress bounds the connections of one source address
-	// (an IPv4 address, an IPv6 /64: internal/peers) within MaxClients:
+	// (an IPv4 address, an IPv6 /64: limits/peers) within MaxClients:
 	// at it, that address's own longest-idle connection makes room, or
 	// its new one is closed on accept. Default
 	// DefaultMaxClientsPerAddress, at most MaxClients; negative: none.

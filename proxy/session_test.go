@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hmsproxy/hmsproxy/internal/inflight"
 	"github.com/hmsproxy/hmsproxy/internal/proxytest"
+	"github.com/hmsproxy/hmsproxy/limits/inflight"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/certs/certstest"
-	"github.com/hmsproxy/hmsproxy/internal/peers"
 	"github.com/hmsproxy/hmsproxy/internal/proxytest"
+	"github.com/hmsproxy/hmsproxy/limits/peers"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
@@ -67,7 +67,7 @@ func TestIdleSocketsDoNotHoldClientSlots(t *testing.T) {
 
 // TestTLSSilentSocketsDoNotHoldClientSlots (issue 22): sockets that
 // never send their ClientHello wait in the TLS listener's handshake
-// stage (internal/peers), bounded per address, and hold no client slot:
+// stage (limits/peers), bounded per address, and hold no client slot:
 // with max_clients 20, 200 of them from one address keep no one out.
 func TestTLSSilentSocketsDoNotHoldClientSlots(t *testing.T) {
 	_, up := startDemo(t, wire.Buffered)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hmsproxy/hmsproxy/internal/ratelimit"
+	"github.com/hmsproxy/hmsproxy/limits/ratelimit"
 )
 
 // rateLimitConfig is the ratelimit section: token buckets per client and

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hmsproxy/hmsproxy/internal/ratelimit"
+	"github.com/hmsproxy/hmsproxy/limits/ratelimit"
 )
 
 // TestRateLimitConfig: no limit, no limiter; a user's entry overrides

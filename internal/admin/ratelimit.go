@@ -3,7 +3,7 @@ package admin
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hmsproxy/hmsproxy/internal/ratelimit"
+	"github.com/hmsproxy/hmsproxy/limits/ratelimit"
 )
 
 // RateLimits is the per-client rate limiter; *ratelimit.Limiter implements it.

@@ -6,7 +6,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/peers"
+	"github.com/hmsproxy/hmsproxy/limits/peers"
 )
 
 // HandshakeTimeout bounds a client's TLS handshake on a Listener: a

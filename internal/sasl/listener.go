@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/peers"
+	"github.com/hmsproxy/hmsproxy/limits/peers"
 )
 
 // Result is how a client's handshake ended, one of a closed set (a

@@ -16,9 +16,9 @@ import (
 	"github.com/jcmturner/gokrb5/v8/config"
 	"github.com/jcmturner/gokrb5/v8/keytab"
 
+	"github.com/hmsproxy/hmsproxy/auth/impersonate"
+	"github.com/hmsproxy/hmsproxy/auth/sasl"
 	"github.com/hmsproxy/hmsproxy/cache"
-	"github.com/hmsproxy/hmsproxy/internal/impersonate"
-	"github.com/hmsproxy/hmsproxy/internal/sasl"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
@@ -433,7 +433,7 @@ func kinit(t *testing.T, ms *krbMetastore, name, principal string) string {
 // is past its end fails the same way directly and through the proxy
 // (before anything reaches either server), while the same client with a
 // live ticket cache works through the proxy. The proxy's own refusal of
-// an expired service ticket is internal/sasl's TestExpiredTicket.
+// an expired service ticket is auth/sasl's TestExpiredTicket.
 func TestKerberosExpiredTicket(t *testing.T) {
 	if !slices.Contains(versions(t), "3.1") {
 		t.Skip("the Kerberized metastore is an HMS 3.1; HMSPROXY_E2E lacks 3.1")

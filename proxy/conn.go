@@ -161,7 +161,7 @@ func (c *clientConn) cutIfIdle() bool {
 }
 
 // AuthenticatedConn is a client connection whose listener authenticated
-// the peer (Kerberos, internal/sasl). Its user is the connection's identity
+// the peer (Kerberos, auth/sasl). Its user is the connection's identity
 // for cache scope, rate limits and upstream pooling from the first call
 // on, and set_ugi does not change it, as on a metastore with SASL.
 // NetConn is the connection to do I/O on: a wrapper would hide

@@ -17,9 +17,9 @@ import (
 	"github.com/jcmturner/gokrb5/v8/iana/keyusage"
 	"github.com/jcmturner/gokrb5/v8/spnego"
 
+	"github.com/hmsproxy/hmsproxy/auth/sasl"
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/kdctest"
-	"github.com/hmsproxy/hmsproxy/internal/sasl"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"

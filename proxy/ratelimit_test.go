@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hmsproxy/hmsproxy/auth/sasl"
 	"github.com/hmsproxy/hmsproxy/internal/kdctest"
 	"github.com/hmsproxy/hmsproxy/internal/proxytest"
-	"github.com/hmsproxy/hmsproxy/internal/sasl"
 	"github.com/hmsproxy/hmsproxy/limits/ratelimit"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"

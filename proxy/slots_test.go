@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/certs/certstest"
+	"github.com/hmsproxy/hmsproxy/auth/certs/certstest"
 	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/limits/peers"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"

@@ -128,7 +128,7 @@ type Config struct {
 	// the host of the URI. Default nil: plain TCP.
 	TLS func() *tls.Config
 	// Handshake, if set, authenticates each new metastore connection
-	// after TLS and before any call (Kerberos: internal/sasl). user is the
+	// after TLS and before any call (Kerberos: auth/sasl). user is the
 	// session's Authenticated user the connection acts for, "" for the
 	// proxy's own connections (health checks, set_ugi sessions). It
 	// returns the connection to use from then on, and must honour ctx

@@ -14,9 +14,9 @@ import (
 	"github.com/jcmturner/gokrb5/v8/config"
 	"github.com/jcmturner/gokrb5/v8/keytab"
 
-	"github.com/hmsproxy/hmsproxy/internal/authtolocal"
-	"github.com/hmsproxy/hmsproxy/internal/impersonate"
-	"github.com/hmsproxy/hmsproxy/internal/sasl"
+	"github.com/hmsproxy/hmsproxy/auth/authtolocal"
+	"github.com/hmsproxy/hmsproxy/auth/impersonate"
+	"github.com/hmsproxy/hmsproxy/auth/sasl"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
@@ -68,7 +68,7 @@ type kerberosConfig struct {
 	// AuthToLocal maps a client's principal to the identity the proxy
 	// gives its connection (cache scope, rate limits, upstream pooling,
 	// the delegation token's owner), in the syntax of Hadoop's
-	// hadoop.security.auth_to_local (internal/authtolocal): copy the
+	// hadoop.security.auth_to_local (auth/authtolocal): copy the
 	// metastore's. Default "DEFAULT": principals of Principal's realm get
 	// their first component, every other realm keeps the whole principal;
 	// a foreign realm maps to short names only by a rule naming it.
@@ -180,7 +180,7 @@ func (k kerberosConfig) listener(ln net.Listener, log *slog.Logger) (net.Listene
 // authenticates each metastore connection, and the client to close at
 // exit; nil, nil when kerberos.upstream_principal is empty. With
 // impersonation "token" a connection for an authenticated user carries
-// that user's delegation token (internal/impersonate): Hive's SASL server
+// that user's delegation token (auth/impersonate): Hive's SASL server
 // refuses a GSSAPI authorization id other than the authenticated
 // principal, so that is the one way to act for a user. upTLS, if set,
 // secures the connections the tokens are fetched on.

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/auth/sasl"
 	"github.com/hmsproxy/hmsproxy/internal/kdctest"
-	"github.com/hmsproxy/hmsproxy/internal/sasl"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/certs"
+	"github.com/hmsproxy/hmsproxy/auth/certs"
 )
 
 // tlsConfig is one TLS endpoint in the config file: `tls:` (the client

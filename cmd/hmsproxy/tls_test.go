@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/auth/certs"
+	"github.com/hmsproxy/hmsproxy/auth/certs/certstest"
 	"github.com/hmsproxy/hmsproxy/cache"
-	"github.com/hmsproxy/hmsproxy/internal/certs"
-	"github.com/hmsproxy/hmsproxy/internal/certs/certstest"
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/certs/certstest"
+	"github.com/hmsproxy/hmsproxy/auth/certs/certstest"
 	"github.com/hmsproxy/hmsproxy/internal/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"

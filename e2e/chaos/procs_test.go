@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/certs/certstest"
+	"github.com/hmsproxy/hmsproxy/auth/certs/certstest"
 )
 
 // proxyProc is the hmsproxy process under test.

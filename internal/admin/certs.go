@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hmsproxy/hmsproxy/internal/certs"
+	"github.com/hmsproxy/hmsproxy/auth/certs"
 )
 
 // CertSource lists the TLS endpoints' certificate counters; the proxy

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/auth/certs"
+	"github.com/hmsproxy/hmsproxy/auth/certs/certstest"
 	"github.com/hmsproxy/hmsproxy/cache"
-	"github.com/hmsproxy/hmsproxy/internal/certs"
-	"github.com/hmsproxy/hmsproxy/internal/certs/certstest"
 )
 
 type nopFlusher struct{}

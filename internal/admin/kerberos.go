@@ -3,7 +3,7 @@ package admin
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hmsproxy/hmsproxy/internal/sasl"
+	"github.com/hmsproxy/hmsproxy/auth/sasl"
 )
 
 // KerberosSource is the Kerberos client listener; *sasl.Listener

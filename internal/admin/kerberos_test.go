@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hmsproxy/hmsproxy/internal/sasl"
+	"github.com/hmsproxy/hmsproxy/auth/sasl"
 )
 
 type krbStats struct{ st sasl.ListenerStats }

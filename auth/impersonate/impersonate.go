@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/sasl"
+	"github.com/hmsproxy/hmsproxy/auth/sasl"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/certs/certstest"
+	"github.com/hmsproxy/hmsproxy/auth/certs/certstest"
 )
 
 // echoServer serves lines back on a TLS listener from r until the test

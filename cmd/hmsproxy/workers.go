@@ -17,9 +17,9 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/admin"
 	"github.com/hmsproxy/hmsproxy/internal/changes"
 	"github.com/hmsproxy/hmsproxy/internal/eventlog"
-	"github.com/hmsproxy/hmsproxy/internal/housekeeping"
 	"github.com/hmsproxy/hmsproxy/internal/leader"
-	"github.com/hmsproxy/hmsproxy/internal/worker"
+	"github.com/hmsproxy/hmsproxy/ops/housekeeping"
+	"github.com/hmsproxy/hmsproxy/ops/worker"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )

@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hmsproxy/hmsproxy/internal/housekeeping"
+	"github.com/hmsproxy/hmsproxy/ops/housekeeping"
 )
 
 // WarmUp is the cache warm-up; *housekeeping.WarmUp implements it.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hmsproxy/hmsproxy/internal/worker"
+	"github.com/hmsproxy/hmsproxy/ops/worker"
 )
 
 // Lease writes a key only while the writer still holds the lease it was

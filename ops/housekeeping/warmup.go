@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/filter"
-	"github.com/hmsproxy/hmsproxy/internal/worker"
+	"github.com/hmsproxy/hmsproxy/ops/worker"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 

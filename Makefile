@@ -1,15 +1,26 @@
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
-.DEFAULT_GOAL := test
+.DEFAULT_GOAL := help
 .DELETE_ON_ERROR:
 
 GO ?= go
 LISTEN ?= 127.0.0.1:9083
 
-.PHONY: run test prefetch unit lint tidy-check bench bench-go bench-e2e fuzz e2e twin build bench-tool deps deploy-check fleet-check chaos chaos-short
+.PHONY: help image run test prefetch unit lint tidy-check bench bench-go bench-e2e fuzz e2e twin build bench-tool deps deploy-check fleet-check chaos chaos-short
 
-build: ## Build the binaries into bin/
+# A bare `make` prints this list and installs nothing; `make test` installs
+# what the tests need.
+help: ## List the targets (this text)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## Build the binaries into bin/ (hmsproxy, hmscli, hmsbench)
 	$(GO) build -o bin/ ./cmd/...
+
+# The image is tagged with the Helm chart's appVersion, the tag the chart
+# pulls when image.tag is empty.
+IMAGE ?= hmsproxy:$(shell sed -n 's/^appVersion: *"*\([^"]*\)"*/\1/p' deploy/helm/hmsproxy/Chart.yaml)
+image: ## Build the container image, tagged as the Helm chart expects (IMAGE=hmsproxy:<chart appVersion>)
+	docker build -t $(IMAGE) .
 
 run: ## The proxy in front of an embedded demo metastore, ready for a client
 	$(GO) run ./cmd/hmsproxy --demo --listen $(LISTEN)

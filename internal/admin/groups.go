@@ -3,7 +3,7 @@ package admin
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hmsproxy/hmsproxy/internal/eventlog"
+	"github.com/hmsproxy/hmsproxy/coherence/eventlog"
 	"github.com/hmsproxy/hmsproxy/proxy"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/coherence"
-	"github.com/hmsproxy/hmsproxy/internal/eventlog"
+	"github.com/hmsproxy/hmsproxy/coherence/eventlog"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 )

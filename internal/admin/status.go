@@ -7,7 +7,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/eventlog"
+	"github.com/hmsproxy/hmsproxy/coherence/eventlog"
 	"github.com/hmsproxy/hmsproxy/proxy"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/changes"
+	"github.com/hmsproxy/hmsproxy/changes"
 	"github.com/hmsproxy/hmsproxy/internal/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/redistest"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what the status-page browser test (internal/admin) needs on a
+# Installs what the status-page browser test (admin) needs on a
 # fresh Debian machine, idempotently: Debian's chromium and chromium-driver
 # (run headless) and a font. Set HMSPROXY_SKIP_BROWSER=1 to skip that test instead.
 set -euo pipefail

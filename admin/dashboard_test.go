@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-const dashboardFile = "../../dashboards/hmsproxy.json"
+const dashboardFile = "../dashboards/hmsproxy.json"
 
 // notYetExported are the metric families the dashboard uses before
 // hmsproxy exports them. Each line names who adds it; delete the line

@@ -11,7 +11,7 @@ import (
 
 // alertsFile is the plain rules file; the Helm chart carries a copy that
 // scripts/deploy-check.sh compares with it.
-const alertsFile = "../../deploy/prometheus/hmsproxy-alerts.yaml"
+const alertsFile = "../deploy/prometheus/hmsproxy-alerts.yaml"
 
 type ruleFile struct {
 	Groups []struct {

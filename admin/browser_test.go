@@ -18,7 +18,7 @@ import (
 
 // screenshotArtifact is where the browser test leaves its screenshot, for
 // the README and reviews.
-const screenshotArtifact = "../../dashboards/status-page.png"
+const screenshotArtifact = "../dashboards/status-page.png"
 
 // chromium runs Debian's headless chromium on url with args; the budget
 // of virtual time lets the page's script fetch /status.json and render.

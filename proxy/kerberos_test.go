@@ -18,7 +18,7 @@ import (
 	"github.com/jcmturner/gokrb5/v8/spnego"
 
 	"github.com/hmsproxy/hmsproxy/auth/sasl"
-	"github.com/hmsproxy/hmsproxy/internal/demohms"
+	"github.com/hmsproxy/hmsproxy/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/kdctest"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"

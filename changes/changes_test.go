@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/cache"
-	"github.com/hmsproxy/hmsproxy/internal/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
 )
 
 func TestStreamAppends(t *testing.T) {

@@ -3,7 +3,7 @@ package coherence
 import (
 	"testing"
 
-	"github.com/hmsproxy/hmsproxy/internal/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
 )
 
 // TestConnectedIgnoresSilentPeers: a node cut from Redis is not

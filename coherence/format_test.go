@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmsproxy/hmsproxy/cache"
-	"github.com/hmsproxy/hmsproxy/internal/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 )
 

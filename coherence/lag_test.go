@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/cache"
-	"github.com/hmsproxy/hmsproxy/internal/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
 )
 
 // TestLaggingWriterWaits (promise 2): a writer whose own reader fell

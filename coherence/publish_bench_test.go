@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/cache"
-	"github.com/hmsproxy/hmsproxy/internal/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
 )
 
 // BenchmarkPublish measures the bus alone: what one Publish costs in CPU

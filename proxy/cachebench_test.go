@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/demohms"
-	"github.com/hmsproxy/hmsproxy/internal/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"

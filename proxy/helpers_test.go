@@ -6,14 +6,14 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/demohms"
-	"github.com/hmsproxy/hmsproxy/internal/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
 
-// The loopback pieces come from internal/proxytest, which stops below
+// The loopback pieces come from internal/testenv/proxytest, which stops below
 // this package so these internal tests can import it; what needs Server
 // or Caching stays here, as serve and the starters over it.
 var (

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/hmsproxy/hmsproxy/auth/sasl"
-	"github.com/hmsproxy/hmsproxy/internal/kdctest"
-	"github.com/hmsproxy/hmsproxy/internal/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/kdctest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/limits/ratelimit"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"

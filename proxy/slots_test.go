@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/auth/certs/certstest"
-	"github.com/hmsproxy/hmsproxy/internal/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/limits/peers"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"

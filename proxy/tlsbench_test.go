@@ -9,7 +9,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/auth/certs"
 	"github.com/hmsproxy/hmsproxy/auth/certs/certstest"
-	"github.com/hmsproxy/hmsproxy/internal/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/kdctest"
-	"github.com/hmsproxy/hmsproxy/internal/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/kdctest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 )
 
 // countingListener counts the connections the listener under a Listener

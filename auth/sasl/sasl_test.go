@@ -16,7 +16,7 @@ import (
 	"github.com/jcmturner/gokrb5/v8/messages"
 	"github.com/jcmturner/gokrb5/v8/types"
 
-	"github.com/hmsproxy/hmsproxy/internal/kdctest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/kdctest"
 )
 
 func TestMain(m *testing.M) { os.Exit(kdctest.Main(m)) }

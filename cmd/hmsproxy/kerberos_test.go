@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/auth/sasl"
-	"github.com/hmsproxy/hmsproxy/internal/kdctest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/kdctest"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )

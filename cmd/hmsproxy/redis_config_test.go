@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmsproxy/hmsproxy/coherence"
-	"github.com/hmsproxy/hmsproxy/internal/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
 )
 
 // TestRedisTopologyConfig (issue 15, item 1): redis.url, redis.sentinel

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 )
 
 // TestWarmUpConcurrency guards issue 12: the warm-up never takes more

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
 )
 
 // TestOnRedisCluster (issue 15, item 1): on a Redis Cluster the lease,

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/internal/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
 )
 
 func user(name string) Caller { return Caller{User: name} }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/demohms"
-	"github.com/hmsproxy/hmsproxy/internal/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/ops/housekeeping"
 	"github.com/hmsproxy/hmsproxy/ops/worker"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"

@@ -15,7 +15,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/demohms"
-	"github.com/hmsproxy/hmsproxy/internal/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/ops/housekeeping"
 	"github.com/hmsproxy/hmsproxy/ops/worker"
 	"github.com/hmsproxy/hmsproxy/proxy"

@@ -44,7 +44,7 @@ type KDC struct {
 // Script is the path of testbed/kdc.sh.
 func Script() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "testbed", "kdc.sh")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "testbed", "kdc.sh")
 }
 
 // Start creates the realm in a temporary directory and runs the KDC on a

@@ -7,7 +7,7 @@
 // use it too (a helper importing proxy could not be imported from them:
 // an import cycle). A test builds its proxy with proxy.New, over a Group
 // and a Store from here, and hands it to Serve, which owns the listener
-// and the shutdown. A real Redis comes from internal/redistest.
+// and the shutdown. A real Redis comes from internal/testenv/redistest.
 package proxytest
 
 import (

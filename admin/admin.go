@@ -43,7 +43,7 @@ type CallStats interface {
 	Kind(k hms.Kind, o proxy.Outcome) uint64
 }
 
-// Upstreams is the metastore group's health; *upstream.Group implements it.
+// Upstreams is the metastore group's health; *upstream.Metastores implements it.
 type Upstreams interface {
 	Addrs() []string
 	Healthy() []bool
@@ -151,7 +151,7 @@ type Config struct {
 	// hmsproxy_group_*{group}, the "groups" of /status.json and the
 	// status page, and ?group= on the flush endpoints. Nil: one group;
 	// ?group= names none.
-	Groups []Group
+	Groups []GroupSurface
 	// InFlight feeds hmsproxy_inflight_bytes,
 	// hmsproxy_inflight_limit_bytes and hmsproxy_inflight_waits_total.
 	// Nil: left out.

@@ -33,7 +33,7 @@ import (
 // server, all on loopback.
 type env struct {
 	demo   *demohms.Server // nil when the upstream is down
-	up     *upstream.Group
+	up     *upstream.Metastores
 	store  *cache.Store
 	proxy  *proxy.Server
 	paddr  string

@@ -14,8 +14,8 @@ import (
 // status, the flush API (?group=) and the hmsproxy_group_* families
 // cover every group.
 
-// Group is one upstream group of a federated proxy on the admin surface.
-type Group struct {
+// GroupSurface is one upstream group of a federated proxy on the admin surface.
+type GroupSurface struct {
 	// Name names the group in ?group=, /status.json and the group label.
 	// Required, unique.
 	Name string
@@ -59,7 +59,7 @@ type groupBus struct {
 var groupOutcomes = []proxy.Outcome{proxy.OutcomeHit, proxy.OutcomeMiss, proxy.OutcomeCoalesced,
 	proxy.OutcomePassthrough, proxy.OutcomeWrite, proxy.OutcomeError}
 
-func takeGroup(g *Group) groupStatus {
+func takeGroup(g *GroupSurface) groupStatus {
 	st := groupStatus{Name: g.Name}
 	if u := g.Upstreams; u != nil {
 		addrs, healthy := u.Addrs(), u.Healthy()
@@ -98,7 +98,7 @@ func takeGroup(g *Group) groupStatus {
 }
 
 // group is the group named name, nil when there is none.
-func (s *Server) group(name string) *Group {
+func (s *Server) group(name string) *GroupSurface {
 	for i := range s.cfg.Groups {
 		if s.cfg.Groups[i].Name == name {
 			return &s.cfg.Groups[i]
@@ -111,12 +111,12 @@ func (s *Server) group(name string) *Group {
 // label, read at scrape time. Groups are few and named in the
 // configuration.
 type groupCollector struct {
-	groups                                 []Group
+	groups                                 []GroupSurface
 	up, calls, busSynced, elApplied, elLag *prometheus.Desc
 	elHealth                               *prometheus.Desc
 }
 
-func newGroupCollector(groups []Group) *groupCollector {
+func newGroupCollector(groups []GroupSurface) *groupCollector {
 	return &groupCollector{groups: groups,
 		up: prometheus.NewDesc("hmsproxy_group_upstream_up",
 			"Whether the group's metastore at addr passes its health check (1) or not (0).", []string{"group", "addr"}, nil),

@@ -72,7 +72,7 @@ func TestGroups(t *testing.T) {
 	el.st.Latest.Store(10)
 	el.st.Applied.Store(7)
 	el.st.Health.Store(int32(eventlog.HealthOK))
-	srv, err := New(Config{Upstreams: primaryUp, Flusher: pf, Store: store, Groups: []Group{
+	srv, err := New(Config{Upstreams: primaryUp, Flusher: pf, Store: store, Groups: []GroupSurface{
 		{Name: "primary", Upstreams: primaryUp, Flusher: pf, Calls: fakeGroupCalls{proxy.OutcomeHit: 5}},
 		{Name: "lake", Upstreams: lakeUp, Flusher: lf, EventLog: el,
 			Calls: fakeGroupCalls{proxy.OutcomeHit: 3, proxy.OutcomeMiss: 1}},

@@ -41,7 +41,7 @@ type Demo struct {
 	FlushURL string
 
 	metastore *demohms.Server
-	group     *upstream.Group
+	group     *upstream.Metastores
 	store     *cache.Store
 	srv       *proxy.Server
 	adm       *http.Server

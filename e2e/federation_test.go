@@ -46,7 +46,7 @@ func startFederated(t *testing.T, primary, member *metastore, o fedOpts) *fedNod
 	t.Helper()
 	pg := proxytest.Group(t, upstream.Config{}, primary.addr)
 	mg := proxytest.Group(t, upstream.Config{}, member.addr)
-	r, err := federation.New(federation.Config{Groups: []federation.Group{
+	r, err := federation.New(federation.Config{Groups: []federation.Member{
 		{Name: "main", Up: pg},
 		{Name: "lake", Up: mg, Databases: o.lakeDBs, Access: o.access, Prefix: o.prefix},
 	}, Mode: o.mode, ListingTimeout: o.timeout, Partial: o.partial, Logger: proxytest.Logger(t)})
@@ -54,7 +54,7 @@ func startFederated(t *testing.T, primary, member *metastore, o fedOpts) *fedNod
 		t.Fatal(err)
 	}
 	n := &fedNode{router: r}
-	cfg := proxy.Config{Logger: proxytest.Logger(t), Router: r, Federated: []proxy.Group{{Name: "lake", Up: mg}}}
+	cfg := proxy.Config{Logger: proxytest.Logger(t), Router: r, Federated: []proxy.Backend{{Name: "lake", Up: mg}}}
 	if !o.noCache {
 		n.store = proxytest.Store(t, cache.Config{})
 		cfg.Cache = &proxy.Caching{Store: n.store, Upstream: "main"}

@@ -47,12 +47,12 @@ func BenchmarkRoutingHit(b *testing.B) {
 		cfg := proxy.Config{Cache: &proxy.Caching{Store: st, Upstream: "primary", Scope: proxy.ScopeShared, Shadow: proxy.Shadow{Rate: -1}}}
 		if federated {
 			fg := proxytest.Group(b, upstream.Config{}, fAddr)
-			r, err := New(Config{Groups: []Group{{Name: "primary", Up: pg}, {Name: "lake", Up: fg, Databases: []string{"lake", "lake_*"}}}})
+			r, err := New(Config{Groups: []Member{{Name: "primary", Up: pg}, {Name: "lake", Up: fg, Databases: []string{"lake", "lake_*"}}}})
 			if err != nil {
 				b.Fatal(err)
 			}
 			cfg.Router = r
-			cfg.Federated = []proxy.Group{{Name: "lake", Up: fg,
+			cfg.Federated = []proxy.Backend{{Name: "lake", Up: fg,
 				Cache: &proxy.Caching{Store: st, Upstream: "lake", Scope: proxy.ScopeShared, Shadow: proxy.Shadow{Rate: -1}}}}
 		}
 		srv, err := proxy.New(cfg, pg)
@@ -104,12 +104,12 @@ func BenchmarkPrimaryWhileMemberDead(b *testing.B) {
 			f, fAddr := proxytest.Demo(b, proxytest.DemoOptions{Empty: true})
 			pg := proxytest.Group(b, upstream.Config{}, pAddr)
 			fg := proxytest.Group(b, upstream.Config{DialTimeout: time.Second}, fAddr)
-			r, err := New(Config{Groups: []Group{{Name: "primary", Up: pg}, {Name: "lake", Up: fg, Databases: []string{"lake"}}},
+			r, err := New(Config{Groups: []Member{{Name: "primary", Up: pg}, {Name: "lake", Up: fg, Databases: []string{"lake"}}},
 				ListingTimeout: 500 * time.Millisecond, Partial: true})
 			if err != nil {
 				b.Fatal(err)
 			}
-			srv, err := proxy.New(proxy.Config{Router: r, Federated: []proxy.Group{{Name: "lake", Up: fg}}}, pg)
+			srv, err := proxy.New(proxy.Config{Router: r, Federated: []proxy.Backend{{Name: "lake", Up: fg}}}, pg)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -50,13 +50,13 @@ func TestThreeNodesTwoGroups(t *testing.T) {
 		bp, bl := bus("primary"), bus("lake")
 		st := proxytest.Store(t, cache.Config{})
 		stores = append(stores, st)
-		rt, err := New(Config{Groups: []Group{{Name: "primary", Up: pg}, {Name: "lake", Up: fg, Databases: []string{"lake"}, Access: ReadWrite}}})
+		rt, err := New(Config{Groups: []Member{{Name: "primary", Up: pg}, {Name: "lake", Up: fg, Databases: []string{"lake"}, Access: ReadWrite}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		srv, err := proxy.New(proxy.Config{Logger: proxytest.Logger(t), Router: rt,
 			Cache: &proxy.Caching{Store: st, Upstream: "primary", Scope: proxy.ScopeShared, Coherence: bp, Shadow: proxy.Shadow{Rate: -1}},
-			Federated: []proxy.Group{{Name: "lake", Up: fg,
+			Federated: []proxy.Backend{{Name: "lake", Up: fg,
 				Cache: &proxy.Caching{Store: st, Upstream: "lake", Scope: proxy.ScopeShared, Coherence: bl, Shadow: proxy.Shadow{Rate: -1}}}}}, pg)
 		if err != nil {
 			t.Fatal(err)

@@ -85,7 +85,7 @@ func addReq(elems ...[]sf) []byte {
 // every one of them. Lake is read-only; the primary (demo) read-write.
 func TestConstraintDatabasesRouted(t *testing.T) {
 	up := proxytest.Group(t, upstream.Config{}, "127.0.0.1:1")
-	r, err := New(Config{Groups: []Group{
+	r, err := New(Config{Groups: []Member{
 		{Name: "primary", Up: up},
 		{Name: "lake", Up: up, Databases: []string{"lake"}},
 	}})
@@ -191,7 +191,7 @@ func deepDropTable(db string, depth int) []byte {
 func TestRouterDecodesUnderConfiguredLimits(t *testing.T) {
 	up := proxytest.Group(t, upstream.Config{}, "127.0.0.1:1")
 	newRouter := func(lim wire.Limits) *Router {
-		r, err := New(Config{Limits: lim, Groups: []Group{
+		r, err := New(Config{Limits: lim, Groups: []Member{
 			{Name: "primary", Up: up, Access: ReadOnly},
 			{Name: "lake", Up: up, Databases: []string{"lake"}, Access: ReadWrite},
 		}})

@@ -42,7 +42,7 @@ func newRenamedBed(t testing.TB, aliases map[string]string) *renamedBed {
 	b.f, b.fAddr = proxytest.Demo(t, proxytest.DemoOptions{Seed: [3]int{1, 2, 5}})
 	pg := proxytest.Group(t, upstream.Config{}, pAddr)
 	fg := proxytest.Group(t, upstream.Config{}, b.fAddr)
-	cfg := Config{Mode: Prefixed, Groups: []Group{
+	cfg := Config{Mode: Prefixed, Groups: []Member{
 		{Name: "primary", Up: pg},
 		{Name: "lake", Up: fg, Prefix: "lake_", Access: ReadWrite, Aliases: aliases},
 	}}
@@ -54,7 +54,7 @@ func newRenamedBed(t testing.TB, aliases map[string]string) *renamedBed {
 	b.store = proxytest.Store(t, cache.Config{})
 	pcfg := proxy.Config{Router: r,
 		Cache: &proxy.Caching{Store: b.store, Upstream: "primary", Scope: proxy.ScopeShared, Shadow: proxy.Shadow{Rate: -1}},
-		Federated: []proxy.Group{{Name: "lake", Up: fg,
+		Federated: []proxy.Backend{{Name: "lake", Up: fg,
 			Cache: &proxy.Caching{Store: b.store, Upstream: "lake", Scope: proxy.ScopeShared, Shadow: proxy.Shadow{Rate: -1}}}}}
 	srv, err := proxy.New(pcfg, pg)
 	if err != nil {

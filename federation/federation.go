@@ -90,8 +90,8 @@ func ParseAccess(s string) (Access, error) {
 // ErrConfig marks a configuration the federation refuses to start with.
 var ErrConfig = errors.New("federation: bad configuration")
 
-// Group is one upstream group as the federation sees it.
-type Group struct {
+// Member is one upstream group as the federation sees it.
+type Member struct {
 	// Name names the group in logs, metrics and the messages clients
 	// get. Required, unique.
 	Name string
@@ -123,7 +123,7 @@ type Config struct {
 	Mode Mode
 	// Groups are the primary first, then the federated groups; their
 	// order is that of proxy.Config.Federated, and listings merge in it.
-	Groups []Group
+	Groups []Member
 	// ListingTimeout bounds each group's part of a listing that fans out
 	// to every group, so a slow member delays a listing at most this long.
 	// Default 10s.
@@ -146,7 +146,7 @@ const DefaultListingTimeout = 10 * time.Second
 
 // group is a Group compiled.
 type group struct {
-	Group
+	Member
 	idx      int
 	access   Access
 	serves   *filter.Patterns  // Manual, federated: the databases it claims
@@ -188,7 +188,7 @@ func compileGroups(cfg Config) ([]*group, error) {
 		if g.Up == nil {
 			return nil, fmt.Errorf("%w: group %q has no upstream", ErrConfig, g.Name)
 		}
-		c := &group{Group: g, idx: i, access: g.Access, aliases: map[string]string{}, local: map[string]string{},
+		c := &group{Member: g, idx: i, access: g.Access, aliases: map[string]string{}, local: map[string]string{},
 			prefix: hms.NormalizeString(g.Prefix)}
 		if c.access == Default {
 			c.access = ReadWrite

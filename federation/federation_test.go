@@ -49,7 +49,7 @@ func newBed(t *testing.T, o bedOptions) *bed {
 	}
 	pg := proxytest.Group(t, upstream.Config{}, pAddr)
 	fg := proxytest.Group(t, upstream.Config{}, b.fAddr)
-	cfg := Config{Groups: []Group{
+	cfg := Config{Groups: []Member{
 		{Name: "primary", Up: pg},
 		{Name: "lake", Up: fg, Databases: []string{"lake", "lake_*"}},
 	}, Logger: proxytest.Logger(t)}
@@ -62,7 +62,7 @@ func newBed(t *testing.T, o bedOptions) *bed {
 	}
 	b.router = r
 	pcfg := proxy.Config{Logger: proxytest.Logger(t), Router: r,
-		Federated: []proxy.Group{{Name: "lake", Up: fg}}}
+		Federated: []proxy.Backend{{Name: "lake", Up: fg}}}
 	if o.cached {
 		b.store = proxytest.Store(t, cache.Config{})
 		pcfg.Cache = &proxy.Caching{Store: b.store, Upstream: "primary", Scope: proxy.ScopeShared, Shadow: proxy.Shadow{Rate: -1}}
@@ -301,7 +301,7 @@ func TestSpanningCallRefused(t *testing.T) {
 
 func TestConflictingClaimsStopStartup(t *testing.T) {
 	up := proxytest.Group(t, upstream.Config{}, "127.0.0.1:1")
-	_, err := New(Config{Groups: []Group{
+	_, err := New(Config{Groups: []Member{
 		{Name: "primary", Up: up},
 		{Name: "a", Up: up, Databases: []string{"sales", "hr"}},
 		{Name: "b", Up: up, Databases: []string{"sal*"}},
@@ -309,11 +309,11 @@ func TestConflictingClaimsStopStartup(t *testing.T) {
 	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), `database "sales" is claimed by both group "a" and group "b"`) {
 		t.Fatalf("overlapping claims: %v", err)
 	}
-	_, err = New(Config{Mode: Prefixed, Groups: []Group{{Name: "primary", Up: up}, {Name: "a", Up: up, Prefix: "a_"}, {Name: "b", Up: up, Prefix: "A_b_"}}})
+	_, err = New(Config{Mode: Prefixed, Groups: []Member{{Name: "primary", Up: up}, {Name: "a", Up: up, Prefix: "a_"}, {Name: "b", Up: up, Prefix: "A_b_"}}})
 	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), `group "a"'s prefix "a_" starts group "b"'s prefix "A_b_"`) {
 		t.Fatalf("overlapping prefixes: %v", err)
 	}
-	_, err = New(Config{Mode: Prefixed, Groups: []Group{{Name: "primary", Up: up}, {Name: "a", Up: up}}})
+	_, err = New(Config{Mode: Prefixed, Groups: []Member{{Name: "primary", Up: up}, {Name: "a", Up: up}}})
 	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "has no prefix") {
 		t.Fatalf("a member without a prefix: %v", err)
 	}

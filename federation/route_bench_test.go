@@ -15,7 +15,7 @@ import (
 // every database a request names and resolving it to its group.
 func BenchmarkRoute(b *testing.B) {
 	up := proxytest.Group(b, upstream.Config{}, "127.0.0.1:1")
-	r, err := New(Config{Groups: []Group{{Name: "primary", Up: up}, {Name: "lake", Up: up, Databases: []string{"lake", "lake_*"}, Access: ReadWrite}}})
+	r, err := New(Config{Groups: []Member{{Name: "primary", Up: up}, {Name: "lake", Up: up, Databases: []string{"lake", "lake_*"}, Access: ReadWrite}}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func BenchmarkRoute(b *testing.B) {
 // linear in n (issue 22: each addition once scanned every name before).
 func BenchmarkRouteDistinctNames(b *testing.B) {
 	up := proxytest.Group(b, upstream.Config{}, "127.0.0.1:1")
-	r, err := New(Config{Groups: []Group{{Name: "primary", Up: up}, {Name: "lake", Up: up, Databases: []string{"lake"}}}})
+	r, err := New(Config{Groups: []Member{{Name: "primary", Up: up}, {Name: "lake", Up: up, Databases: []string{"lake"}}}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -100,7 +100,7 @@ func dbPaths(m *hms.Method) []hms.Path {
 // each call naming a database goes to that database's group.
 func TestMethodTable(t *testing.T) {
 	up := proxytest.Group(t, upstream.Config{}, "127.0.0.1:1")
-	r, err := New(Config{Groups: []Group{
+	r, err := New(Config{Groups: []Member{
 		{Name: "primary", Up: up},
 		{Name: "lake", Up: up, Databases: []string{"lake"}},
 	}})

@@ -24,7 +24,7 @@ import (
 
 // isoProxy runs a proxy over addr with the given upstream config, and
 // returns its address and upstream group. wrap, if set, wraps the group.
-func isoProxy(t *testing.T, up upstream.Config, caching *Caching, addr string, wrap func(Forwarder) Forwarder) (string, *upstream.Group) {
+func isoProxy(t *testing.T, up upstream.Config, caching *Caching, addr string, wrap func(Forwarder) Forwarder) (string, *upstream.Metastores) {
 	t.Helper()
 	g := proxytest.Group(t, up, addr)
 	var fw Forwarder = g

@@ -28,7 +28,7 @@ import (
 )
 
 // Forwarder sends a call to a metastore and hands the reply to sink.
-// *upstream.Group implements it.
+// *upstream.Metastores implements it.
 type Forwarder interface {
 	Do(ctx context.Context, c upstream.Call, sink upstream.ReplySink) error
 }
@@ -91,7 +91,7 @@ type Config struct {
 	// Federated are the upstream groups besides the primary (federation);
 	// Router, required with them, says which group takes each call. None:
 	// every call goes to the primary, as with a single group.
-	Federated []Group
+	Federated []Backend
 	Router    Router
 }
 

@@ -19,9 +19,9 @@ import (
 // groups but the store's byte budget. Without a Router the server has
 // one route and the call path is the single-group one.
 
-// Group is a federated upstream group besides the primary (the Forwarder
+// Backend is a federated upstream group besides the primary (the Forwarder
 // given to New and Config.Cache).
-type Group struct {
+type Backend struct {
 	// Name is the group's name in logs.
 	Name string
 	// Up takes the group's calls. Required.

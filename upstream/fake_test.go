@@ -253,7 +253,7 @@ func (s *copySink) Reply(m wire.Message) error {
 
 func (s *copySink) BorrowsReply() {}
 
-func newGroup(t testing.TB, cfg Config, addrs ...string) *Group {
+func newGroup(t testing.TB, cfg Config, addrs ...string) *Metastores {
 	t.Helper()
 	for _, a := range addrs {
 		cfg.URIs = append(cfg.URIs, "thrift://"+a)

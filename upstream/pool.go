@@ -20,7 +20,7 @@ import (
 // pool is the connections to one metastore. Each connection holds a slot in
 // sem for its whole life, idle or not, so MaxConns bounds open sockets.
 type pool struct {
-	g    *Group
+	g    *Metastores
 	addr string
 	sem  chan struct{}
 	// writers bounds the write calls in progress, so that

@@ -286,14 +286,14 @@ type counters struct {
 }
 
 // Stats returns the group's counters.
-func (g *Group) Stats() Stats {
+func (g *Metastores) Stats() Stats {
 	return Stats{Mismatched: g.n.mismatched.Load(), OnewayClosed: g.n.onewayClosed.Load(),
 		ClientGone: g.n.clientGone.Load(), AcquireTimeouts: g.n.acquireTimeouts.Load(), Held: g.n.held.Load(),
 		Streamed: g.n.streamed.Load(), StreamedUnclaimed: g.n.streamedUnclaimed.Load()}
 }
 
-// Group is the set of metastores behind one proxy listener.
-type Group struct {
+// Metastores is the set of metastores behind one proxy listener.
+type Metastores struct {
 	cfg    Config
 	pools  []*pool
 	ctx    context.Context // cancelled by Close; owns the health loop
@@ -304,12 +304,12 @@ type Group struct {
 }
 
 // New validates cfg and starts the health checker.
-func New(cfg Config) (*Group, error) {
+func New(cfg Config) (*Metastores, error) {
 	cfg = cfg.withDefaults()
 	if len(cfg.URIs) == 0 {
 		return nil, errors.New("upstream: no metastore URI configured")
 	}
-	g := &Group{cfg: cfg}
+	g := &Metastores{cfg: cfg}
 	for _, u := range cfg.URIs {
 		addr, err := ParseURI(u)
 		if err != nil {
@@ -329,7 +329,7 @@ func New(cfg Config) (*Group, error) {
 
 // Queued is the calls waiting for a write slot (writes, and reads of
 // background sessions), over all metastores.
-func (g *Group) Queued() int {
+func (g *Metastores) Queued() int {
 	n := 0
 	for _, p := range g.pools {
 		n += int(p.queued.Load())
@@ -338,7 +338,7 @@ func (g *Group) Queued() int {
 }
 
 // Addrs lists the metastores in failover order.
-func (g *Group) Addrs() []string {
+func (g *Metastores) Addrs() []string {
 	out := make([]string, len(g.pools))
 	for i, p := range g.pools {
 		out[i] = p.addr
@@ -347,7 +347,7 @@ func (g *Group) Addrs() []string {
 }
 
 // Healthy reports the last known health of each metastore.
-func (g *Group) Healthy() []bool {
+func (g *Metastores) Healthy() []bool {
 	out := make([]bool, len(g.pools))
 	for i, p := range g.pools {
 		out[i] = p.healthy.Load()
@@ -357,7 +357,7 @@ func (g *Group) Healthy() []bool {
 
 // Close stops health checks and closes idle connections; connections in
 // use are closed when returned. Safe to call twice.
-func (g *Group) Close() error {
+func (g *Metastores) Close() error {
 	if g.closed.Swap(true) {
 		return nil
 	}
@@ -371,7 +371,7 @@ func (g *Group) Close() error {
 
 // order returns the pools to try: healthy ones first, in configured order,
 // then the unhealthy ones (health may be stale).
-func (g *Group) order(buf []*pool) []*pool {
+func (g *Metastores) order(buf []*pool) []*pool {
 	buf = buf[:0]
 	for _, p := range g.pools {
 		if p.healthy.Load() {
@@ -389,7 +389,7 @@ func (g *Group) order(buf []*pool) []*pool {
 // Do forwards c to a metastore and hands the reply to sink. A read whose
 // connection fails before any reply byte arrives moves on to the next
 // metastore; any other call is never sent twice.
-func (g *Group) Do(ctx context.Context, c Call, sink ReplySink) error {
+func (g *Metastores) Do(ctx context.Context, c Call, sink ReplySink) error {
 	if g.closed.Load() {
 		return ErrClosed
 	}
@@ -438,7 +438,7 @@ func (e *failedBeforeReplyError) Error() string {
 }
 func (e *failedBeforeReplyError) Unwrap() []error { return []error{ErrBroken, e.err} }
 
-func (g *Group) timeout(c Class) time.Duration {
+func (g *Metastores) timeout(c Class) time.Duration {
 	switch c {
 	case Read:
 		return g.cfg.ReadTimeout
@@ -450,14 +450,14 @@ func (g *Group) timeout(c Class) time.Duration {
 
 // acquireWait bounds the wait for a connection: the call's own timeout, or
 // AcquireTimeout for calls without one. 0: no bound.
-func (g *Group) acquireWait(c Class) time.Duration {
+func (g *Metastores) acquireWait(c Class) time.Duration {
 	if t := g.timeout(c); t > 0 {
 		return t
 	}
 	return max(g.cfg.AcquireTimeout, 0)
 }
 
-func (g *Group) healthLoop() {
+func (g *Metastores) healthLoop() {
 	defer g.wg.Done()
 	t := time.NewTicker(g.cfg.HealthInterval)
 	defer t.Stop()

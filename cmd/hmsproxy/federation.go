@@ -72,7 +72,7 @@ func (f federationConfig) enabled() bool { return len(f.Federated) > 0 }
 // machinery that keeps that cache coherent.
 type fedGroup struct {
 	cfg     federatedGroupConfig
-	up      *upstream.Group
+	up      *upstream.Metastores
 	caching *proxy.Caching
 	bus     *coherence.Bus
 	poller  *eventlog.Poller // its event-log poller, nil when off; set by groupCoherence
@@ -128,7 +128,7 @@ func newFederatedGroups(cfg fileConfig, base upstream.Config, primary *proxy.Cac
 }
 
 // newRouter compiles the federation's routing over the running groups.
-func newRouter(cfg fileConfig, primary *upstream.Group, groups []*fedGroup, log *slog.Logger) (*federation.Router, error) {
+func newRouter(cfg fileConfig, primary *upstream.Metastores, groups []*fedGroup, log *slog.Logger) (*federation.Router, error) {
 	fed := cfg.Federation
 	mode, err := federation.ParseMode(fed.DatabaseResolution)
 	if err != nil {
@@ -148,13 +148,13 @@ func newRouter(cfg fileConfig, primary *upstream.Group, groups []*fedGroup, log 
 	}
 	fc := federation.Config{Mode: mode, ListingTimeout: fed.ListingTimeout, Partial: partial, Limits: cfg.requestLimits(),
 		Logger: log.With("component", "federation"),
-		Groups: []federation.Group{{Name: cfg.groupName(), Up: primary, Access: pacc, WritableDatabases: fed.Primary.WritableDatabases}}}
+		Groups: []federation.Member{{Name: cfg.groupName(), Up: primary, Access: pacc, WritableDatabases: fed.Primary.WritableDatabases}}}
 	for _, g := range groups {
 		acc, err := federation.ParseAccess(g.cfg.Access)
 		if err != nil {
 			return nil, fmt.Errorf("federation group %s: %w", g.cfg.Name, err)
 		}
-		fc.Groups = append(fc.Groups, federation.Group{Name: g.cfg.Name, Up: g.up, Databases: g.cfg.Databases,
+		fc.Groups = append(fc.Groups, federation.Member{Name: g.cfg.Name, Up: g.up, Databases: g.cfg.Databases,
 			Access: acc, WritableDatabases: g.cfg.WritableDatabases, Prefix: g.cfg.Prefix, Aliases: g.cfg.DatabaseNameMapping})
 	}
 	return federation.New(fc)
@@ -257,17 +257,17 @@ func (f federationMetrics) FederationGroups() []admin.FederationGroup {
 
 // adminGroups are every group on the admin surface, the primary first:
 // its status, metrics and ?group= flushes.
-func adminGroups(cfg fileConfig, srv *proxy.Server, primary *upstream.Group, bus *coherence.Bus, wk *workers, groups []*fedGroup) []admin.Group {
-	p := admin.Group{Name: cfg.groupName(), Upstreams: primary, Flusher: srv, Calls: groupCalls{srv, 0}}
+func adminGroups(cfg fileConfig, srv *proxy.Server, primary *upstream.Metastores, bus *coherence.Bus, wk *workers, groups []*fedGroup) []admin.GroupSurface {
+	p := admin.GroupSurface{Name: cfg.groupName(), Upstreams: primary, Flusher: srv, Calls: groupCalls{srv, 0}}
 	if bus != nil { // a nil pointer in the interface would be called
 		p.Bus = bus
 	}
 	if wk != nil && wk.poller != nil {
 		p.EventLog = wk.poller
 	}
-	out := []admin.Group{p}
+	out := []admin.GroupSurface{p}
 	for i, g := range groups {
-		ag := admin.Group{Name: g.cfg.Name, Upstreams: g.up, Calls: groupCalls{srv, i + 1}}
+		ag := admin.GroupSurface{Name: g.cfg.Name, Upstreams: g.up, Calls: groupCalls{srv, i + 1}}
 		if gc := srv.FederatedCache(i + 1); gc != nil {
 			ag.Flusher = gc
 		}

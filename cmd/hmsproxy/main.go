@@ -243,7 +243,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 	if router != nil {
 		pcfg.Router = router
 		for _, g := range fedGroups {
-			pcfg.Federated = append(pcfg.Federated, proxy.Group{Name: g.cfg.Name, Up: g.up, Cache: g.caching})
+			pcfg.Federated = append(pcfg.Federated, proxy.Backend{Name: g.cfg.Name, Up: g.up, Cache: g.caching})
 		}
 	}
 	srv, err := proxy.New(pcfg, group)
@@ -411,7 +411,7 @@ var errCallsCut = errors.New("stopped, but shutdown_timeout cut off calls in fli
 
 // newAdmin builds the admin server and binds its port; nil when
 // cfg.Admin.Listen is empty.
-func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstream.Group, caching *proxy.Caching,
+func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstream.Metastores, caching *proxy.Caching,
 	bus *coherence.Bus, wk *workers, tlsEP *tlsEndpoints, limiter *ratelimit.Limiter, krb *sasl.Listener,
 	budget *inflight.Budget, drain *drainer, router *federation.Router, fedGroups []*fedGroup) (*admin.Server, net.Listener, error) {
 	if cfg.Admin.Listen == "" {

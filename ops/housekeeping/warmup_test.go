@@ -31,7 +31,7 @@ type warmBed struct {
 	srv   *proxy.Server
 	paddr string // the proxy's client listener
 	store *cache.Store
-	group *upstream.Group
+	group *upstream.Metastores
 }
 
 func newWarmBed(t *testing.T, up upstream.Config) *warmBed {

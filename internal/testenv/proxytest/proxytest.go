@@ -62,7 +62,7 @@ func Demo(t testing.TB, o DemoOptions) (*demohms.Server, string) {
 // appended to cfg.URIs), closed when the test ends. Defaults where cfg
 // leaves them zero: HealthInterval an hour (tests drive health through
 // failures), Logger the test log.
-func Group(t testing.TB, cfg upstream.Config, addrs ...string) *upstream.Group {
+func Group(t testing.TB, cfg upstream.Config, addrs ...string) *upstream.Metastores {
 	t.Helper()
 	cfg.URIs = append(append([]string(nil), cfg.URIs...), thriftURIs(addrs)...)
 	if cfg.HealthInterval == 0 {

@@ -7,13 +7,22 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 )
 
-// fakeLeader is a settable Leadership.
-type fakeLeader struct{ token atomic.Int64 } // 0: not leader
+// fakeLeader is a settable Leadership. It counts the times it said "not
+// leader": the seam that shows the runner looked and could have run.
+type fakeLeader struct {
+	token atomic.Int64 // 0: not leader
+	noes  atomic.Int64 // answers "not leader" given
+}
 
 func (f *fakeLeader) IsLeader() (bool, int64) {
 	t := f.token.Load()
+	if t == 0 {
+		f.noes.Add(1)
+	}
 	return t != 0, t
 }
 
@@ -39,25 +48,16 @@ func stats(r *Runner, name string) TaskStats {
 	return TaskStats{}
 }
 
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func TestPeriodicAndOnce(t *testing.T) {
 	var periodic, once atomic.Int64
 	r := start(t, Config{},
 		Task{Name: "tick", Every: 10 * time.Millisecond, Jitter: 0.2, Run: func(context.Context) error { periodic.Add(1); return nil }},
 		Task{Name: "once", Run: func(context.Context) error { once.Add(1); return nil }},
 	)
-	eventually(t, 2*time.Second, "5 periodic runs", func() bool { return periodic.Load() >= 5 })
-	time.Sleep(30 * time.Millisecond)
+	// Five periodic runs are the proof that the runner was live long
+	// enough to have run a broken once-task again: with Every 0 it would
+	// have looped without pause.
+	wait.Eventually(t, 2*time.Second, func() bool { return periodic.Load() >= 5 && once.Load() >= 1 }, "5 periodic runs and 1 once")
 	if n := once.Load(); n != 1 {
 		t.Fatalf("once-task ran %d times; want 1", n)
 	}
@@ -79,7 +79,7 @@ func TestFailuresTimeoutsPanics(t *testing.T) {
 		{"panics", "panic: oops"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			eventually(t, 2*time.Second, tc.name+" ran", func() bool { return stats(r, tc.name).Runs == 1 })
+			wait.Eventually(t, 2*time.Second, func() bool { return stats(r, tc.name).Runs == 1 }, tc.name+" ran")
 			s := stats(r, tc.name)
 			if s.Failures != 1 || !strings.Contains(s.LastError, tc.want) || !s.LastSuccess.IsZero() {
 				t.Fatalf("got %+v; want 1 failure with %q", s, tc.want)
@@ -100,19 +100,25 @@ func TestLeaderOnly(t *testing.T) {
 			return nil
 		}},
 	)
-	time.Sleep(50 * time.Millisecond)
+	// Three "not leader" answers: the runner asked three times whether it
+	// may run, so a runner that ran anyway would have run by now.
+	wait.Eventually(t, 2*time.Second, func() bool { return fl.noes.Load() >= 3 }, "3 leadership checks as a follower")
 	if n := runs.Load(); n != 0 {
 		t.Fatalf("leader-only task ran %d times on a follower; want 0", n)
 	}
 	fl.token.Store(7)
-	eventually(t, 2*time.Second, "runs as leader", func() bool { return runs.Load() >= 3 })
+	wait.Eventually(t, 2*time.Second, func() bool { return runs.Load() >= 3 }, "runs as leader")
 	if tok := tokens.Load(); tok != 7 {
 		t.Fatalf("LeaderToken: got %d; want 7", tok)
 	}
 	fl.token.Store(0)
-	time.Sleep(20 * time.Millisecond) // a run in flight finishes
+	// A run in flight sees at most one "no", from its watcher; the second
+	// comes from the loop, after that run finished.
+	base := fl.noes.Load()
+	wait.Eventually(t, 2*time.Second, func() bool { return fl.noes.Load() >= base+2 }, "the run in flight finishes")
 	n := runs.Load()
-	time.Sleep(50 * time.Millisecond)
+	base = fl.noes.Load()
+	wait.Eventually(t, 2*time.Second, func() bool { return fl.noes.Load() >= base+3 }, "3 leadership checks after losing it")
 	if m := runs.Load(); m != n {
 		t.Fatalf("ran %d times after losing leadership; want 0", m-n)
 	}
@@ -125,33 +131,33 @@ func TestLeadershipLostCancelsRun(t *testing.T) {
 	var fl fakeLeader
 	fl.token.Store(3)
 	cause := make(chan error, 1)
+	started := make(chan struct{})
 	r := start(t, Config{Leadership: &fl, LeaderCheck: 5 * time.Millisecond},
 		Task{Name: "long", Scope: LeaderOnly, Run: func(ctx context.Context) error {
+			close(started)
 			<-ctx.Done()
 			cause <- context.Cause(ctx)
 			return ctx.Err()
 		}},
 	)
-	time.Sleep(20 * time.Millisecond)
+	wait.Recv(t, started, 2*time.Second, "run started under token 3")
 	fl.token.Store(4) // a new term, even on this node, is another lease
-	select {
-	case err := <-cause:
-		if !errors.Is(err, errLeadershipLost) {
-			t.Fatalf("cause: got %v; want leadership lost", err)
-		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("run not cancelled after leadership changed")
+	if err := wait.Recv(t, cause, 2*time.Second, "run cancelled after leadership changed"); !errors.Is(err, errLeadershipLost) {
+		t.Fatalf("cause: got %v; want leadership lost", err)
 	}
-	eventually(t, time.Second, "failure counted", func() bool { return stats(r, "long").Failures == 1 })
+	wait.Eventually(t, time.Second, func() bool { return stats(r, "long").Failures == 1 }, "failure counted")
 }
 
 func TestCloseWaitsAndIsIdempotent(t *testing.T) {
 	var inRun atomic.Int64
+	cancelled := make(chan struct{})
+	release := make(chan struct{})
 	r, err := New(Config{}, Task{Name: "block", Every: time.Hour, Run: func(ctx context.Context) error {
 		inRun.Add(1)
 		defer inRun.Add(-1)
 		<-ctx.Done()
-		time.Sleep(10 * time.Millisecond)
+		close(cancelled)
+		<-release // the run outlives its cancel until the test lets it go
 		return ctx.Err()
 	}})
 	if err != nil {
@@ -159,8 +165,17 @@ func TestCloseWaitsAndIsIdempotent(t *testing.T) {
 	}
 	r.Start()
 	r.Start()
-	eventually(t, time.Second, "run started", func() bool { return inRun.Load() == 1 })
-	r.Close()
+	wait.Eventually(t, time.Second, func() bool { return inRun.Load() == 1 }, "run started")
+	closed := make(chan struct{})
+	go func() { r.Close(); close(closed) }()
+	wait.Recv(t, cancelled, 2*time.Second, "Close cancels the run")
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a run was still going")
+	default:
+	}
+	close(release)
+	wait.Recv(t, closed, 2*time.Second, "Close returns once the run ends")
 	if n := inRun.Load(); n != 0 {
 		t.Fatal("Close returned while a run was still going")
 	}

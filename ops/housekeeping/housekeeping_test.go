@@ -10,6 +10,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/ops/housekeeping"
 	"github.com/hmsproxy/hmsproxy/ops/worker"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
@@ -93,24 +94,18 @@ func TestOpenTxnsGauge(t *testing.T) {
 func TestReaper(t *testing.T) {
 	demo, addr := startDemo(t)
 	c := newClient(t, addr)
-	openTxns(t, c, 2) // 1 keeps heartbeating, 2 goes silent
+	openTxns(t, c, 2) // 1 heartbeats, 2 goes silent
 
-	hb := newClient(t, addr)
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil {
-			if _, err := hb.Call(ctx, "heartbeat", heartbeatReq(1)); err != nil && ctx.Err() == nil {
-				t.Errorf("heartbeat: %v", err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
-	defer func() { stop(); wg.Wait() }()
+	// The demo stamps transactions with its wall clock in milliseconds;
+	// the reaper reads the time through its Now seam. Txn 2 started by
+	// opened; txn 1 heartbeats in a later millisecond; the reaper's clock
+	// is set to opened+timeout, so txn 2 is exactly stale and txn 1 is not,
+	// without waiting for the timeout to pass.
+	opened := time.Now().UnixMilli()
+	wait.Eventually(t, time.Second, func() bool { return time.Now().UnixMilli() > opened }, "the next millisecond")
+	mustCall(t, newClient(t, addr), "heartbeat", heartbeatReq(1))
 	const timeout = 300 * time.Millisecond
-	time.Sleep(timeout + 200*time.Millisecond)
+	now := func() time.Time { return time.UnixMilli(opened).Add(timeout) }
 
 	for _, tc := range []struct {
 		name           string
@@ -125,7 +120,7 @@ func TestReaper(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := demo.CallCount("get_open_txns_info")
 			r, err := housekeeping.NewReaper(housekeeping.ReaperConfig{Caller: c, Enabled: tc.enabled,
-				Abort: tc.abort, Timeout: timeout, Logger: testLogger(t)})
+				Abort: tc.abort, Timeout: timeout, Now: now, Logger: testLogger(t)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -270,11 +265,7 @@ func TestRunnerDrivesReaper(t *testing.T) {
 	}
 	run.Start()
 	defer run.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for demo.TxnState(1) != "aborted" {
-		if time.Now().After(deadline) {
-			t.Fatalf("txn not aborted by the runner; stats %+v", run.Snapshot())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !wait.Until(5*time.Second, func() bool { return demo.TxnState(1) == "aborted" }) {
+		t.Fatalf("txn not aborted by the runner; stats %+v", run.Snapshot())
 	}
 }

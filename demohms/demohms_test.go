@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
@@ -474,6 +475,10 @@ func TestDeterministicReplies(t *testing.T) {
 func TestSetDelay(t *testing.T) {
 	s, addr := startServer(t, wire.Buffered)
 	s.SetDelay("create_database", 300*time.Millisecond)
+	delaying := make(chan string, 2)
+	s.callMu.Lock()
+	s.delaying = func(m string) { delaying <- m }
+	s.callMu.Unlock()
 	slow, fast := dial(t, addr, wire.Buffered), dial(t, addr, wire.Buffered)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -486,7 +491,9 @@ func TestSetDelay(t *testing.T) {
 			t.Errorf("delayed reply: %v", err)
 		}
 	}()
-	time.Sleep(50 * time.Millisecond)
+	// The server holds the write: it could have applied it by now, and
+	// must not have.
+	wait.Recv(t, delaying, 5*time.Second, "create_database starts its delay")
 	// Others are served meanwhile, and the write is not visible yet.
 	if dbs := strs(fast.call("get_all_databases", nil).ok(t)); len(dbs) != 3 {
 		t.Errorf("during delayed write: %q", dbs)
@@ -516,6 +523,8 @@ func TestCloseWithOpenConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	served := make(chan error, 1)
+	delaying := make(chan string, 1)
+	s.delaying = func(m string) { delaying <- m } // before Serve: no lock needed
 	go func() { served <- s.Serve(ln) }()
 	s.SetDelay("drop_database", time.Hour)
 	idle := dial(t, ln.Addr().String(), wire.Buffered)
@@ -524,7 +533,13 @@ func TestCloseWithOpenConnections(t *testing.T) {
 	busy.send(wire.Call, "drop_database", args(strArg(1, "default")))
 	half := dial(t, ln.Addr().String(), wire.Buffered)
 	half.nc.Write([]byte{0x80, 0x01, 0x00, 0x01, 0, 0}) // half a header
-	time.Sleep(50 * time.Millisecond)
+	// Close finds all three: served, one in its delay, one mid-read.
+	wait.Recv(t, delaying, 5*time.Second, "drop_database starts its delay")
+	wait.Eventually(t, 5*time.Second, func() bool {
+		s.connMu.Lock()
+		defer s.connMu.Unlock()
+		return len(s.conns) == 3
+	}, "three connections accepted")
 
 	closed := make(chan struct{})
 	go func() { s.Close(); s.Close(); close(closed) }()

@@ -60,10 +60,14 @@ type Server struct {
 	events    []notificationEvent
 	nextEvent int64 // id of the next event; the current id is nextEvent-1
 
-	// callMu guards calls and delays.
+	// callMu guards calls, delays and delaying.
 	callMu sync.Mutex
 	calls  []Call
 	delays map[string]time.Duration
+	// delaying, if set, is called as a delayed call starts its delay: a
+	// seam for tests, which can then look at the state the call has not
+	// yet changed.
+	delaying func(method string)
 
 	// connMu guards closed, listeners and conns.
 	connMu    sync.Mutex
@@ -210,12 +214,13 @@ func (s *Server) CallCount(method string) int {
 	return n
 }
 
-// record notes a call and returns the delay configured for it.
-func (s *Server) record(c Call) time.Duration {
+// record notes a call and returns the delay configured for it, with the
+// delaying hook.
+func (s *Server) record(c Call) (time.Duration, func(string)) {
 	s.callMu.Lock()
 	defer s.callMu.Unlock()
 	s.calls = append(s.calls, c)
-	return s.delays[c.Method]
+	return s.delays[c.Method], s.delaying
 }
 
 // conn is one client connection. Only its own goroutine touches user,
@@ -255,7 +260,10 @@ func (c *conn) serve() {
 		name := string(m.Name())
 		// The body aliases the reader's buffer; copy before the next Read.
 		body := append([]byte(nil), m.Body()...)
-		if d := s.record(Call{Method: name, User: c.callUser(name, body), Conn: c.id}); d > 0 {
+		if d, hook := s.record(Call{Method: name, User: c.callUser(name, body), Conn: c.id}); d > 0 {
+			if hook != nil {
+				hook(name)
+			}
 			t := time.NewTimer(d)
 			select {
 			case <-t.C:

@@ -159,81 +159,132 @@ func RunPruneMix(ctx context.Context, cfg PruneMixConfig) (_ *PruneMixReport, er
 		return nil, err
 	}
 	defer direct.Close()
-
-	const db = "prune_mix"
-	regions := make([]string, cfg.Regions)
-	for i := range regions {
-		regions[i] = fmt.Sprintf("r%02d", i)
+	data := &mixData{ctx: ctx, direct: direct, regions: make([]string, cfg.Regions)}
+	for i := range data.regions {
+		data.regions[i] = fmt.Sprintf("r%02d", i)
 	}
-	day := func(d int) string { return time.Date(2026, 1, 1+d, 0, 0, 0, 0, time.UTC).Format("2006-01-02") }
-	mustOK := func(method string, args []byte) error {
-		m, err := direct.Call(ctx, method, args)
-		if err != nil {
-			return err
-		}
-		if f, err := wire.ResultField(m.Body()); m.Type != wire.Reply || err != nil || f > 0 {
-			return fmt.Errorf("bench: prune mix setup: %s failed", method)
-		}
-		return nil
-	}
-	addDay := func(tbl string, d int) error {
-		ps := make([]hmsreq.Partition, len(regions))
-		for i, r := range regions {
-			ps[i] = hmsreq.Partition{DB: db, Table: tbl, Values: []string{day(d), r}, CreateTime: 1700000000,
-				SD: hmsreq.ORCSD(warehouse+"/"+db+".db/"+tbl+"/ds="+day(d)+"/region="+r, Spec{Columns: 20}.columns()...)}
-		}
-		return mustOK("add_partitions", hmsreq.Args(hmsreq.Partitions(1, ps...)))
-	}
-	if err := mustOK("create_database", hmsreq.Args(hmsreq.Database{Name: db, Location: warehouse + "/" + db + ".db", Owner: "hmsbench"}.Field(1))); err != nil {
+	if err := data.create(cfg.Tables, cfg.Days); err != nil {
 		return nil, err
-	}
-	tables := make([]string, cfg.Tables)
-	for i := range tables {
-		tables[i] = fmt.Sprintf("events%d", i)
-		t := hmsreq.Table{DB: db, Name: tables[i], Owner: "hmsbench", CreateTime: 1700000000,
-			SD:       hmsreq.ORCSD(warehouse+"/"+db+".db/"+tables[i], Spec{Columns: 20}.columns()...),
-			PartKeys: []hmsreq.Column{{Name: "ds", Type: "string"}, {Name: "region", Type: "string"}}}
-		if err := mustOK("create_table", hmsreq.Args(t.Field(1))); err != nil {
-			return nil, err
-		}
-		for d := 0; d < cfg.Days; d++ {
-			if err := addDay(tables[i], d); err != nil {
-				return nil, err
-			}
-		}
 	}
 
 	modes := []*mixProxy{{name: "whole-reply caching"}, {name: "local pruning"}}
 	for i, p := range modes {
-		p.store, err = cache.New(cache.Config{MaxBytes: 512 << 20, Kinds: cache.DefaultKinds()})
-		if err != nil {
+		defer p.close()
+		if err := p.start(ctx, cfg, group, i == 0, &wg); err != nil {
 			return nil, err
 		}
-		defer p.store.Close()
-		p.up = &countingUp{up: group}
-		p.srv, err = proxy.New(proxy.Config{Logger: cfg.Logger, Cache: &proxy.Caching{Store: p.store, Upstream: "mix",
-			Scope: proxy.ScopeShared, PruneOff: i == 0, Shadow: proxy.Shadow{Rate: -1}}}, p.up)
-		if err != nil {
-			return nil, err
-		}
-		pl, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		wg.Go(func() { p.srv.Serve(pl) })
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			p.srv.Shutdown(sctx)
-		}()
-		if p.client, err = hmsclient.Dial(ctx, pl.Addr().String(), wire.Buffered); err != nil {
-			return nil, err
-		}
-		defer p.client.Close()
 	}
+	return runPruneMixQueries(ctx, cfg, data, modes)
+}
 
+// pruneMixDB is the database the mix plans over.
+const pruneMixDB = "prune_mix"
+
+// mixDay is the ds value of day d of the mix.
+func mixDay(d int) string {
+	return time.Date(2026, 1, 1+d, 0, 0, 0, 0, time.UTC).Format("2006-01-02")
+}
+
+// mixData writes the mix's metadata straight to the metastore, behind the
+// proxies' backs.
+type mixData struct {
+	ctx     context.Context
+	direct  *hmsclient.Client
+	regions []string // of every day
+	tables  []string // set by create
+}
+
+// create creates the database, its tables and their first days.
+func (d *mixData) create(tables, days int) error {
+	const db = pruneMixDB
+	if err := d.mustOK("create_database", hmsreq.Args(hmsreq.Database{Name: db, Location: warehouse + "/" + db + ".db", Owner: "hmsbench"}.Field(1))); err != nil {
+		return err
+	}
+	d.tables = make([]string, tables)
+	for i := range d.tables {
+		d.tables[i] = fmt.Sprintf("events%d", i)
+		t := hmsreq.Table{DB: db, Name: d.tables[i], Owner: "hmsbench", CreateTime: 1700000000,
+			SD:       hmsreq.ORCSD(warehouse+"/"+db+".db/"+d.tables[i], Spec{Columns: 20}.columns()...),
+			PartKeys: []hmsreq.Column{{Name: "ds", Type: "string"}, {Name: "region", Type: "string"}}}
+		if err := d.mustOK("create_table", hmsreq.Args(t.Field(1))); err != nil {
+			return err
+		}
+		for day := 0; day < days; day++ {
+			if err := d.addDay(d.tables[i], day); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// addDay adds day's partitions, one per region, to tbl.
+func (d *mixData) addDay(tbl string, day int) error {
+	const db = pruneMixDB
+	ps := make([]hmsreq.Partition, len(d.regions))
+	for i, r := range d.regions {
+		ps[i] = hmsreq.Partition{DB: db, Table: tbl, Values: []string{mixDay(day), r}, CreateTime: 1700000000,
+			SD: hmsreq.ORCSD(warehouse+"/"+db+".db/"+tbl+"/ds="+mixDay(day)+"/region="+r, Spec{Columns: 20}.columns()...)}
+	}
+	return d.mustOK("add_partitions", hmsreq.Args(hmsreq.Partitions(1, ps...)))
+}
+
+// mustOK calls method on the metastore and fails unless it succeeded.
+func (d *mixData) mustOK(method string, args []byte) error {
+	m, err := d.direct.Call(d.ctx, method, args)
+	if err != nil {
+		return err
+	}
+	if f, err := wire.ResultField(m.Body()); m.Type != wire.Reply || err != nil || f > 0 {
+		return fmt.Errorf("bench: prune mix setup: %s failed", method)
+	}
+	return nil
+}
+
+// start starts p in front of group, pruning locally unless pruneOff.
+// Whatever it started, p.close stops, even when it fails.
+func (p *mixProxy) start(ctx context.Context, cfg PruneMixConfig, group proxy.Forwarder, pruneOff bool, wg *sync.WaitGroup) (err error) {
+	p.store, err = cache.New(cache.Config{MaxBytes: 512 << 20, Kinds: cache.DefaultKinds()})
+	if err != nil {
+		return err
+	}
+	p.up = &countingUp{up: group}
+	srv, err := proxy.New(proxy.Config{Logger: cfg.Logger, Cache: &proxy.Caching{Store: p.store, Upstream: "mix",
+		Scope: proxy.ScopeShared, PruneOff: pruneOff, Shadow: proxy.Shadow{Rate: -1}}}, p.up)
+	if err != nil {
+		return err
+	}
+	pl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	p.srv = srv
+	wg.Go(func() { p.srv.Serve(pl) })
+	p.client, err = hmsclient.Dial(ctx, pl.Addr().String(), wire.Buffered)
+	return err
+}
+
+// close stops what start started, last first.
+func (p *mixProxy) close() {
+	if p.client != nil {
+		p.client.Close()
+	}
+	if p.srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		p.srv.Shutdown(sctx)
+	}
+	if p.store != nil {
+		p.store.Close()
+	}
+}
+
+// runPruneMixQueries plans cfg.Queries queries through every proxy of
+// modes, adds a day every cfg.NewDayEvery, and reports the second half.
+func runPruneMixQueries(ctx context.Context, cfg PruneMixConfig, data *mixData, modes []*mixProxy) (*PruneMixReport, error) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
 	zipf := func(n int) *rand.Zipf { return rand.NewZipf(rng, cfg.ZipfS, 1, uint64(n-1)) }
+	tables, regions := data.tables, data.regions
 	tableZ, regionZ := zipf(len(tables)), zipf(len(regions))
 	days := cfg.Days
 	rep := &PruneMixReport{Config: cfg, Steady: cfg.Queries - cfg.Queries/2}
@@ -245,17 +296,8 @@ func RunPruneMix(ctx context.Context, cfg PruneMixConfig) (_ *PruneMixReport, er
 			return nil, err
 		}
 		if q > 0 && q%cfg.NewDayEvery == 0 {
-			// A new day lands in every table, written behind the proxies'
-			// backs; each proxy learns it as from the event log.
-			for _, t := range tables {
-				if err := addDay(t, days); err != nil {
-					return nil, err
-				}
-				// What the event log applies for the ADD_PARTITION event.
-				ents := eventlog.Entities(eventlog.Event{Type: "ADD_PARTITION", DB: db, Table: t}, "hive")
-				for _, p := range modes {
-					p.srv.Flush(ctx, ents)
-				}
+			if err := addMixDay(ctx, data, modes, days); err != nil {
+				return nil, err
 			}
 			days++
 		}
@@ -275,34 +317,9 @@ func RunPruneMix(ctx context.Context, cfg PruneMixConfig) (_ *PruneMixReport, er
 				rs = append(rs, r)
 			}
 		}
-		flt := "ds = '" + day(d) + "' and (region) in (" + strings.Join(rs, ", ") + ")"
-		steps := []struct {
-			method string
-			args   []byte
-		}{
-			{"get_table", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl))},
-			{"get_partitions_by_filter", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.Str(3, flt), hmsreq.I16(4, -1))},
-		}
-		var want []byte
-		for i, p := range modes {
-			for _, s := range steps {
-				m, err := p.client.Call(ctx, s.method, s.args)
-				if err != nil {
-					return nil, fmt.Errorf("bench: prune mix %s: %w", s.method, err)
-				}
-				reads[i]++
-				if s.method != "get_partitions_by_filter" {
-					continue
-				}
-				// Both proxies must give the same answer, or the count
-				// compares nothing.
-				if i == 0 {
-					want = append(want[:0], m.Body()...)
-				} else if string(m.Body()) != string(want) {
-					return nil, errPruneMixDiffer
-				}
-			}
-			p.store.Wait()
+		flt := "ds = '" + mixDay(d) + "' and (region) in (" + strings.Join(rs, ", ") + ")"
+		if err := planMixQuery(ctx, modes, reads, tbl, flt); err != nil {
+			return nil, err
 		}
 	}
 	for i, p := range modes {
@@ -310,6 +327,58 @@ func RunPruneMix(ctx context.Context, cfg PruneMixConfig) (_ *PruneMixReport, er
 			Upstream: p.up.n.Load() - marks[i].up, Local: p.srv.PruneStats().Local.Load() - marks[i].local})
 	}
 	return rep, nil
+}
+
+// addMixDay lands day in every table, written behind the proxies' backs;
+// each proxy learns it as from the event log.
+func addMixDay(ctx context.Context, data *mixData, modes []*mixProxy, day int) error {
+	for _, t := range data.tables {
+		if err := data.addDay(t, day); err != nil {
+			return err
+		}
+		// What the event log applies for the ADD_PARTITION event.
+		ents := eventlog.Entities(eventlog.Event{Type: "ADD_PARTITION", DB: pruneMixDB, Table: t}, "hive")
+		for _, p := range modes {
+			p.srv.Flush(ctx, ents)
+		}
+	}
+	return nil
+}
+
+// planMixQuery plans one query over tbl with filter flt through every
+// proxy of modes, as Trino does (get_table, then the filter), counting
+// the reads in reads.
+func planMixQuery(ctx context.Context, modes []*mixProxy, reads []uint64, tbl, flt string) error {
+	const db = pruneMixDB
+	steps := []struct {
+		method string
+		args   []byte
+	}{
+		{"get_table", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl))},
+		{"get_partitions_by_filter", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.Str(3, flt), hmsreq.I16(4, -1))},
+	}
+	var want []byte
+	for i, p := range modes {
+		for _, s := range steps {
+			m, err := p.client.Call(ctx, s.method, s.args)
+			if err != nil {
+				return fmt.Errorf("bench: prune mix %s: %w", s.method, err)
+			}
+			reads[i]++
+			if s.method != "get_partitions_by_filter" {
+				continue
+			}
+			// Both proxies must give the same answer, or the count
+			// compares nothing.
+			if i == 0 {
+				want = append(want[:0], m.Body()...)
+			} else if string(m.Body()) != string(want) {
+				return errPruneMixDiffer
+			}
+		}
+		p.store.Wait()
+	}
+	return nil
 }
 
 // errPruneMixDiffer: the two proxies answered one filter differently.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,7 +58,30 @@ type pruneCase struct {
 	name, method string
 	args         []byte
 	local        bool // answered from the cache
+	// want is the oracle of a local case: which seeded partitions (one
+	// day's ds, an integer hr) the answer holds, written in Go, not in
+	// the filter package that both the proxy and the demo evaluate with.
+	want func(ds string, hr int) bool
+	max  int // the case's max parts; -1: all
 }
+
+// Predicates of the oracle.
+var (
+	seedDay = "2024-01-01"
+	nextDay = "2024-01-02"
+	anyPart = func(string, int) bool { return true }
+	hrIn    = func(hrs ...int) func(string, int) bool {
+		return func(_ string, hr int) bool {
+			for _, h := range hrs {
+				if h == hr {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	noPart = func(string, int) bool { return false }
+)
 
 func filterArgs(method, flt string, max int16) []byte {
 	switch method {
@@ -78,45 +102,145 @@ func psArgs(method string, max int16, vals ...string) []byte {
 
 func pruneCases() []pruneCase {
 	return []pruneCase{
-		{"eq", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `ds = '2024-01-01'`, -1), true},
-		{"int key", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr = 3 or hr = 17`, -1), true},
-		{"in and ne", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `(hr) in (1, 2, 5) and ds <> '2024-01-02'`, -1), true},
-		{"max parts", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr != 4`, 3), true},
-		{"max parts zero", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr != 4`, 0), true},
-		{"nothing", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `ds = 'none'`, -1), true},
-		{"count", "get_num_partitions_by_filter", filterArgs("get_num_partitions_by_filter", `hr = 2 or hr = 3`, -1), true},
+		{"eq", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `ds = '2024-01-01'`, -1), true, func(ds string, _ int) bool { return ds == seedDay }, -1},
+		{"int key", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr = 3 or hr = 17`, -1), true, hrIn(3, 17), -1},
+		{"in and ne", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `(hr) in (1, 2, 5) and ds <> '2024-01-02'`, -1), true, func(ds string, hr int) bool { return hrIn(1, 2, 5)(ds, hr) && ds != nextDay }, -1},
+		{"max parts", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr != 4`, 3), true, func(_ string, hr int) bool { return hr != 4 }, 3},
+		{"max parts zero", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr != 4`, 0), true, func(_ string, hr int) bool { return hr != 4 }, 0},
+		{"nothing", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `ds = 'none'`, -1), true, noPart, -1},
+		{"count", "get_num_partitions_by_filter", filterArgs("get_num_partitions_by_filter", `hr = 2 or hr = 3`, -1), true, hrIn(2, 3), -1},
 		// A 4.0 form is answered only once the metastore answered it.
-		{"req form unproven", "get_partitions_by_filter_req", filterArgs("get_partitions_by_filter_req", `hr = 9`, -1), false},
-		{"req form", "get_partitions_by_filter_req", filterArgs("get_partitions_by_filter_req", `hr = 10`, -1), true},
+		{"req form unproven", "get_partitions_by_filter_req", filterArgs("get_partitions_by_filter_req", `hr = 9`, -1), false, nil, 0},
+		{"req form", "get_partitions_by_filter_req", filterArgs("get_partitions_by_filter_req", `hr = 10`, -1), true, hrIn(10), -1},
 		// Without its catalog, 4.0 may fail it ("catName is null").
-		{"req form without catalog", "get_partitions_by_filter_req", hmsreq.Req(hmsreq.Str(2, "demo_db0"), hmsreq.Str(3, "t0"), hmsreq.Str(4, `hr = 10`), hmsreq.I16(5, -1)), false},
-		{"ps", "get_partitions_ps", psArgs("get_partitions_ps", -1, "2024-01-01", "3"), true},
-		{"ps none", "get_partitions_ps", psArgs("get_partitions_ps", -1, "2024-01-01", "30"), true},
-		{"ps names", "get_partition_names_ps", psArgs("get_partition_names_ps", 2, "2024-01-01", "1"), true},
-		{"ps names max zero", "get_partition_names_ps", psArgs("get_partition_names_ps", 0, "2024-01-01", "1"), true},
+		{"req form without catalog", "get_partitions_by_filter_req", hmsreq.Req(hmsreq.Str(2, "demo_db0"), hmsreq.Str(3, "t0"), hmsreq.Str(4, `hr = 10`), hmsreq.I16(5, -1)), false, nil, 0},
+		{"ps", "get_partitions_ps", psArgs("get_partitions_ps", -1, "2024-01-01", "3"), true, func(ds string, hr int) bool { return ds == seedDay && hr == 3 }, -1},
+		{"ps none", "get_partitions_ps", psArgs("get_partitions_ps", -1, "2024-01-01", "30"), true, noPart, -1},
+		{"ps names", "get_partition_names_ps", psArgs("get_partition_names_ps", 2, "2024-01-01", "1"), true, func(ds string, hr int) bool { return ds == seedDay && hr == 1 }, 2},
+		{"ps names max zero", "get_partition_names_ps", psArgs("get_partition_names_ps", 0, "2024-01-01", "1"), true, func(ds string, hr int) bool { return ds == seedDay && hr == 1 }, 0},
 		// A partial spec is listed in the database's order: forwarded.
-		{"ps partial", "get_partitions_ps", psArgs("get_partitions_ps", -1, "2024-01-01"), false},
-		{"ps any value", "get_partitions_ps", psArgs("get_partitions_ps", -1, "", "7"), false},
+		{"ps partial", "get_partitions_ps", psArgs("get_partitions_ps", -1, "2024-01-01"), false, nil, 0},
+		{"ps any value", "get_partitions_ps", psArgs("get_partitions_ps", -1, "", "7"), false, nil, 0},
 		// The demo metastore, like 2.3 and 3.1, does not know this one:
 		// its UNKNOWN_METHOD answer is what the client must get.
-		{"ps names req unknown", "get_partition_names_ps_req", psArgs("get_partition_names_ps_req", -1, "2024-01-01", "1"), false},
+		{"ps names req unknown", "get_partition_names_ps_req", psArgs("get_partition_names_ps_req", -1, "2024-01-01", "1"), false, nil, 0},
 		// Integral ranges compare numbers, as direct SQL does.
-		{"range", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr >= 8 and ds = '2024-01-02'`, -1), true},
-		{"range none", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr > 20`, -1), true},
-		{"reversed range", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `17 < hr`, 3), true},
-		{"between", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr between 9 and 11`, -1), true},
-		{"between empty", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr between 11 and 9`, -1), true},
-		{"not between", "get_num_partitions_by_filter", filterArgs("get_num_partitions_by_filter", `hr not between 2 and 17`, -1), true},
-		{"range beyond int", "get_num_partitions_by_filter", filterArgs("get_num_partitions_by_filter", `hr < 3000000000 and hr > -3000000000`, -1), true},
+		{"range", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr >= 8 and ds = '2024-01-02'`, -1), true, func(ds string, hr int) bool { return hr >= 8 && ds == nextDay }, -1},
+		{"range none", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr > 20`, -1), true, func(_ string, hr int) bool { return hr > 20 }, -1},
+		{"reversed range", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `17 < hr`, 3), true, func(_ string, hr int) bool { return hr > 17 }, 3},
+		{"between", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr between 9 and 11`, -1), true, func(_ string, hr int) bool { return 9 <= hr && hr <= 11 }, -1},
+		{"between empty", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr between 11 and 9`, -1), true, noPart, -1},
+		{"not between", "get_num_partitions_by_filter", filterArgs("get_num_partitions_by_filter", `hr not between 2 and 17`, -1), true, func(_ string, hr int) bool { return hr < 2 || hr > 17 }, -1},
+		{"range beyond int", "get_num_partitions_by_filter", filterArgs("get_num_partitions_by_filter", `hr < 3000000000 and hr > -3000000000`, -1), true, anyPart, -1},
 		// Not evaluated here: forwarded, the metastore's answer (or error).
-		{"string range", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `ds > '2024-01-01'`, 4), false},
-		{"string between", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `ds between '2024-01-01' and '2024-01-01'`, 4), false},
-		{"literal beyond int64", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr < 9223372036854775808`, -1), false},
-		{"not a key", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `region = 'x'`, -1), false},
-		{"bad filter", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `ds = `, -1), false},
-		{"too many values", "get_partitions_ps", psArgs("get_partitions_ps", -1, "a", "1", "x"), false},
-		{"regex value", "get_partition_names_ps", psArgs("get_partition_names_ps", -1, "2024.01-01", "1"), false},
+		{"string range", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `ds > '2024-01-01'`, 4), false, nil, 0},
+		{"string between", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `ds between '2024-01-01' and '2024-01-01'`, 4), false, nil, 0},
+		{"literal beyond int64", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `hr < 9223372036854775808`, -1), false, nil, 0},
+		{"not a key", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `region = 'x'`, -1), false, nil, 0},
+		{"bad filter", "get_partitions_by_filter", filterArgs("get_partitions_by_filter", `ds = `, -1), false, nil, 0},
+		{"too many values", "get_partitions_ps", psArgs("get_partitions_ps", -1, "a", "1", "x"), false, nil, 0},
+		{"regex value", "get_partition_names_ps", psArgs("get_partition_names_ps", -1, "2024.01-01", "1"), false, nil, 0},
 	}
+}
+
+// checkOracle checks a local answer against tc.want, which it applies to
+// the table's partitions as the metastore lists them unfiltered: equal
+// replies from the proxy and the demo prove nothing when both evaluate
+// with the same wrong code (issue 23). A metastore lists partitions in
+// the order of their names, and max parts keeps the first ones.
+func checkOracle(t *testing.T, direct *hmsclient.Client, tc pruneCase, reply []byte) {
+	t.Helper()
+	listed, _ := answerOf(t, call(t, direct, "get_partition_names", partNamesArgs("demo_db0", "t0", -1)))
+	if len(listed) == 0 {
+		t.Fatal("oracle: the metastore lists no partitions of demo_db0.t0")
+	}
+	sort.Strings(listed)
+	var want []string
+	for _, name := range listed {
+		var ds string
+		var hr int
+		if _, err := fmt.Sscanf(strings.Replace(name, "/", " ", 1), "ds=%s hr=%d", &ds, &hr); err != nil {
+			t.Fatalf("oracle: partition name %q: %v", name, err)
+		}
+		if tc.want(ds, hr) {
+			want = append(want, name)
+		}
+	}
+	if tc.max >= 0 && len(want) > tc.max {
+		want = want[:tc.max]
+	}
+	names, count := answerOf(t, reply)
+	if tc.method == "get_num_partitions_by_filter" {
+		if count != len(want) {
+			t.Fatalf("oracle: got a count of %d; want %d (%q)", count, len(want), want)
+		}
+		return
+	}
+	if strings.Join(names, ",") != strings.Join(want, ",") {
+		t.Fatalf("oracle: got partitions %q; want %q", names, want)
+	}
+}
+
+// answerOf reads the success of a reply: partition names from a list of
+// names, of partitions (as "ds=…/hr=…") or of a response struct holding
+// one; or a count.
+func answerOf(t *testing.T, reply []byte) (names []string, count int) {
+	t.Helper()
+	m, err := wire.Parse(reply, wire.Limits{})
+	if err != nil || m.Type != wire.Reply {
+		t.Fatalf("oracle: not a reply: %v", err)
+	}
+	d := wire.NewDecoder(m.Body())
+	var list func(typ byte) bool
+	list = func(typ byte) bool {
+		switch typ {
+		case wire.TI32:
+			count = int(d.I32())
+		case wire.TStruct: // a response: its list of partitions
+			d.Fields(func(id int16, typ byte) bool { return id == 1 && typ == wire.TList && list(typ) })
+		case wire.TList:
+			elem, n := d.ListBegin()
+			for range n {
+				switch elem {
+				case wire.TString:
+					names = append(names, d.String())
+				case wire.TStruct:
+					var vals []string
+					d.Fields(func(id int16, typ byte) bool {
+						if id != 1 || typ != wire.TList {
+							return false
+						}
+						_, n := d.ListBegin()
+						for range n {
+							vals = append(vals, d.String())
+						}
+						return true
+					})
+					if len(vals) != 2 {
+						t.Fatalf("oracle: partition values %q; want ds and hr", vals)
+					}
+					names = append(names, "ds="+vals[0]+"/hr="+vals[1])
+				default:
+					d.Skip(elem)
+				}
+			}
+		default:
+			return false
+		}
+		return true
+	}
+	found := false
+	d.Fields(func(id int16, typ byte) bool {
+		if id != 0 {
+			return false
+		}
+		found = true
+		return list(typ)
+	})
+	if !found || d.Err() != nil {
+		t.Fatalf("oracle: reply without success: %v", d.Err())
+	}
+	return names, count
 }
 
 // pruneBed is a caching proxy over the demo metastore whose upstream
@@ -162,6 +286,7 @@ func TestPruneLocal(t *testing.T) {
 				if len(n) != 0 || st.Local.Load() != local+1 {
 					t.Fatalf("upstream calls %v, local answers +%d; want none and +1", n, st.Local.Load()-local)
 				}
+				checkOracle(t, direct, tc, got)
 			} else if n[tc.method] != 1 || st.Local.Load() != local {
 				t.Fatalf("upstream calls %v, local answers +%d; want the request forwarded", n, st.Local.Load()-local)
 			}

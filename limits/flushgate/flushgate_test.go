@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 )
 
 // clock is a settable time for budgets.
@@ -43,11 +45,7 @@ func (c *counter) flushes() int {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for end := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	wait.Eventually(t, 10*time.Second, cond, what)
 }
 
 // TestBudget: an identity flushes at once up to its burst, then its

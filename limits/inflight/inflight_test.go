@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 )
 
 func TestBudget(t *testing.T) {
@@ -23,9 +25,7 @@ func TestBudget(t *testing.T) {
 	go func() { got <- b.Acquire(ctx, 50) }()
 	// The waiter is blocked until the first claim is released; Waits shows
 	// it reached the blocking path, so the release below is what frees it.
-	for b.Waits() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	wait.Eventually(t, 5*time.Second, func() bool { return b.Waits() > 0 }, "Acquire(50) blocks")
 	select {
 	case err := <-got:
 		t.Fatalf("Acquire(50) returned %v before anything was released", err)
@@ -83,9 +83,7 @@ func TestFinisher(t *testing.T) {
 	// c must wait until a's message is read and its bytes released.
 	got := make(chan error, 1)
 	go func() { got <- b.Grow(ctx, &c, 30) }()
-	for b.Waits() < 2 {
-		time.Sleep(time.Millisecond)
-	}
+	wait.Eventually(t, 5*time.Second, func() bool { return b.Waits() >= 2 }, "Grow of c blocks")
 	b.Finished(&a)
 	select {
 	case err := <-got:
@@ -120,14 +118,10 @@ func TestGrowGivesUp(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	big := make(chan error, 1)
 	go func() { big <- b.Acquire(cctx, 50) }()
-	for b.Waits() < 1 {
-		time.Sleep(time.Millisecond)
-	}
+	wait.Eventually(t, 5*time.Second, func() bool { return b.Waits() >= 1 }, "the big Acquire blocks")
 	small := make(chan error, 1)
 	go func() { small <- b.Acquire(ctx, 10) }() // fits, but waits behind the head
-	for b.Waits() < 2 {
-		time.Sleep(time.Millisecond)
-	}
+	wait.Eventually(t, 5*time.Second, func() bool { return b.Waits() >= 2 }, "the small Acquire blocks")
 	cancel()
 	if err := <-big; !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v; want context.Canceled", err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 )
 
 // hello is a handshake that passes once the client writes one byte.
@@ -26,12 +27,7 @@ func hello(ctx context.Context, nc net.Conn) (net.Conn, error) {
 }
 
 func waitUntil(d time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-	}
-	return cond()
+	return wait.Until(d, cond)
 }
 
 func closedByServer(nc net.Conn, wait time.Duration) bool {

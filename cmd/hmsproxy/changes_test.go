@@ -34,7 +34,7 @@ func TestProxyWritesReachChangeStream(t *testing.T) {
 	cfg.Housekeeping.OpenTxnsInterval = 0
 	cfg.Housekeeping.CompactionsInterval = 0
 	cfg.Log.Level = "error"
-	cfg.ShutdownTimeout = 5 * time.Second
+	cfg.Shutdown.Timeout = 5 * time.Second
 
 	c := runInProcess(t, cfg)
 	args := hmsreq.Args(hmsreq.Database{Name: "lineage", Description: "d", Location: "file:/tmp/wh/lineage.db"}.Field(1))

@@ -74,7 +74,9 @@ func TestEventLogHealthConfig(t *testing.T) {
 	}{
 		{"defaults", nil, 10 * time.Second, 30 * time.Second},
 		{"file", []string{"-config", p}, time.Minute, 5 * time.Second},
-		{"flags win", []string{"-config", p, "-eventlog-health-interval", "0", "-cache-ttl-without-eventlog", "1m"}, 0, time.Minute},
+		// 0 is the old spelling of off, still read as off (stored negative).
+		{"flags win", []string{"-config", p, "-eventlog-health-interval", "0", "-cache-ttl-without-eventlog", "1m"}, -1, time.Minute},
+		{"off", []string{"-config", p, "--eventlog.health_interval", "off"}, -1, 5 * time.Second},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

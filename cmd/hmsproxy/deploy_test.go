@@ -298,8 +298,8 @@ func TestSystemdUnit(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TimeoutStopSec=%q: %v", stop, err)
 	}
-	if d <= c.Shutdown.DrainDelay+c.ShutdownTimeout {
-		t.Errorf("TimeoutStopSec=%s is not above shutdown.drain_delay %s plus shutdown_timeout %s of %s", d, c.Shutdown.DrainDelay, c.ShutdownTimeout, unitConfig)
+	if d <= c.Shutdown.DrainDelay+c.Shutdown.Timeout {
+		t.Errorf("TimeoutStopSec=%s is not above shutdown.drain_delay %s plus shutdown.timeout %s of %s", d, c.Shutdown.DrainDelay, c.Shutdown.Timeout, unitConfig)
 	}
 	files, _ := u.last("Service", "LimitNOFILE")
 	if n, err := strconv.Atoi(files); err != nil || n <= c.Limits.MaxClients+c.Upstream.MaxConns*len(c.Upstream.URIs) {
@@ -347,8 +347,8 @@ func TestChartValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := loadFile(t, p)
-	if grace := time.Duration(v.TerminationGracePeriodSeconds) * time.Second; grace <= c.Shutdown.DrainDelay+c.ShutdownTimeout {
-		t.Errorf("terminationGracePeriodSeconds %s is not above config.shutdown.drain_delay %s plus config.shutdown_timeout %s", grace, c.Shutdown.DrainDelay, c.ShutdownTimeout)
+	if grace := time.Duration(v.TerminationGracePeriodSeconds) * time.Second; grace <= c.Shutdown.DrainDelay+c.Shutdown.Timeout {
+		t.Errorf("terminationGracePeriodSeconds %s is not above config.shutdown.drain_delay %s plus config.shutdown.timeout %s", grace, c.Shutdown.DrainDelay, c.Shutdown.Timeout)
 	}
 	if v.ReplicaCount > 1 && c.Redis.URL == "" {
 		t.Errorf("%d replicas and no config.redis.url: the nodes would not share invalidations", v.ReplicaCount)
@@ -526,9 +526,9 @@ func checkManifests(t *testing.T, path string) {
 	// The grace period runs from the preStop hook on, so the drain gets
 	// what the sleep leaves of it.
 	preStop := time.Duration(ctr.Lifecycle.PreStop.Sleep.Seconds) * time.Second
-	if grace := time.Duration(pod.TerminationGracePeriodSeconds) * time.Second; grace <= preStop+c.Shutdown.DrainDelay+c.ShutdownTimeout {
-		t.Errorf("terminationGracePeriodSeconds %s is not above the preStop sleep %s plus shutdown.drain_delay %s plus shutdown_timeout %s",
-			grace, preStop, c.Shutdown.DrainDelay, c.ShutdownTimeout)
+	if grace := time.Duration(pod.TerminationGracePeriodSeconds) * time.Second; grace <= preStop+c.Shutdown.DrainDelay+c.Shutdown.Timeout {
+		t.Errorf("terminationGracePeriodSeconds %s is not above the preStop sleep %s plus shutdown.drain_delay %s plus shutdown.timeout %s",
+			grace, preStop, c.Shutdown.DrainDelay, c.Shutdown.Timeout)
 	}
 	if !pod.SecurityContext.RunAsNonRoot || pod.SecurityContext.RunAsUser == 0 {
 		t.Errorf("pod security context %+v; want non-root", pod.SecurityContext)

@@ -43,7 +43,7 @@ func fedYAML(t *testing.T, primary, lake, extra string) fileConfig {
 	cfg.Housekeeping.OpenTxnsInterval = 0
 	cfg.Housekeeping.CompactionsInterval = 0
 	cfg.Log.Level = "error"
-	cfg.ShutdownTimeout = 5 * time.Second
+	cfg.Shutdown.Timeout = 5 * time.Second
 	return cfg
 }
 

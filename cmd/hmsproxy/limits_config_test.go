@@ -33,7 +33,7 @@ func TestLimitsConfig(t *testing.T) {
 		{"file", []string{"-config", file}, lim{5 * time.Second, 10 * time.Minute, -time.Second, 200 << 20, 50}},
 		{"flags win", []string{"-config", file, "-client-read-timeout", "7s", "-client-idle-timeout", "2h",
 			"-client-write-timeout", "30s", "-inflight-bytes", "0", "-max-clients-per-address", "-1"},
-			lim{7 * time.Second, 2 * time.Hour, 30 * time.Second, 0, -1}},
+			lim{7 * time.Second, 2 * time.Hour, 30 * time.Second, -1, -1}}, // inflight 0: the old spelling of off
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := load(append([]string{"-demo"}, tc.args...))

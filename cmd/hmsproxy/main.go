@@ -34,9 +34,19 @@ import (
 )
 
 func main() {
-	cfg, err := load(os.Args[1:])
+	cl, err := parseArgs(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return
+	}
+	if err == nil && cl.printOnly() {
+		err = cl.print(os.Stdout)
+		if err == nil {
+			return
+		}
+	}
+	var cfg fileConfig
+	if err == nil {
+		cfg, err = cl.config()
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "hmsproxy:", redact(err.Error()))
@@ -49,8 +59,8 @@ func main() {
 	// some part ever not. It is armed here, by the signal, and not in run:
 	// tests call run in-process, and a timer left behind would end them.
 	context.AfterFunc(ctx, func() {
-		time.AfterFunc(cfg.Shutdown.DrainDelay+cfg.ShutdownTimeout+shutdownGrace, func() {
-			fmt.Fprintf(os.Stderr, "hmsproxy: shutdown overran its timeout (%v); exiting now\n", cfg.ShutdownTimeout)
+		time.AfterFunc(cfg.drainDelay()+cfg.shutdownTimeout()+shutdownGrace, func() {
+			fmt.Fprintf(os.Stderr, "hmsproxy: shutdown overran its timeout (%v); exiting now\n", cfg.shutdownTimeout())
 			os.Exit(exitCallsCut)
 		})
 	})
@@ -84,6 +94,9 @@ func run(ctx context.Context, cfg fileConfig) error {
 	log, err := newLogger(cfg)
 	if err != nil {
 		return err
+	}
+	for _, w := range cfg.warnings {
+		log.Warn("deprecated: " + w)
 	}
 	if cfg.strippedUserinfo {
 		log.Warn("credentials in an upstream URI were dropped: metastore URIs carry none", "upstreams", cfg.Upstream.URIs)
@@ -148,7 +161,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 		MaxConns:           cfg.Upstream.MaxConns,
 		DialTimeout:        cfg.Upstream.DialTimeout,
 		ReadTimeout:        cfg.Upstream.ReadTimeout,
-		WriteTimeout:       cfg.Upstream.WriteTimeout,
+		WriteTimeout:       max(cfg.Upstream.WriteTimeout, 0), // off: none, the library's 0
 		IdleTimeout:        cfg.Upstream.IdleTimeout,
 		HealthInterval:     cfg.Upstream.HealthInterval,
 		AcquireTimeout:     cfg.Upstream.AcquireTimeout,
@@ -312,7 +325,7 @@ func run(ctx context.Context, cfg fileConfig) error {
 	}
 	defer wk.Close()
 
-	drain := newDrainer(srv, cfg.Shutdown.DrainDelay, log.With("component", "drain"))
+	drain := newDrainer(srv, cfg.drainDelay(), log.With("component", "drain"))
 	defer drain.close()
 	// The admin port starts after the proxy: a scrape or a flush always
 	// finds a proxy to report on.
@@ -363,8 +376,8 @@ func run(ctx context.Context, cfg fileConfig) error {
 			t.Stop()
 		}
 	}
-	log.Info("shutting down: draining in-flight calls", "timeout", cfg.ShutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	log.Info("shutting down: draining in-flight calls", "timeout", cfg.shutdownTimeout())
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout())
 	defer cancel()
 	// Background work serves no client: it stops first, at once, so that
 	// none of it is still waiting on a metastore when the drain ends.
@@ -417,9 +430,13 @@ func newAdmin(cfg fileConfig, log *slog.Logger, srv *proxy.Server, group *upstre
 	if cfg.Admin.Listen == "" {
 		return nil, nil, nil
 	}
+	reg := prometheus.NewRegistry()
+	if err := registerBuildInfo(reg, readBuildInfo()); err != nil {
+		return nil, nil, err
+	}
 	acfg := admin.Config{
 		Logger:         log.With("component", "admin"),
-		Registerer:     prometheus.NewRegistry(),
+		Registerer:     reg,
 		Token:          cfg.Admin.Token,
 		DefaultCatalog: cfg.Cache.DefaultCatalog,
 		Flusher:        srv,
@@ -517,13 +534,13 @@ func newCaching(cfg fileConfig) (*proxy.Caching, error) {
 		store.Close()
 		return nil, err
 	}
-	if r := cfg.Cache.Shadow.Rate; r < 0 || r > 1 {
+	if r := cfg.Cache.Shadow.Rate; r > 1 {
 		store.Close()
-		return nil, fmt.Errorf("cache.shadow.rate must be within 0 and 1, got %v", r)
+		return nil, fmt.Errorf("cache.shadow.rate must be within 0 and 1 (or off), got %v", r)
 	}
 	shadow := proxy.Shadow{Rate: cfg.Cache.Shadow.Rate, MaxPerSecond: cfg.Cache.Shadow.MaxPerSecond, Grace: -1}
-	if shadow.Rate == 0 {
-		shadow.Rate = -1 // off: the proxy's zero is its default
+	if shadow.Rate <= 0 {
+		shadow.Rate = -1 // off, as the proxy spells it
 	}
 	if cfg.EventLog.Interval > 0 {
 		// A direct write shows in the event log by the next poll; until

@@ -16,35 +16,38 @@ import (
 // method class. A client is its authenticated identity (Kerberos), or its
 // source address when it has none: a set_ugi name is only a claim.
 type rateLimitConfig struct {
-	Read  limitConfig `yaml:"read"`  // -ratelimit-read: calls/s of read methods per client; 0 none
-	Write limitConfig `yaml:"write"` // -ratelimit-write: writes and unknown methods
-	Other limitConfig `yaml:"other"` // -ratelimit-other: everything else but set_ugi/setMetaConf
+	Read  limitConfig `yaml:"read" old:"ratelimit-read=rate" doc:"read methods"`
+	Write limitConfig `yaml:"write" old:"ratelimit-write=rate" doc:"writes and unknown methods"`
+	Other limitConfig `yaml:"other" old:"ratelimit-other=rate" doc:"everything else but set_ugi and setMetaConf"`
 	// Users override the classes they name for one authenticated
 	// identity (a Kerberos principal's name after kerberos.auth_to_local);
 	// the others keep the defaults above. Needs kerberos.enabled.
-	Users map[string]userLimitConfig `yaml:"users"`
+	Users map[string]userLimitConfig `yaml:"users" key:"identity" doc:"overrides of the classes they name for one authenticated identity (after kerberos.auth_to_local); needs kerberos.enabled"`
 	// Sources override the classes they name for clients without an
 	// authenticated identity, by source address: "10.1.0.0/16" or one
 	// address; the longest prefix holding a client's address applies, and
 	// each address keeps its own buckets. Useless with kerberos.enabled.
-	Sources map[string]userLimitConfig `yaml:"sources"`
-	// Redis shares each client's buckets across nodes through redis.url
-	// (-ratelimit-redis); calls are allowed while Redis is down.
-	Redis bool `yaml:"redis"`
+	Sources map[string]userLimitConfig `yaml:"sources" key:"address" doc:"overrides for clients without an authenticated identity, by source address (10.1.0.0/16 or one address; the longest prefix applies)"`
+	// Redis shares each client's buckets across nodes through Redis
+	// (calls are allowed while Redis is down).
+	Redis bool `yaml:"redis" old:"ratelimit-redis" doc:"share each client's buckets across nodes through Redis; calls are allowed while Redis is down"`
 }
 
 type limitConfig struct {
-	Rate  float64 `yaml:"rate"`  // calls per second; 0: no limit
-	Burst int     `yaml:"burst"` // default: the rate rounded up
+	Rate  float64 `yaml:"rate" off:"no limit" doc:"calls per second per client"`
+	Burst int     `yaml:"burst" defdoc:"the rate rounded up" doc:"calls at once"`
 }
 
 type userLimitConfig struct {
-	Read  *limitConfig `yaml:"read"`
-	Write *limitConfig `yaml:"write"`
-	Other *limitConfig `yaml:"other"`
+	Read  *limitConfig `yaml:"read" doc:"read methods"`
+	Write *limitConfig `yaml:"write" doc:"writes and unknown methods"`
+	Other *limitConfig `yaml:"other" doc:"everything else"`
 }
 
-func (l limitConfig) limit() ratelimit.Limit { return ratelimit.Limit{Rate: l.Rate, Burst: l.Burst} }
+// limit is l for the limiter: off (a negative rate) is its 0, no limit.
+func (l limitConfig) limit() ratelimit.Limit {
+	return ratelimit.Limit{Rate: max(l.Rate, 0), Burst: l.Burst}
+}
 
 // over is def with the classes uc names replaced.
 func (uc userLimitConfig) over(def ratelimit.Limits) ratelimit.Limits {

@@ -30,7 +30,7 @@ func TestShadowWiring(t *testing.T) {
 	cfg.Housekeeping.CompactionsInterval = 0
 	cfg.Cache.Shadow.Rate = 1
 	cfg.Log.Level = "error"
-	cfg.ShutdownTimeout = 5 * time.Second
+	cfg.Shutdown.Timeout = 5 * time.Second
 
 	c := runInProcess(t, cfg)
 	// run binds the admin listener after the proxy's, which c reached.

@@ -22,23 +22,23 @@ type tlsConfig struct {
 	// Cert and Key are PEM files. Listener and admin: setting them turns
 	// TLS on. Upstream: the proxy's client certificate, if the metastore
 	// asks for one.
-	Cert string `yaml:"cert"`
-	Key  string `yaml:"key"`
+	Cert string `yaml:"cert" doc:"PEM certificate chain; listener and admin: setting cert and key turns TLS on; upstream: the proxy's client certificate, for metastores that ask for one"`
+	Key  string `yaml:"key" doc:"PEM key of cert"`
 	// ClientCA (listener and admin): a PEM bundle; when set, clients must
 	// present a certificate it signed (mutual TLS).
-	ClientCA string `yaml:"client_ca"`
+	ClientCA string `yaml:"client_ca" doc:"listener and admin: PEM bundle of client CAs; when set, clients must present a certificate it signed (mutual TLS)"`
 	// CA (upstream): the PEM bundle that verifies the metastores'
 	// certificates; default the system roots.
-	CA string `yaml:"ca"`
+	CA string `yaml:"ca" defdoc:"the system roots" doc:"upstream: PEM bundle that verifies the metastores' certificates"`
 	// ServerName (upstream): the name verified in the metastores'
 	// certificates; default the host of each URI.
-	ServerName string `yaml:"server_name"`
+	ServerName string `yaml:"server_name" defdoc:"the host of each URI" doc:"upstream: the name verified in the metastores' certificates"`
 	// Enabled (upstream): TLS toward the metastores. Implied by ca, cert
 	// or server_name; set it alone to use the system roots.
-	Enabled bool `yaml:"enabled"`
+	Enabled bool `yaml:"enabled" doc:"upstream: TLS toward the metastores; implied by ca, cert or server_name; set it alone to use the system roots"`
 	// ReloadInterval is how often the files are checked for changes.
 	// Default 10s; negative: only on SIGHUP.
-	ReloadInterval time.Duration `yaml:"reload_interval"`
+	ReloadInterval time.Duration `yaml:"reload_interval" defdoc:"10s" off:"reloaded only on SIGHUP" doc:"how often the files are checked for changes"`
 }
 
 // tlsEndpoints owns the certificate reloaders of the configured TLS

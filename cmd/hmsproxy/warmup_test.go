@@ -49,7 +49,7 @@ func TestWarmUpWiring(t *testing.T) {
 	cfg.Housekeeping.WarmUp = []string{"demo_db0"}
 	cfg.Housekeeping.WarmUpConcurrency = 2
 	cfg.Log.Level = "error"
-	cfg.ShutdownTimeout = 5 * time.Second
+	cfg.Shutdown.Timeout = 5 * time.Second
 	runInProcess(t, cfg)
 
 	var st struct {

@@ -13,8 +13,10 @@ LISTEN ?= 127.0.0.1:9083
 help: ## List the targets (this text)
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## Build the binaries into bin/ (hmsproxy, hmscli, hmsbench)
-	$(GO) build -o bin/ ./cmd/...
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+
+build: ## Build the binaries into bin/ (hmsproxy, hmscli, hmsbench); VERSION (default git describe) is what hmsproxy --version says
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/ ./cmd/...
 
 # The image is tagged with the Helm chart's appVersion, the tag the chart
 # pulls when image.tag is empty.

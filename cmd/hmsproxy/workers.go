@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,64 +78,61 @@ type workers struct {
 	once    sync.Once // Close runs once
 }
 
-// startWorkers builds and starts the event-log poller and the
-// housekeeping tasks. Cluster-singleton tasks run on the node holding the
-// upstream's Redis lease, or on this node when there is no Redis.
-func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *proxy.Caching, rdb redis.UniversalClient,
-	coh proxy.Coherence, writes *writeObservers, caps *ttlCaps, nodeID, proxyAddr string, upTransport, clientTransport wire.Transport,
-	upAuth func(context.Context, net.Conn, string) (net.Conn, error)) (*workers, error) {
-	w := &workers{}
-	var lead worker.Leadership = leader.Solo{}
-	upName := cfg.groupName()
-	if rdb != nil {
-		el, stop, err := runLeader(rdb, upName, nodeID, log)
-		if err != nil {
+// startWorkers builds and starts every group's background work (see
+// startGroupWorkers).
+func (n *node) startWorkers() (*workers, error) {
+	w := &workers{changes: n.changes}
+	for i := range n.groups {
+		if err := n.startGroupWorkers(w, i); err != nil {
+			w.Close()
 			return nil, err
 		}
-		w.closers = append(w.closers, stop)
-		w.elector, lead = el, el
 	}
-	w.changes = writes.changes
+	return w, nil
+}
 
-	var addrs []string
-	for _, u := range cfg.Upstream.URIs {
-		addrs = append(addrs, strings.TrimPrefix(u, "thrift://"))
+// eventLogTasks are group g's event-log poller and health check, on the
+// cache gc; el is the group's lease, nil without Redis.
+func (n *node) eventLogTasks(w *workers, g *metastoreGroup, gc groupCache, el *leader.Elector) ([]worker.Task, error) {
+	caller, err := n.housekeepingClient(w, g)
+	if err != nil {
+		return nil, err
 	}
-	newCaller := func() (*housekeeping.Client, error) {
-		c, err := housekeeping.NewClient(housekeeping.ClientConfig{Addrs: addrs, Transport: upTransport,
-			User: cfg.Housekeeping.User, Handshake: upAuth, Logger: log.With("component", "housekeeping")})
-		if err == nil {
-			w.closers = append(w.closers, func() { c.Close() })
+	eg := eventLogGroup{name: g.name, caller: caller, rdb: n.rdb, lease: el, catalog: g.caching.DefaultCatalog,
+		// Through Flush: applied here and published to the other nodes.
+		flush: gc.Flush, suffix: g.suffix()}
+	if g.bus != nil {
+		eg.synced = g.bus.Synced
+	}
+	if g.fed == nil {
+		eg.changed = func(ev eventlog.Event, ents []cache.Entity) {
+			if w.changes != nil {
+				w.changes.Add(changes.FromEntities(ev.Type, "eventlog", true, ev.ID, time.Unix(int64(ev.Time), 0), ents)...)
+			}
 		}
-		return c, err
 	}
+	poller, health, tasks, err := eventLogTasks(n.cfg, eg, n.caps, g.logger(n, ""))
+	if err != nil {
+		return nil, err
+	}
+	g.poller = poller
+	if health != nil {
+		g.writes.health.Store(health)
+	}
+	if g.fed == nil {
+		w.poller, w.health = poller, health
+	}
+	return tasks, nil
+}
+
+// housekeepingTasks are the primary's transaction and compaction tasks
+// and its warm-up.
+func (n *node) housekeepingTasks(w *workers) ([]worker.Task, error) {
+	cfg, log := n.cfg, n.log
 	var tasks []worker.Task
-
-	if caching != nil && cfg.EventLog.Interval > 0 {
-		caller, err := newCaller()
-		if err != nil {
-			return nil, err
-		}
-		var evTasks []worker.Task
-		w.poller, w.health, evTasks, err = eventLogTasks(cfg, eventLogGroup{
-			name: upName, caller: caller, rdb: rdb, lease: w.elector, catalog: caching.DefaultCatalog, synced: synced(coh),
-			// Through Flush: applied here and published to the other nodes.
-			flush: srv.Flush,
-			changed: func(ev eventlog.Event, ents []cache.Entity) {
-				if w.changes != nil {
-					w.changes.Add(changes.FromEntities(ev.Type, "eventlog", true, ev.ID, time.Unix(int64(ev.Time), 0), ents)...)
-				}
-			},
-		}, caps, log)
-		if err != nil {
-			return nil, err
-		}
-		tasks = append(tasks, evTasks...)
-	}
-
 	hk := cfg.Housekeeping
 	if hk.OpenTxnsInterval > 0 || hk.Reaper.Enabled || hk.CompactionsInterval > 0 {
-		caller, err := newCaller()
+		caller, err := n.housekeepingClient(w, n.groups[0])
 		if err != nil {
 			return nil, err
 		}
@@ -162,10 +158,10 @@ func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *
 			tasks = append(tasks, w.compact.Task())
 		}
 	}
-	if caching != nil && !cfg.Kerberos.Enabled {
+	if n.groups[0].caching != nil && !cfg.Kerberos.Enabled {
 		// Built whenever there is a cache, so that the admin endpoint can
 		// start a warm-up on demand; its callers connect on first use.
-		if err := w.newWarmUp(cfg, log, srv, coh, clientTransport); err != nil {
+		if err := w.newWarmUp(cfg, log, n.srv, n.coherence(), n.clientTransport); err != nil {
 			return nil, err
 		}
 		if len(hk.WarmUp) > 0 {
@@ -174,24 +170,7 @@ func startWorkers(cfg fileConfig, log *slog.Logger, srv *proxy.Server, caching *
 	} else if len(hk.WarmUp) > 0 {
 		log.Warn("housekeeping.warm_up ignored: there is no cache to warm")
 	}
-	if w.health != nil {
-		writes.health.Store(w.health)
-	}
-	if len(tasks) == 0 {
-		return w, nil
-	}
-	// A new leader's poller starts within LeaderCheck of the election:
-	// short, so that a hand-over stays well inside the one second the
-	// staleness bound allows beyond the poll interval. The check is a
-	// local read of the elector's state.
-	runner, err := worker.New(worker.Config{Leadership: lead, LeaderCheck: 100 * time.Millisecond,
-		Logger: log.With("component", "workers")}, tasks...)
-	if err != nil {
-		return nil, err
-	}
-	w.runner = runner
-	runner.Start()
-	return w, nil
+	return tasks, nil
 }
 
 // newWarmUp builds the warm-up of the housekeeping.warm_up targets. It
@@ -316,14 +295,6 @@ func runLeader(rdb redis.UniversalClient, group, nodeID string, log *slog.Logger
 		})
 	}()
 	return el, func() { cancel(); <-done }, nil
-}
-
-// synced is coh's Synced, nil without a bus.
-func synced(coh proxy.Coherence) func() bool {
-	if coh == nil {
-		return nil
-	}
-	return coh.Synced
 }
 
 // eventLogGroup is what one upstream group's event-log poller works on.

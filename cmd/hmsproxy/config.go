@@ -20,6 +20,7 @@ import (
 //	default  its default as written in the file ("" for none: the zero value)
 //	defdoc   the default in words, where the code works it out
 //	doc      one line for --help and docs/configuration.md
+//	note     more for docs/configuration.md only: the detail --help leaves out
 //	off      the setting can be turned off: off (or, for numbers, negative); the text says what off does
 //	zerooff  an explicit 0 or empty still means off, as before the rule below (deprecated, warned)
 //	old      the deprecated flag names it had before flags followed the keys
@@ -39,8 +40,8 @@ type fileConfig struct {
 		// Name names the group in Redis keys (stream, lease, cursor,
 		// changes) and cache keys; nodes that share it must list the same
 		// metastores.
-		Name               string        `yaml:"name" old:"upstream-name" defdoc:"the normalised, sorted URIs" doc:"name of the metastore group in Redis and cache keys; nodes sharing it must list the same metastores"`
-		Transport          string        `yaml:"transport" old:"upstream-transport" default:"buffered" doc:"upstream transport, buffered or framed"`
+		Name               string        `yaml:"name" old:"upstream-name" defdoc:"the normalised, sorted URIs" doc:"name of the metastore group in Redis and cache keys; nodes sharing it must list the same metastores" note:"the keys are the invalidation stream, the leases, the event-log cursor and the change stream"`
+		Transport          string        `yaml:"transport" old:"upstream-transport" default:"buffered" doc:"upstream transport, buffered or framed" note:"it may differ from the client side"`
 		MaxConns           int           `yaml:"max_conns" old:"upstream-max-conns" default:"64" doc:"max open connections per metastore, idle ones included"`
 		DialTimeout        time.Duration `yaml:"dial_timeout" old:"dial-timeout" default:"5s" doc:"upstream connect timeout"`
 		ReadTimeout        time.Duration `yaml:"read_timeout" old:"read-timeout" default:"10m" off:"no timeout" doc:"timeout of read calls"`
@@ -49,8 +50,8 @@ type fileConfig struct {
 		HealthInterval     time.Duration `yaml:"health_interval" old:"health-interval" default:"5s" doc:"period of upstream health checks (fb303 getStatus on a fresh connection)"`
 		TLS                tlsConfig     `yaml:"tls" doc:"TLS toward the metastores, as hive.metastore.use.SSL; SIGHUP reloads its files"`
 		AcquireTimeout     time.Duration `yaml:"acquire_timeout" old:"acquire-timeout" default:"1m" off:"no bound" doc:"longest wait for an upstream connection of a call with no timeout of its own (writes); nothing was sent, so the client's retry is safe"`
-		ReservedReadConns  int           `yaml:"reserved_read_conns" old:"upstream-reserved-read-conns" defdoc:"max_conns/4" off:"none" doc:"connections per metastore only reads (and set_ugi) may use, so long writes cannot take them all; always below max_conns"`
-		HoldMaxBytes       int           `yaml:"hold_max_bytes" old:"upstream-hold-max-bytes" default:"8388608" off:"never stream" doc:"largest reply held whole; larger ones stream to their client through a 256 KiB buffer while the metastore connection is held"`
+		ReservedReadConns  int           `yaml:"reserved_read_conns" old:"upstream-reserved-read-conns" defdoc:"max_conns/4" off:"none" doc:"connections per metastore only reads (and set_ugi) may use, so long writes cannot take them all; always below max_conns" note:"16 with the default max_conns"`
+		HoldMaxBytes       int           `yaml:"hold_max_bytes" old:"upstream-hold-max-bytes" default:"8388608" off:"never stream" doc:"largest reply held whole; larger ones stream to their client through a 256 KiB buffer while the metastore connection is held" note:"a held reply's metastore connection goes back to the pool before the client is written to; the default is above common large replies (a 500-partition batch of a wide table is 2–3 MiB)"`
 		StreamWriteTimeout time.Duration `yaml:"stream_write_timeout" old:"stream-write-timeout" default:"30s" doc:"bound on each write of a streamed reply to its client, so a client that stops reading frees the metastore connection"`
 	} `yaml:"upstream" doc:"the metastores behind the proxy (the primary group); every setting but uris and name applies to federated groups too"`
 
@@ -89,8 +90,8 @@ type fileConfig struct {
 			Timeout time.Duration `yaml:"timeout" old:"txn-timeout" default:"5m" doc:"heartbeat age after which a transaction is stale, as hive.txn.timeout"`
 		} `yaml:"reaper" doc:"the transaction reaper"`
 		WarmUp            []string `yaml:"warm_up" old:"warm-up" doc:"what is loaded into the cache at start: db, db.table, globs over either side or re:EXPR, as in cache.allow; comma-separated as a flag"`
-		WarmUpBatch       int      `yaml:"warm_up_batch" old:"warm-up-batch" default:"500" doc:"partition names per get_partitions_by_names call of the warm-up"`
-		WarmUpConcurrency int      `yaml:"warm_up_concurrency" old:"warm-up-concurrency" default:"4" doc:"warm-up calls in flight; at most half the connections per metastore that reads do not reserve, so client writes keep the other half"`
+		WarmUpBatch       int      `yaml:"warm_up_batch" old:"warm-up-batch" default:"500" doc:"partition names per get_partitions_by_names call of the warm-up" note:"a 500-partition batch of a wide table is 2–3 MiB, below upstream.hold_max_bytes"`
+		WarmUpConcurrency int      `yaml:"warm_up_concurrency" old:"warm-up-concurrency" default:"4" doc:"warm-up calls in flight; at most half the connections per metastore that reads do not reserve, so client writes keep the other half" note:"24 with the default max_conns and reserved_read_conns"`
 		WarmUpUser        string   `yaml:"warm_up_user" old:"warm-up-user" defdoc:"housekeeping.user" doc:"set_ugi identity the warm-up loads as; with a per-user cache scope only that user's entries are warmed"`
 	} `yaml:"housekeeping" doc:"background work on the metastore: transaction and compaction monitors, the reaper, the cache warm-up"`
 
@@ -109,7 +110,7 @@ type fileConfig struct {
 			Password string   `yaml:"password" env:"HMSPROXY_REDIS_SENTINEL_PASSWORD" doc:"password of the sentinels themselves"`
 		} `yaml:"sentinel" doc:"a Sentinel-managed primary, followed over failovers; instead of url"`
 		Cluster struct {
-			Addrs []string `yaml:"addrs" old:"redis-cluster" doc:"Redis Cluster node addresses, comma-separated host:port; each group's keys are hash-tagged to one slot"`
+			Addrs []string `yaml:"addrs" old:"redis-cluster" doc:"Redis Cluster node addresses, comma-separated host:port; each group's keys are hash-tagged to one slot" note:"the keys are named hmsproxy:{<upstream.name>}:inval and so on"`
 		} `yaml:"cluster" doc:"a Redis Cluster; instead of url"`
 	} `yaml:"redis" doc:"Redis: the invalidation bus between nodes, the leases of cluster-singleton workers, the change-event stream"`
 
@@ -147,8 +148,8 @@ type cacheConfig struct {
 	TTL             time.Duration `yaml:"ttl" old:"cache-ttl" defdoc:"per kind: objects 10m, lists 5m" doc:"TTL of every cache kind, unless set per kind"`
 	RefreshInterval time.Duration `yaml:"refresh_interval" old:"cache-refresh-interval" defdoc:"per kind: objects 5m, lists 2m" doc:"refresh-ahead age of every kind, unless set per kind"`
 	CacheMissing    *bool         `yaml:"cache_missing" old:"cache-missing" default:"true" doc:"cache not-found answers of point lookups (database, table, partition) for every kind that supports it"`
-	Scope           string        `yaml:"scope" old:"cache-scope" default:"auto" doc:"share entries across set_ugi identities (shared), key them by identity (user), or decide from the metastore's filter hook and pre-event listeners (auto)"`
-	ScopeInterval   time.Duration `yaml:"scope_interval" old:"cache-scope-interval" default:"10m" doc:"how often cache scope auto asks the metastore again"`
+	Scope           string        `yaml:"scope" old:"cache-scope" default:"auto" doc:"share entries across set_ugi identities (shared), key them by identity (user), or decide from the metastore's filter hook and pre-event listeners (auto)" note:"auto keys entries by identity when the metastore has a filter hook or pre-event listeners, or when it cannot tell"`
+	ScopeInterval   time.Duration `yaml:"scope_interval" old:"cache-scope-interval" default:"10m" doc:"how often cache scope auto asks the metastore again" note:"30s after a failed check"`
 	PerUser         bool          `yaml:"per_user" old:"cache-per-user" doc:"deprecated: scope user"`
 	DefaultCatalog  string        `yaml:"default_catalog" old:"default-catalog" default:"hive" doc:"catalog of requests that name none, as metastore.catalog.default"`
 	Allow           []string      `yaml:"allow" old:"cache-allow" defdoc:"all" doc:"db or db.table patterns (globs, re:EXPR) that may be cached; comma-separated as a flag"`
@@ -159,8 +160,8 @@ type cacheConfig struct {
 	// TTLWithoutEventLog bounds every kind's TTL while the metastore's
 	// notification log is missing, and always the kinds changed by the
 	// writes the log does not record (UnloggedWrites).
-	TTLWithoutEventLog time.Duration `yaml:"ttl_without_eventlog" old:"cache-ttl-without-eventlog" default:"30s" off:"no bound" zerooff:"1" doc:"TTL bound of every kind while the metastore keeps no notification log, and of the kinds its unlogged writes change"`
-	UnloggedWrites     []string      `yaml:"unlogged_writes" old:"cache-unlogged-writes" defdoc:"the table of the metastore's version, as measured on the test bed" doc:"writes the metastore's notification log does not record"`
+	TTLWithoutEventLog time.Duration `yaml:"ttl_without_eventlog" old:"cache-ttl-without-eventlog" default:"30s" off:"no bound" zerooff:"1" doc:"TTL bound of every kind while the metastore keeps no notification log, and of the kinds its unlogged writes change" note:"without the log, writes that bypass the proxy are seen only when entries expire"`
+	UnloggedWrites     []string      `yaml:"unlogged_writes" old:"cache-unlogged-writes" defdoc:"the table of the metastore's version, as measured on the test bed" doc:"writes the metastore's notification log does not record" note:"[none] caps nothing"`
 	// UserScopeTTL bounds every TTL while entries are keyed by identity:
 	// grants, revokes and an external authoriser's policy changes leave
 	// no event.

@@ -4,6 +4,10 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/thrift/hms"
 )
 
 //go:generate sh -c "go run . --print-config-doc > ../../docs/configuration.md"
@@ -16,6 +20,7 @@ func writeConfigDoc(w io.Writer) error {
 	section := "-"
 	for _, s := range settings() {
 		if sec := s.sectionName(); sec != section {
+			writeSectionTail(w, section)
 			section = sec
 			writeSectionHead(w, sec)
 		}
@@ -24,7 +29,9 @@ func writeConfigDoc(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "| `%s` | %s | %s | %s |\n", s.key, s.flagCell(), s.defaultCell(&def), s.meaningCell())
 	}
+	writeSectionTail(w, section)
 	writeDeprecated(w)
+	fmt.Fprintf(w, "\n## Example\n\n```yaml\n%s```\n", configDocExample)
 	fmt.Fprint(w, "\n## The defaults as a file\n\n`hmsproxy --print-defaults` prints them; the output is a config file.\n\n```yaml\n")
 	b, err := configYAML(&def)
 	if err != nil {
@@ -48,6 +55,10 @@ flags. Every setting is a key of the file and a flag of the same name: ` + "`cac
 ` + "`--cache.ttl`" + `. Flags win over the file. In a flag, a list is comma-separated.
 ` + "`hmsproxy --help`" + ` lists the flags by section; ` + "`hmsproxy --print-defaults`" + ` prints the
 whole default config as a file (at the end of this page).
+
+Durations take Go syntax (` + "`90s`" + `, ` + "`2m`" + `, ` + "`1h30m`" + `). Sizes are in bytes. Settings in
+lists and maps (` + "`federation.federated[]`" + `, ` + "`cache.kinds.<kind>`" + `, ` + "`ratelimit.users.<identity>`" + `)
+are set in the file only.
 
 ## 0, empty and off
 
@@ -92,6 +103,9 @@ func writeSectionHead(w io.Writer, sec string) {
 		if s != nil && s.doc != "" {
 			fmt.Fprintf(w, "%s.\n\n", upperFirst(s.doc))
 		}
+		if n := sectionNotes[sec]; n != "" {
+			fmt.Fprintf(w, "%s\n\n", n)
+		}
 	}
 	fmt.Fprint(w, "| key | flag | default | meaning |\n| --- | --- | --- | --- |\n")
 }
@@ -129,6 +143,9 @@ func (s *setting) meaningCell() string {
 	if s.section {
 		m = "*" + typeName(s.typ) + "*: " + m
 	}
+	if s.note != "" {
+		m += "; " + s.note
+	}
 	if s.offDoc != "" {
 		m += "; **off**: " + s.offDoc
 	}
@@ -155,3 +172,48 @@ func upperFirst(s string) string {
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
 }
+
+// sectionNotes are prose under a section's heading that is not the doc
+// of any one key.
+var sectionNotes = map[string]string{
+	"federation": "See [federation.md](federation.md) for what each setting does, and Waggle Dance's equivalents.",
+}
+
+// writeSectionTail writes what follows a section's table: for the
+// cache, the defaults of each kind, read from the cache package.
+func writeSectionTail(w io.Writer, sec string) {
+	if sec != "cache" {
+		return
+	}
+	fmt.Fprint(w, "\nThe defaults of each kind. `cache.ttl` and `cache.refresh_interval` set every kind at once, "+
+		"`cache.cache_missing: false` turns not-found caching off for all, and `cache.kinds.<kind>` sets one kind:\n\n"+
+		"| kind | TTL | refresh-ahead age | not-found answers cached |\n| --- | --- | --- | --- |\n")
+	yesNo := map[bool]string{true: "yes", false: "no"}
+	none := func(d time.Duration) string {
+		if d <= 0 {
+			return "none"
+		}
+		return formatDuration(d)
+	}
+	for i, k := range cache.DefaultKinds() {
+		if k.TTL <= 0 {
+			continue // not a cached kind
+		}
+		fmt.Fprintf(w, "| `%s` | %s | %s | %s |\n", hms.Kind(i), none(k.TTL), none(k.RefreshAfter), yesNo[k.Negative])
+	}
+}
+
+// configDocExample is the example of docs/configuration.md;
+// TestConfigurationDocExample loads it.
+const configDocExample = `listen: ":9083"
+upstream:
+  uris: ["thrift://hms1:9083", "thrift://hms2:9083"]
+  read_timeout: 2m
+cache:
+  maximum_bytes: 1073741824
+  scope: auto   # per user behind a filter hook or authorizer; shared | user force it
+redis:
+  url: redis://redis:6379
+log:
+  format: json
+`

@@ -43,7 +43,7 @@ type kerberosConfig struct {
 	// with the host written out: one principal for all upstream.uris);
 	// non-empty makes every metastore connection authenticate with
 	// Principal's keytab; needs upstream.transport: framed. Empty: none.
-	UpstreamPrincipal string `yaml:"upstream_principal" defdoc:"none: no Kerberos toward the metastores" doc:"the metastores' service principal with the host written out (hive/host@REALM); authenticates every metastore connection; needs upstream.transport framed"`
+	UpstreamPrincipal string `yaml:"upstream_principal" defdoc:"none: no Kerberos toward the metastores" doc:"the metastores' service principal with the host written out (hive/host@REALM); authenticates every metastore connection; needs upstream.transport framed" note:"one principal for all upstream.uris; _HOST is refused"`
 	// Impersonation is how metastore connections carry a Kerberos client's
 	// identity: "token" (default) has the proxy, a Hadoop proxy user of
 	// the metastore, fetch a delegation token per user and open that

@@ -22,12 +22,12 @@ type rateLimitConfig struct {
 	// Users override the classes they name for one authenticated
 	// identity (a Kerberos principal's name after kerberos.auth_to_local);
 	// the others keep the defaults above. Needs kerberos.enabled.
-	Users map[string]userLimitConfig `yaml:"users" key:"identity" doc:"overrides of the classes they name for one authenticated identity (after kerberos.auth_to_local); needs kerberos.enabled"`
+	Users map[string]userLimitConfig `yaml:"users" key:"identity" doc:"overrides of the classes they name for one authenticated identity (after kerberos.auth_to_local); needs kerberos.enabled" note:"classes it does not name keep the defaults; without kerberos.enabled no client has an identity, and the proxy refuses to start rather than key limits on set_ugi claims"`
 	// Sources override the classes they name for clients without an
 	// authenticated identity, by source address: "10.1.0.0/16" or one
 	// address; the longest prefix holding a client's address applies, and
 	// each address keeps its own buckets. Useless with kerberos.enabled.
-	Sources map[string]userLimitConfig `yaml:"sources" key:"address" doc:"overrides for clients without an authenticated identity, by source address (10.1.0.0/16 or one address; the longest prefix applies)"`
+	Sources map[string]userLimitConfig `yaml:"sources" key:"address" doc:"overrides for clients without an authenticated identity, by source address (10.1.0.0/16 or one address; the longest prefix applies)" note:"each address still has buckets of its own; refused with kerberos.enabled, where every client is an identity"`
 	// Redis shares each client's buckets across nodes through Redis
 	// (calls are allowed while Redis is down).
 	Redis bool `yaml:"redis" old:"ratelimit-redis" doc:"share each client's buckets across nodes through Redis; calls are allowed while Redis is down"`

@@ -29,6 +29,7 @@ type setting struct {
 	def     string // the default as written in the file; "" for the zero value
 	defDoc  string // the default in words, where the code works it out
 	doc     string
+	note    string   // more for docs/configuration.md than the one line of --help
 	offDoc  string   // what off does; "" when the setting cannot be off
 	zeroOff bool     // an explicit 0 or "" still means off (deprecated)
 	old     []string // deprecated flag names
@@ -70,7 +71,7 @@ func walkSettings(t reflect.Type, prefix string, index []int, oldTo map[string][
 			continue
 		}
 		s := &setting{key: prefix + name, typ: f.Type, def: f.Tag.Get("default"), defDoc: f.Tag.Get("defdoc"),
-			doc: f.Tag.Get("doc"), offDoc: f.Tag.Get("off"), zeroOff: f.Tag.Get("zerooff") != "", env: f.Tag.Get("env")}
+			doc: f.Tag.Get("doc"), note: f.Tag.Get("note"), offDoc: f.Tag.Get("off"), zeroOff: f.Tag.Get("zerooff") != "", env: f.Tag.Get("env")}
 		if index != nil {
 			s.index = append(append([]int{}, index...), i)
 		}

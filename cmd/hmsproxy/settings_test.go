@@ -209,6 +209,22 @@ func TestConfigurationDoc(t *testing.T) {
 	}
 }
 
+// TestConfigurationDocExample: the example in docs/configuration.md
+// loads, without a warning.
+func TestConfigurationDocExample(t *testing.T) {
+	t.Setenv("HMSPROXY_CONFIG", "")
+	c, err := load([]string{"--config", writeConfig(t, configDocExample)})
+	if err != nil {
+		t.Fatalf("the example does not load: %v", err)
+	}
+	if c.warnings != nil {
+		t.Errorf("got warnings %q; want none", c.warnings)
+	}
+	if len(c.Upstream.URIs) != 2 || c.Cache.MaximumBytes != 1<<30 {
+		t.Errorf("got uris %v, cache.maximum_bytes %d; want the example's", c.Upstream.URIs, c.Cache.MaximumBytes)
+	}
+}
+
 // TestBuildInfoMetric (issue 23): hmsproxy_build_info says which build
 // runs.
 func TestBuildInfoMetric(t *testing.T) {

@@ -22,7 +22,7 @@ type tlsConfig struct {
 	// Cert and Key are PEM files. Listener and admin: setting them turns
 	// TLS on. Upstream: the proxy's client certificate, if the metastore
 	// asks for one.
-	Cert string `yaml:"cert" doc:"PEM certificate chain; listener and admin: setting cert and key turns TLS on; upstream: the proxy's client certificate, for metastores that ask for one"`
+	Cert string `yaml:"cert" doc:"PEM certificate chain; listener and admin: setting cert and key turns TLS on; upstream: the proxy's client certificate, for metastores that ask for one" note:"TLS 1.2 at least"`
 	Key  string `yaml:"key" doc:"PEM key of cert"`
 	// ClientCA (listener and admin): a PEM bundle; when set, clients must
 	// present a certificate it signed (mutual TLS).

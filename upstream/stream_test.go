@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/limits/inflight"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
@@ -173,23 +174,14 @@ func TestStreamedReplyUnderFullBudget(t *testing.T) {
 			go func() {
 				done <- g.Do(ctx, Call{Session: NoSession, Class: Read, Msg: msg(t, wire.Call, "get_partition_names", 4)}, &s)
 			}()
-			var err error
-		wait:
-			for deadline := time.Now().Add(10 * time.Second); ; {
-				select {
-				case err = <-done:
-					break wait
-				default:
-				}
-				if b.Waits() > 0 {
-					t.Fatal("the streamed reply waited for in-flight budget while holding its metastore connection")
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("no reply within 10s")
-				}
-				time.Sleep(time.Millisecond)
+			// The budget is jammed: a reply that waits for it never ends.
+			if !wait.Until(10*time.Second, func() bool { return len(done) > 0 || b.Waits() > 0 }) {
+				t.Fatal("no reply within 10s")
 			}
-			if err != nil {
+			if b.Waits() > 0 {
+				t.Fatal("the streamed reply waited for in-flight budget while holding its metastore connection")
+			}
+			if err := <-done; err != nil {
 				t.Fatal(err)
 			}
 			want := bigReply(msg(t, wire.Call, "get_partition_names", 4), []byte("get_partition_names"), 20000)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/limits/inflight"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
@@ -370,12 +371,8 @@ func TestReservedReadConns(t *testing.T) {
 	// Every write has either reached the metastore or queued for a
 	// write slot; without the reservation all four connections hang.
 	f.waitCalls(3)
-	deadline := time.Now().Add(5 * time.Second)
-	for f.count("hang")+int(p.queued.Load()) < writes {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d writes arrived, %d queued; want %d in all", f.count("hang"), p.queued.Load(), writes)
-		}
-		time.Sleep(time.Millisecond)
+	if !wait.Until(5*time.Second, func() bool { return f.count("hang")+int(p.queued.Load()) >= writes }) {
+		t.Fatalf("%d writes arrived, %d queued; want %d in all", f.count("hang"), p.queued.Load(), writes)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -427,13 +424,7 @@ func TestClientGoneDropped(t *testing.T) {
 					}}, &copySink{})
 			}()
 			// Queued: ClientGone is being polled.
-			deadline := time.Now().Add(5 * time.Second)
-			for !asked.Load() {
-				if time.Now().After(deadline) {
-					t.Fatal("ClientGone not asked while the call was queued")
-				}
-				time.Sleep(time.Millisecond)
-			}
+			wait.Eventually(t, 5*time.Second, func() bool { return asked.Load() }, "ClientGone not asked while the call was queued")
 			gone.Store(tc.goes)
 			if tc.goes {
 				// Dropped while queued: the first call still holds the
@@ -492,19 +483,11 @@ func TestClientGoneAfterCheckout(t *testing.T) {
 		done <- g.Do(context.Background(), Call{Session: NoSession, Class: Read, Msg: msg(t, wire.Call, "create_database", 3), ClientGone: gone}, &copySink{})
 	}()
 	p := g.pools[0]
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	wait.Eventually(t, 5*time.Second, func() bool {
 		p.mu.Lock()
-		n := p.waiters
-		p.mu.Unlock()
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the second call never waited for a connection")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer p.mu.Unlock()
+		return p.waiters > 0
+	}, "the second call never waited for a connection")
 	close(release)
 	if err := <-first; err != nil {
 		t.Fatal(err)
@@ -627,24 +610,12 @@ func TestSessionReplay(t *testing.T) {
 func TestHealthCheck(t *testing.T) {
 	f := startFake(t, nil)
 	g := newGroup(t, Config{HealthInterval: 10 * time.Millisecond, DialTimeout: time.Second}, f.addr)
-	deadline := time.Now().Add(5 * time.Second)
-	for f.statusCalls() < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("no health checks")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait.Eventually(t, 5*time.Second, func() bool { return f.statusCalls() >= 2 }, "no health checks")
 	if !g.Healthy()[0] {
 		t.Fatal("unhealthy while answering")
 	}
 	f.close()
-	deadline = time.Now().Add(5 * time.Second)
-	for g.Healthy()[0] {
-		if time.Now().After(deadline) {
-			t.Fatal("still healthy 5s after the metastore went away")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait.Eventually(t, 5*time.Second, func() bool { return !g.Healthy()[0] }, "still healthy 5s after the metastore went away")
 }
 
 // TestHealthCheckPairsReply: a getStatus answered under another name does
@@ -675,13 +646,7 @@ func TestHealthCheckPairsReply(t *testing.T) {
 		}
 	}()
 	g := newGroup(t, Config{HealthInterval: 10 * time.Millisecond}, ln.Addr().String())
-	deadline := time.Now().Add(5 * time.Second)
-	for g.Healthy()[0] {
-		if time.Now().After(deadline) {
-			t.Fatal("healthy although getStatus got a foreign reply")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait.Eventually(t, 5*time.Second, func() bool { return !g.Healthy()[0] }, "healthy although getStatus got a foreign reply")
 }
 
 func TestCloseTwice(t *testing.T) {
@@ -715,13 +680,7 @@ func TestAliveIgnoresStaleDeadline(t *testing.T) {
 		t.Fatal("a live connection with a stale deadline looks dead")
 	}
 	f.close()
-	deadline := time.Now().Add(5 * time.Second)
-	for cn.alive() {
-		if time.Now().After(deadline) {
-			t.Fatal("alive 5s after the metastore closed")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	wait.Eventually(t, 5*time.Second, func() bool { return !cn.alive() }, "alive 5s after the metastore closed")
 }
 
 // TestBackgroundReadsLeaveReserved guards issue 12: reads of a background
@@ -743,12 +702,8 @@ func TestBackgroundReadsLeaveReserved(t *testing.T) {
 		})
 	}
 	f.waitCalls(3)
-	deadline := time.Now().Add(5 * time.Second)
-	for f.count("hang")+int(p.queued.Load()) < loads {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d background reads arrived, %d queued; want %d in all", f.count("hang"), p.queued.Load(), loads)
-		}
-		time.Sleep(time.Millisecond)
+	if !wait.Until(5*time.Second, func() bool { return f.count("hang")+int(p.queued.Load()) >= loads }) {
+		t.Fatalf("%d background reads arrived, %d queued; want %d in all", f.count("hang"), p.queued.Load(), loads)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

@@ -22,6 +22,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/ops/housekeeping"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
@@ -526,12 +527,10 @@ func TestHealthz(t *testing.T) {
 			e := startEnv(t, envOpts{deadUp: tc.deadUp})
 			// The first health check runs in the background at start.
 			var r httpResult
-			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			wait.Until(5*time.Second, func() bool {
 				r = do(t, "GET", e.url+"/healthz", "")
-				if r.code == tc.wantCode || time.Now().After(deadline) {
-					break
-				}
-			}
+				return r.code == tc.wantCode
+			})
 			if r.code != tc.wantCode || r.body != tc.wantBody {
 				t.Fatalf("GET /healthz: got %d %q; want %d %q", r.code, r.body, tc.wantCode, tc.wantBody)
 			}
@@ -553,10 +552,11 @@ func TestUpstreamGoesDown(t *testing.T) {
 	}
 	e.demo.Close()
 	var r httpResult
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if r = do(t, "GET", e.url+"/healthz", ""); r.code == 503 {
-			return
-		}
+	if wait.Until(5*time.Second, func() bool {
+		r = do(t, "GET", e.url+"/healthz", "")
+		return r.code == 503
+	}) {
+		return
 	}
 	t.Fatalf("GET /healthz after the metastore stopped: got %d; want 503", r.code)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/auth/certs/certstest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 )
 
 // echoServer serves lines back on a TLS listener from r until the test
@@ -144,12 +145,8 @@ func TestWatchReloadsOnItsOwn(t *testing.T) {
 	defer r.Close()
 	c2, k2 := ca.Issue(t, certstest.ECDSA, 202, "proxy", time.Now().Add(time.Hour))
 	certstest.WriteFiles(t, dir, c2, k2, nil, 1)
-	deadline := time.Now().Add(10 * time.Second)
-	for r.Stats().Serial.Int64() != 202 {
-		if time.Now().After(deadline) {
-			t.Fatalf("serial %d 10s after the rotation; want 202", r.Stats().Serial.Int64())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !wait.Until(10*time.Second, func() bool { return r.Stats().Serial.Int64() == 202 }) {
+		t.Fatalf("serial %d 10s after the rotation; want 202", r.Stats().Serial.Int64())
 	}
 	r.Close()
 	r.Close() // twice is fine
@@ -239,9 +236,7 @@ func TestWrongClientCertificateRefused(t *testing.T) {
 			}
 			// The server counts the failure when its side of the handshake
 			// ends, which may be just after the client saw the alert.
-			for deadline := time.Now().Add(5 * time.Second); r.Stats().HandshakeFailures == before && time.Now().Before(deadline); {
-				time.Sleep(time.Millisecond)
-			}
+			wait.Until(5*time.Second, func() bool { return r.Stats().HandshakeFailures != before })
 			if got := r.Stats().HandshakeFailures; got != before+1 {
 				t.Fatalf("handshake failures: got %d; want %d", got, before+1)
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/internal/testenv/kdctest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 )
 
 // countingListener counts the connections the listener under a Listener
@@ -43,14 +44,9 @@ func serveListener(t *testing.T, srv *Server, cfg ListenerConfig) (*countingList
 	return cl, l, proxytest.Accepted(t, l)
 }
 
-// waitUntil polls cond every 2ms for up to d; false if it never held.
+// waitUntil waits up to d for cond; false if it never held.
 func waitUntil(d time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-	}
-	return cond()
+	return wait.Until(d, cond)
 }
 
 // TestSilentHandshakesDelayNoOne guards issue 22: 200 silent connections

@@ -158,8 +158,10 @@ func TestExpiredTicket(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.ticket = func(string) (messages.Ticket, types.EncryptionKey, error) { return tkt, key, nil }
-	// the KDC's 2-second lifetime bounds the service ticket; we cannot read
-	// its end time (encrypted for the service), so wait for lifetime + skew
+	// The KDC's 2-second lifetime bounds the service ticket; we cannot read
+	// its end time (encrypted for the service), and the Kerberos library
+	// checks it against the wall clock with no seam: a sleep of lifetime
+	// plus skew is the only way to an expired ticket.
 	time.Sleep(3500 * time.Millisecond)
 	cerr, srv, _, _ := b.run(t, c, kdctest.Proxy, "")
 	if !errors.Is(srv.err, ErrAuthentication) || !strings.Contains(srv.err.Error(), "expired") {

@@ -219,10 +219,10 @@ type node struct {
 
 func (n *node) start(t *testing.T) {
 	t.Helper()
-	n.cmd = exec.Command(n.bin, "--upstream", "thrift://"+n.metastore, "--listen", n.listen, "--admin", n.admin,
-		"--redis", n.relay.Addr, "--redis-heartbeat", "200ms", "--redis-peer-gone", "5s",
-		"--drain-delay", "2s", "--shutdown-timeout", "10s", "--health-interval", "500ms",
-		"--eventlog-interval", "1s", "--ratelimit-other", "1", "--log-format", "json", "--log-level", "warn")
+	n.cmd = exec.Command(n.bin, "--upstream.uris", "thrift://"+n.metastore, "--listen", n.listen, "--admin.listen", n.admin,
+		"--redis.url", n.relay.Addr, "--redis.heartbeat", "200ms", "--redis.peer_gone", "5s",
+		"--shutdown.drain_delay", "2s", "--shutdown.timeout", "10s", "--upstream.health_interval", "500ms",
+		"--eventlog.interval", "1s", "--ratelimit.other.rate", "1", "--log.format", "json", "--log.level", "warn")
 	n.stderr = &bytes.Buffer{}
 	n.cmd.Stderr = &lockedWriter{w: n.stderr}
 	if err := n.cmd.Start(); err != nil {

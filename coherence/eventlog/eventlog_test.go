@@ -13,6 +13,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
@@ -217,10 +218,15 @@ func TestBypassingWriteSeenThroughProxy(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p.Poll(ctx)
-	go func() {
+	go func() { // the runner's loop, without its jitter
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
 		for ctx.Err() == nil {
 			p.Poll(ctx)
-			time.Sleep(interval)
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
 		}
 	}()
 
@@ -256,11 +262,8 @@ func TestBypassingWriteSeenThroughProxy(t *testing.T) {
 		t.Fatalf("direct drop: %v", err)
 	}
 	start := time.Now()
-	for count() != before-1 {
-		if time.Since(start) > interval+time.Second {
-			t.Fatalf("bypassing write not visible through the proxy after %v", time.Since(start))
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !wait.Until(interval+time.Second, func() bool { return count() == before-1 }) {
+		t.Fatalf("bypassing write not visible through the proxy after %v", time.Since(start))
 	}
 	t.Logf("bypassing write visible through the proxy after %v (poll interval %v)", time.Since(start), interval)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/coherence/leader"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/ops/worker"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
@@ -67,17 +68,17 @@ func TestLeaderFailoverResumesFromCursor(t *testing.T) {
 	}
 	nodes := []*pollNode{start(0), start(1)}
 	leaderOf := func() *pollNode {
-		deadline := time.Now().Add(5 * ttl)
-		for time.Now().Before(deadline) {
+		var l *pollNode
+		wait.Eventually(t, 5*ttl, func() bool {
 			for _, n := range nodes {
 				if ok, _ := n.el.IsLeader(); ok {
-					return n
+					l = n
+					return true
 				}
 			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		t.Fatal("no leader")
-		return nil
+			return false
+		}, "no leader")
+		return l
 	}
 	dbsOf := func(n *pollNode) []string {
 		n.rec.mu.Lock()
@@ -104,24 +105,15 @@ func TestLeaderFailoverResumesFromCursor(t *testing.T) {
 	}
 	waitDBs := func(n *pollNode, want []string, within time.Duration) time.Duration {
 		start := time.Now()
-		for !slices.Equal(dbsOf(n), want) {
-			if time.Since(start) > within {
-				t.Fatalf("node applied %v; want %v within %v", dbsOf(n), want, within)
-			}
-			time.Sleep(5 * time.Millisecond)
+		if !wait.Until(within, func() bool { return slices.Equal(dbsOf(n), want) }) {
+			t.Fatalf("node applied %v; want %v within %v", dbsOf(n), want, within)
 		}
 		return time.Since(start)
 	}
 
 	first := leaderOf()
 	// Wait for the first poll to store a cursor, then write.
-	deadline := time.Now().Add(5 * time.Second)
-	for r.Client().Exists(context.Background(), "hmsproxy:eventlog:fo").Val() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("cursor never stored")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait.Eventually(t, 5*time.Second, func() bool { return r.Client().Exists(context.Background(), "hmsproxy:eventlog:fo").Val() != 0 }, "cursor never stored")
 	create("fo_a", "fo_b")
 	waitDBs(first, []string{"fo_a", "fo_b"}, 5*time.Second)
 
@@ -213,13 +205,8 @@ func TestRedisRestartBeforeRenewal(t *testing.T) {
 			// The followers start out of phase with the leader's
 			// renewals, as nodes do: ones that tried once per renew
 			// period would next try 3/4 of one after the restart.
-			deadline := time.Now().Add(5 * time.Second)
-			for ok, _ := els[0].IsLeader(); !ok; ok, _ = els[0].IsLeader() {
-				if time.Now().After(deadline) {
-					t.Fatal("first node never led")
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+			wait.Eventually(t, 5*time.Second, func() bool { ok, _ := els[0].IsLeader(); return ok }, "first node never led")
+			// A pause of a measured length is the point: a sleep.
 			time.Sleep(renew * 3 / 4)
 		}
 		client := r.Client()
@@ -249,23 +236,11 @@ func TestRedisRestartBeforeRenewal(t *testing.T) {
 	}
 	ctx := context.Background()
 	c := r.Client()
-	deadline := time.Now().Add(5 * time.Second)
-	for c.Exists(ctx, "hmsproxy:eventlog:rr").Val() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("cursor never stored")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait.Eventually(t, 5*time.Second, func() bool { return c.Exists(ctx, "hmsproxy:eventlog:rr").Val() != 0 }, "cursor never stored")
 	// Just before the renewal (the lease has a little more than a renew
 	// period less than its TTL left), with time for Redis to come back
 	// before it, so that the renewal finds the lease gone.
-	deadline = time.Now().Add(3 * renew)
-	for c.PTTL(ctx, "hmsproxy:leader:rr").Val() > ttl-renew+300*time.Millisecond {
-		if time.Now().After(deadline) {
-			t.Fatal("renewal never near")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	wait.Eventually(t, 3*renew, func() bool { return c.PTTL(ctx, "hmsproxy:leader:rr").Val() <= ttl-renew+300*time.Millisecond }, "renewal never near")
 	polls := func() (n uint64) {
 		for _, p := range pollers {
 			n += p.Stats().Polls.Load()
@@ -280,12 +255,7 @@ func TestRedisRestartBeforeRenewal(t *testing.T) {
 	}
 	restarted := time.Now()
 	r.Restart()
-	for lost() == 0 {
-		if time.Since(restarted) > renew+time.Second {
-			t.Fatal("no term ended after the restart")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	wait.Eventually(t, time.Until(restarted.Add(renew+time.Second)), func() bool { return lost() > 0 }, "no term ended after the restart")
 	direct := &hmsclient.Redialer{Addr: addr}
 	defer direct.Close()
 	var e wire.Encoder
@@ -297,24 +267,18 @@ func TestRedisRestartBeforeRenewal(t *testing.T) {
 		t.Fatal(err)
 	}
 	wrote := time.Now()
-	for !bus.seen("rr_after_restart", wrote) {
-		if time.Since(wrote) > interval+time.Second {
-			t.Fatalf("write on the metastore not seen by the caches %v after it (poll interval %v, renew period %v)",
-				time.Since(wrote).Round(time.Millisecond), interval, renew)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !wait.Until(interval+time.Second, func() bool { return bus.seen("rr_after_restart", wrote) }) {
+		t.Fatalf("write on the metastore not seen by the caches %v after it (poll interval %v, renew period %v)",
+			time.Since(wrote).Round(time.Millisecond), interval, renew)
 	}
 	t.Logf("write on the metastore seen by the caches %v after it (poll interval %v, renew period %v; %d drops)",
 		time.Since(wrote).Round(time.Millisecond), interval, renew, bus.dropsSince(restarted))
 	// Three more polls, and the cursor stored again: still at most one
 	// flush for the lost cursor.
 	seenPolls := polls()
-	for c.Exists(ctx, "hmsproxy:eventlog:rr").Val() == 0 || polls() < seenPolls+3 {
-		if time.Since(restarted) > ttl+renew {
-			t.Fatal("cursor not stored again after the restart")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait.Eventually(t, time.Until(restarted.Add(ttl+renew)), func() bool {
+		return c.Exists(ctx, "hmsproxy:eventlog:rr").Val() != 0 && polls() >= seenPolls+3
+	}, "cursor not stored again after the restart")
 	if n := bus.dropsSince(restarted); n > 1 {
 		t.Fatalf("%d cache drops after the restart; want at most one", n)
 	}

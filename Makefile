@@ -14,9 +14,12 @@ help: ## List the targets (this text)
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+# The commit, stamped here rather than left to -buildvcs, which GOFLAGS
+# may turn off.
+REVISION ?= $(shell r=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null || r=$$r-dirty; echo $$r; })
 
-build: ## Build the binaries into bin/ (hmsproxy, hmscli, hmsbench); VERSION (default git describe) is what hmsproxy --version says
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/ ./cmd/...
+build: ## Build the binaries into bin/ (hmsproxy, hmscli, hmsbench); VERSION (default git describe) and REVISION are what hmsproxy --version says
+	$(GO) build -ldflags "-X main.version=$(VERSION) -X main.revision=$(REVISION)" -o bin/ ./cmd/...
 
 # The image is tagged with the Helm chart's appVersion, the tag the chart
 # pulls when image.tag is empty.

@@ -256,12 +256,12 @@ func TestBuildInfoMetric(t *testing.T) {
 // time, and --print-defaults a file the binary starts from.
 func TestVersionFlag(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "hmsproxy")
-	if out, err := exec.Command("go", "build", "-ldflags", "-X main.version=v1.2.3-test", "-o", bin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-ldflags", "-X main.version=v1.2.3-test -X main.revision=abc123", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	out, err := exec.Command(bin, "--version").CombinedOutput()
-	if err != nil || !strings.HasPrefix(string(out), "hmsproxy v1.2.3-test (revision ") {
-		t.Errorf("got %q, %v; want hmsproxy v1.2.3-test (revision ...)", out, err)
+	if err != nil || !strings.HasPrefix(string(out), "hmsproxy v1.2.3-test (revision abc123, ") {
+		t.Errorf("got %q, %v; want hmsproxy v1.2.3-test (revision abc123, ...)", out, err)
 	}
 	def, err := exec.Command(bin, "--print-defaults").Output()
 	if err != nil {

@@ -13,6 +13,12 @@ import (
 // version the go command recorded, "(devel)" for a build in the tree.
 var version string
 
+// revision is the commit, set at build time by -ldflags
+// "-X main.revision=..." (make build does, so that it does not depend on
+// -buildvcs, which GOFLAGS or a tree without .git turn off); empty: the
+// vcs.revision the go command recorded, if any.
+var revision string
+
 // buildInfo is what --version and the hmsproxy_build_info metric say.
 type buildInfo struct {
 	version, goVersion, revision string
@@ -20,6 +26,9 @@ type buildInfo struct {
 
 func readBuildInfo() buildInfo {
 	b := buildInfo{version: version, goVersion: runtime.Version(), revision: "unknown"}
+	if revision != "" {
+		b.revision = revision
+	}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		if b.version == "" {
@@ -29,6 +38,9 @@ func readBuildInfo() buildInfo {
 	}
 	if b.version == "" {
 		b.version = info.Main.Version
+	}
+	if revision != "" {
+		return b
 	}
 	modified := false
 	for _, s := range info.Settings {

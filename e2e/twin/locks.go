@@ -31,16 +31,11 @@ const (
 )
 
 // pathCall makes a call that changes server state once, through via
-// (straight: to the metastore of database base db), ordered against
-// reads like a write.
-func (r *runner) pathCall(s *session, via Via, db, method string, args []byte) reply {
-	r.rw.Lock()
-	r.writesBegun.Add(1)
-	r.writesActive.Add(1)
-	rp := r.lockCall(s, via, db, method, args)
-	r.writesActive.Add(-1)
-	r.rw.Unlock()
-	return rp
+// (straight: to the metastore of database base db), ordered like a write
+// against the reads of what it touches.
+func (r *runner) pathCall(s *session, via Via, db string, touches []string, method string, args []byte) reply {
+	defer r.order.acquire(writeTouches(touches), true)()
+	return r.lockCall(s, via, db, method, args)
 }
 
 // lockCall makes a call of the lock API once, through via (straight: to
@@ -246,7 +241,7 @@ func (OpenTxn) run(r *runner, s *session, st Step) *Diff {
 	e.str(3, "localhost")
 	e.end()
 	e.Stop()
-	rp := r.pathCall(s, st.Via, "", "open_txns", e.B)
+	rp := r.pathCall(s, st.Via, "", nil, "open_txns", e.B)
 	if d := result(rp); d != nil {
 		d.Fields(func(fid int16, typ byte) bool {
 			if fid != 1 || typ != wire.TList {
@@ -289,7 +284,7 @@ func (o AllocWriteIDs) run(r *runner, s *session, st Step) *Diff {
 	e.I64(t)
 	e.end()
 	e.Stop()
-	return r.afterPath(s, st, r.pathCall(s, st.Via, o.DB.Base, "allocate_table_write_ids", e.B))
+	return r.afterPath(s, st, r.pathCall(s, st.Via, o.DB.Base, o.Touches(), "allocate_table_write_ids", e.B))
 }
 
 // EndTxn is commit_txn, or with Abort abort_txn, of one of the session's
@@ -319,7 +314,7 @@ func (o EndTxn) run(r *runner, s *session, st Step) *Diff {
 	e.I64Field(1, t)
 	e.end()
 	e.Stop()
-	rp := r.pathCall(s, st.Via, "", o.Method(), e.B)
+	rp := r.pathCall(s, st.Via, "", o.Touches(), o.Method(), e.B)
 	for i, x := range s.st.txns {
 		if x == t {
 			s.st.txns = append(s.st.txns[:i], s.st.txns[i+1:]...)
@@ -401,7 +396,7 @@ func (o IcebergCommit) run(r *runner, s *session, st Step) *Diff {
 	get.Args(&dg, &s.st)
 	pg.Stop()
 	dg.Stop()
-	r.rw.RLock()
+	release := r.order.acquire(get.Touches(), false)
 	rdirect := call(r.dcFor(s, o.DB.Base), get.Method(), dg.B)
 	if r.fed.member(o.DB.Base) && rdirect.err == nil {
 		rdirect.body = r.fed.clientNames(r.ns, rdirect.body)
@@ -410,7 +405,7 @@ func (o IcebergCommit) run(r *runner, s *session, st Step) *Diff {
 	if st.Via != Direct {
 		rproxy = call(s.pc, get.Method(), pg.B)
 	}
-	r.rw.RUnlock()
+	release()
 	mine := rproxy
 	if rproxy.err != nil || rdirect.err != nil {
 		return r.afterPath(s, st, rproxy, rdirect)
@@ -439,7 +434,7 @@ func (o IcebergCommit) run(r *runner, s *session, st Step) *Diff {
 	a := r.enc(st.Via == Direct)
 	AlterTable{DB: o.DB, Table: o.Table, NewName: Name{Base: o.Table.Base}, Spec: spec, Location: iceLocationRoot}.Args(&a, &s.st)
 	a.Stop()
-	rw := r.pathCall(s, st.Via, o.DB.Base, "alter_table_with_environment_context", a.B)
+	rw := r.pathCall(s, st.Via, o.DB.Base, o.Touches(), "alter_table_with_environment_context", a.B)
 	if st.Via == Direct {
 		r.directWrote(AlterTable{DB: o.DB, Table: o.Table}, max(r.storeOf([]string{o.DB.Base}), 0))
 	}

@@ -242,7 +242,13 @@ func (o AlterTable) Args(e *enc, _ *state) bool {
 	e.end()
 	return true
 }
-func (o AlterTable) Touches() []string { return []string{o.DB.Base + "/" + o.Table.Base} }
+func (o AlterTable) Touches() []string {
+	if o.NewName.Base == "" || o.NewName.Base == o.Table.Base {
+		return []string{o.DB.Base + "/" + o.Table.Base}
+	}
+	// a rename changes the database's listings and the new name too
+	return []string{o.DB.Base, o.DB.Base + "/" + o.NewName.Base}
+}
 
 // GetTable is get_table(db, name).
 type GetTable struct {

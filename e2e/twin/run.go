@@ -163,12 +163,9 @@ type runner struct {
 
 	sessions []*session
 
-	// rw orders reads against writes: a read holds it shared, a write
-	// exclusively, so that the two calls of a read see one state.
-	rw sync.RWMutex
-	// writesBegun and writesActive tell a racy read whether a write
-	// overlapped it.
-	writesBegun, writesActive atomic.Int64
+	// order orders reads against the writes that touch what they read,
+	// so that the two calls of a read see one state.
+	order *order
 
 	mu      sync.Mutex // guards history, at, diffs, crashed, pending, unlogged, ledger, stats, seen
 	history []Step
@@ -218,7 +215,7 @@ type Stats struct {
 }
 
 func newRunner(ms *Metastore, f *Fleet, ns string, sessions int) (*runner, error) {
-	r := &runner{ms: ms, fleet: f, ns: ns, allow: newAllower(ms.Version), fed: f.fed,
+	r := &runner{ms: ms, fleet: f, ns: ns, allow: newAllower(ms.Version), fed: f.fed, order: newOrder(),
 		pending: map[string]int64{}, unlogged: map[unloggedKey]time.Time{}, ledger: map[string]string{}, doubt: map[string]time.Time{},
 		stats: Stats{ByMethod: map[string]int{}, ByGen: map[string]int{}, Allowed: map[string]int{},
 			Time: map[string]time.Duration{}}}
@@ -382,13 +379,8 @@ func isReconnect(o Op) bool { _, ok := o.(Reconnect); return ok }
 // read makes a read (or session call) both ways and compares: args
 // through the proxy, dargs straight.
 func (r *runner) read(s *session, st Step, args, dargs []byte) *Diff {
-	if st.Op.Class() == Read {
-		r.waitVisible(st.Op.Touches())
-	}
-	if !st.Racy {
-		r.rw.RLock()
-	}
-	begun, active := r.writesBegun.Load(), r.writesActive.Load()
+	begun := time.Now()
+	release, racing := r.begin(st)
 	method := st.Op.Method()
 	idx := r.storeOf(st.Op.Touches())
 	if st.Op.Class() == Session {
@@ -418,15 +410,15 @@ func (r *runner) read(s *session, st Step, args, dargs []byte) *Diff {
 	if idx < 0 {
 		rp = sortedList(rp)
 	}
-	raced := st.Racy && (active > 0 || r.writesBegun.Load() != begun || r.writesActive.Load() > 0)
+	raced := st.Racy && racing()
 	var again reply
 	same := rp.equal(rd)
 	if !same && !raced && rd.err == nil {
 		// Does the metastore itself answer alike twice?
 		again = straight()
 	}
-	if !st.Racy {
-		r.rw.RUnlock()
+	if release != nil {
+		release()
 	}
 	r.reconnectBroken(s, rp, rd)
 	claims := strings.Join(s.claims, " ")
@@ -448,9 +440,35 @@ func (r *runner) read(s *session, st Step, args, dargs []byte) *Diff {
 	case !again.equal(rd):
 		d.Allowed = "metastore-varies"
 	default:
-		d.Allowed = r.allow.reply(r, st, rp, rd)
+		d.Allowed = r.allow.reply(r, st, rp, rd, begun)
 	}
 	return r.record(st, d)
+}
+
+// begin orders a read after the writes over what it touches: it waits
+// until every node applied the direct writes to them, then for the
+// writes in flight (a racy read instead watches for them). A direct
+// write that ended between the two is waited for again.
+func (r *runner) begin(st Step) (release func(), racing func() bool) {
+	touches := st.Op.Touches()
+	for {
+		if st.Op.Class() == Read {
+			r.waitVisible(touches)
+		}
+		if st.Racy {
+			racing = r.order.watchRacy(touches)
+		} else {
+			release = r.order.acquire(touches, false)
+		}
+		if st.Op.Class() != Read || r.appliedAll(r.needs(touches)) {
+			return release, racing
+		}
+		if racing != nil {
+			racing()
+		} else {
+			release()
+		}
+	}
 }
 
 // reconnectBroken opens new connections for a session whose connection
@@ -466,9 +484,7 @@ func (r *runner) reconnectBroken(s *session, replies ...reply) {
 
 // write makes a write once, through the step's path.
 func (r *runner) write(s *session, st Step, args, dargs []byte) *Diff {
-	r.rw.Lock()
-	r.writesBegun.Add(1)
-	r.writesActive.Add(1)
+	release := r.order.acquire(writeTouches(st.Op.Touches()), true)
 	c := s.pc
 	idx := max(r.storeOf(st.Op.Touches()), 0)
 	if st.Via == Direct {
@@ -482,8 +498,7 @@ func (r *runner) write(s *session, st Step, args, dargs []byte) *Diff {
 	if errors.Is(rp.err, os.ErrDeadlineExceeded) {
 		r.inDoubt(st.Op)
 	}
-	r.writesActive.Add(-1)
-	r.rw.Unlock()
+	release()
 	if rp.err != nil {
 		r.connect(s)
 		if st.Via == Proxy && r.nodeDead(s.node) {
@@ -599,6 +614,19 @@ func (r *runner) watchApplied(ctx context.Context) {
 		metrics[i] = st.metric
 	}
 	for {
+		// Scraping a node's /metrics costs it more CPU than most calls
+		// do: only while a direct write awaits its nodes.
+		r.mu.Lock()
+		waiting := len(r.pending) > 0 || len(r.seen) > 0
+		r.mu.Unlock()
+		if !waiting {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			continue
+		}
 		var low [2]int64
 		low[0], low[1] = 1<<63-1, 1<<63-1
 		for i, n := range r.fleet.Nodes {
@@ -618,6 +646,7 @@ func (r *runner) watchApplied(ctx context.Context) {
 			keep = append(keep, w)
 		}
 		r.seen = keep
+		r.settle(low)
 		r.mu.Unlock()
 		select {
 		case <-ctx.Done():

@@ -103,6 +103,7 @@ func Run(t testing.TB, cfg Config) *Result {
 		}
 	}
 	start := time.Now()
+	cpuBefore := r.cpuUse()
 	deadline := start.Add(cfg.Duration)
 	var done atomic.Bool
 	var wg sync.WaitGroup
@@ -142,12 +143,14 @@ func Run(t testing.TB, cfg Config) *Result {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu := r.cpuUse().perOp(cpuBefore, r.stats.Ops)
 	cancel()
 	watch.Wait()
 
 	res := &Result{Ops: r.stats.Ops, Diffs: r.diffs, Stats: r.stats}
 	fmt.Printf("twin: %d operations in %v (%.0f/s)\n", res.Ops, elapsed.Round(time.Second), float64(res.Ops)/elapsed.Seconds())
 	fmt.Print(r.stats.Summary())
+	fmt.Print(cpu)
 	byClass := map[string]int{}
 	fallout := 0
 	for _, d := range r.diffs {
@@ -158,7 +161,7 @@ func Run(t testing.TB, cfg Config) *Result {
 		key := d.Method + " " + d.Step.Gen
 		byClass[key]++
 		if byClass[key] <= 2 {
-			fmt.Printf("twin: difference at operation %d: %s\n", d.Index, d)
+			fmt.Printf("twin: difference at operation %d: %s\n  step: %+v\n", d.Index, d, d.Step.Op)
 		}
 	}
 	if fallout > 0 {

@@ -11,6 +11,15 @@
 #   HMSPROXY_CACHE   cache root (default $HOME/.cache/hmsproxy-testbed)
 #   HMS_START_TIMEOUT seconds to wait for the port (default 180)
 #   HMS_HEAP         JVM -Xmx (default 1g)
+#                    Derby also keeps 2,000 compiled statements (not 100) and
+#                    8,000 pages (not 1,000): profiled under the twin, compiling
+#                    SQL and reading pages took a quarter of the server's CPU.
+#   HMS_JVM_OPTS     more JVM options for the server, split on blanks (a profile:
+#                    -XX:StartFlightRecording=filename=/tmp/hms.jfr,dumponexit=true)
+#   HMS_DERBY_DURABILITY  Derby's derby.system.durability (default "test": no
+#                    fsync at commit; the test bed's databases are thrown away
+#                    with their work directory, and a killed server loses
+#                    nothing the OS already holds). "" syncs every commit.
 #   HMS_LISTENERS    override hive.metastore.transactional.event.listeners
 #                    (default: DbNotificationListener; on 4.0 the test bed's
 #                    own listener, built from maven/listener-4.0 by fetch)
@@ -31,6 +40,7 @@ CACHE=${HMSPROXY_CACHE:-$HOME/.cache/hmsproxy-testbed}
 PYSPARK_VERSION=${PYSPARK_VERSION:-3.5.9}
 HMSCLIENT_VERSION=0.1.1
 HMS_HEAP=${HMS_HEAP:-1g}
+HMS_DERBY_DURABILITY=${HMS_DERBY_DURABILITY-test}
 HMS_START_TIMEOUT=${HMS_START_TIMEOUT:-180}
 M2="$CACHE/m2"
 EXPR_PROXY=org.apache.hadoop.hive.metastore.DefaultPartitionExpressionProxy
@@ -476,6 +486,9 @@ start() { # version port workdir
     # shellcheck disable=SC2046 # none, or options without spaces
     exec setsid java "-Xmx$HMS_HEAP" -XX:+UseSerialGC "${JAVA_OPENS[@]}" $(kerberos_jvm_opts) \
       -Dderby.stream.error.file="$work/derby.log" \
+      ${HMS_DERBY_DURABILITY:+-Dderby.system.durability=$HMS_DERBY_DURABILITY} \
+      -Dderby.language.statementCacheSize=2000 -Dderby.storage.pageCacheSize=8000 \
+      ${HMS_JVM_OPTS:-} \
       -Djava.io.tmpdir="$work" \
       -Dhive.log.dir="$work" \
       -cp "$cp" org.apache.hadoop.hive.metastore.HiveMetaStore -p "$port" \

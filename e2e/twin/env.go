@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -34,6 +36,9 @@ type Metastore struct {
 var (
 	msMu   sync.Mutex // guards stores
 	stores = map[string]*Metastore{}
+	// keepLogs keeps the metastores' work directories, with their logs,
+	// once a run failed.
+	keepLogs atomic.Bool
 )
 
 // basePort spaces the twin's metastores apart from the e2e tests' ones,
@@ -103,7 +108,13 @@ func StopAll() {
 			continue
 		}
 		exec.Command("bash", filepath.Join(repoRoot(), "testbed", "hms.sh"), "stop", ms.work).Run()
-		os.RemoveAll(ms.work)
+		if keepLogs.Load() {
+			// the metastore's own log explains some differences (a
+			// fallback from direct SQL, a retried write)
+			fmt.Printf("twin: HMS %s's log is %s\n", v, filepath.Join(ms.work, "hms.log"))
+		} else {
+			os.RemoveAll(ms.work)
+		}
 		delete(stores, v)
 	}
 }
@@ -196,6 +207,7 @@ func startFleet(t testing.TB, ms *Metastore, fed *federation, n int, args ...str
 		if !t.Failed() {
 			os.RemoveAll(dir)
 		} else {
+			keepLogs.Store(true)
 			fmt.Printf("twin: the nodes' logs are in %s\n", dir)
 		}
 	})
@@ -387,4 +399,38 @@ func (n *Node) AppliedEvents(ctx context.Context, series []string) []int64 {
 		}
 	}
 	return out
+}
+
+// logged reports whether the metastore's log has a line holding text
+// written at or after since. It reads the log's last few megabytes: the
+// twin asks about the read it just made.
+func (ms *Metastore) logged(since time.Time, text string) bool {
+	if ms.work == "" {
+		return false
+	}
+	f, err := os.Open(filepath.Join(ms.work, "hms.log"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	const tail = 4 << 20
+	if st, err := f.Stat(); err == nil && st.Size() > tail {
+		f.Seek(st.Size()-tail, io.SeekStart)
+	}
+	// a line begins with its local time, to the millisecond
+	const layout = "2006-01-02T15:04:05,000"
+	from := since.Add(-time.Second).Format(layout) // the log's clock has milliseconds
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	stamp := ""
+	for sc.Scan() {
+		line := sc.Text()
+		if len(line) >= len(layout) && line[4] == '-' && line[10] == 'T' {
+			stamp = line[:len(layout)]
+		}
+		if stamp >= from && strings.Contains(line, text) {
+			return true
+		}
+	}
+	return false
 }

@@ -42,7 +42,7 @@ var features = []struct {
 	{"ratelimit-by-user", []string{"users", "field ratelimit"}, "no rate limits: ugi-cycling meets no bucket"},
 	{"per-address", []string{"max_clients_per_address"}, "no per-address connection cap"},
 	{"inflight-budget", []string{"inflight_bytes"}, "no in-flight budget setting"},
-	{"drain-delay", []string{"drain-delay"}, "its default drain delay at shutdown"},
+	{"drain-delay", []string{"drain-delay", "drain_delay"}, "its default drain delay at shutdown"},
 }
 
 // rateLimited reports whether the proxy runs with rate limits that
@@ -153,9 +153,21 @@ func startProxy(t *testing.T, bin, metastore string, files certstest.Files) (*pr
 func launchProxy(t *testing.T, bin, cfg string, noDrainDelay bool) *proxyProc {
 	t.Helper()
 	p := &proxyProc{log: newLogTail(), done: make(chan struct{})}
-	args := []string{"--config", cfg, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--log-format", "json", "--shutdown-timeout", "5s"}
+	keys := keyFlags(bin)
+	flag := func(key, old string) string {
+		if keys {
+			return "--" + key
+		}
+		return "--" + old
+	}
+	args := []string{"--config", cfg, "--listen", "127.0.0.1:0", flag("admin.listen", "admin"), "127.0.0.1:0",
+		flag("log.format", "log-format"), "json", flag("shutdown.timeout", "shutdown-timeout"), "5s"}
 	if noDrainDelay {
-		args = append(args, "--drain-delay", "0")
+		off := "off"
+		if !keys {
+			off = "0" // off before the settings' rule for 0
+		}
+		args = append(args, flag("shutdown.drain_delay", "drain-delay"), off)
 	}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "HMSPROXY_") })
@@ -190,6 +202,12 @@ func launchProxy(t *testing.T, bin, cfg string, noDrainDelay bool) *proxyProc {
 	})
 	return p
 }
+
+// keyFlags reports whether bin names its flags by their keys
+// (--admin.listen), as every build that knows --version does; an older
+// build (CHAOS_PROXY_BIN) knows only the old names, which the newer ones
+// still take, with a deprecation warning.
+func keyFlags(bin string) bool { return exec.Command(bin, "--version").Run() == nil }
 
 // alive reports whether the process is still running.
 func (p *proxyProc) alive() bool {

@@ -4,7 +4,7 @@
 # run a shell with, as the unprivileged user nonroot (65532).
 #   make image    (docker build -t hmsproxy:<appVersion of deploy/helm/hmsproxy/Chart.yaml> .,
 #                  the tag the chart pulls when image.tag is empty)
-#   docker run -p 9083:9083 -p 9084:9084 hmsproxy:0.1.0 --upstream thrift://hms:9083
+#   docker run -p 9083:9083 -p 9084:9084 hmsproxy:0.1.0 --upstream.uris thrift://hms:9083
 # cmd/hmsproxy/deploy_test.go checks this file's properties.
 
 ARG GO_VERSION=1.26.8

@@ -22,7 +22,7 @@ type rateLimitConfig struct {
 	// Users override the classes they name for one authenticated
 	// identity (a Kerberos principal's name after kerberos.auth_to_local);
 	// the others keep the defaults above. Needs kerberos.enabled.
-	Users map[string]userLimitConfig `yaml:"users" key:"identity" doc:"overrides of the classes they name for one authenticated identity (after kerberos.auth_to_local); needs kerberos.enabled" note:"classes it does not name keep the defaults; without kerberos.enabled no client has an identity, and the proxy refuses to start rather than key limits on set_ugi claims"`
+	Users map[string]userLimitConfig `yaml:"users" key:"identity" doc:"overrides of the classes they name for one authenticated identity (after kerberos.auth_to_local); needs kerberos.enabled" note:"classes it does not name keep the defaults, and rate off (or 0) lifts one; without kerberos.enabled no client has an identity, and the proxy refuses to start rather than key limits on set_ugi claims"`
 	// Sources override the classes they name for clients without an
 	// authenticated identity, by source address: "10.1.0.0/16" or one
 	// address; the longest prefix holding a client's address applies, and

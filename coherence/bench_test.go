@@ -19,6 +19,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
@@ -288,11 +289,7 @@ func startNode(b *testing.B, metastore string, rdb *redis.Client) *benchNode {
 }
 
 func waitPeers(b *testing.B, bus *coherence.Bus, n int) {
-	for deadline := time.Now().Add(10 * time.Second); !bus.Synced() || len(bus.Peers()) != n; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			b.Fatal("bus did not sync")
-		}
-	}
+	wait.Eventually(b, 10*time.Second, func() bool { return bus.Synced() && len(bus.Peers()) == n }, "bus did not sync")
 }
 
 func dial(b *testing.B, addr string) *hmsclient.Client {

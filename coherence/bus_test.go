@@ -132,6 +132,7 @@ func TestBusDelivers(t *testing.T) {
 func TestPublishWaitsForPeers(t *testing.T) {
 	r := redistest.Start(t)
 	a := run(t, fast(r.Client(), "ryw"), nil)
+	// A peer deliberately slow to apply: a sleep is the point.
 	b := run(t, fast(r.Client(), "ryw"), &node{applyHook: func() { time.Sleep(30 * time.Millisecond) }})
 	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(b.bus.Peers()) == 1 })
 	for i := range 5 {
@@ -163,6 +164,7 @@ func TestNewNodeIsWaitedFor(t *testing.T) {
 	stall.armed.Store(true) // the writer reads nothing more for now
 	waitFor(t, "the writer's reads stalled", stall.stalled.Load)
 	cfg.Client = r.Client()
+	// A peer deliberately slow to apply: a sleep is the point.
 	b := run(t, cfg, &node{applyHook: func() { time.Sleep(30 * time.Millisecond) }})
 	if len(a.bus.Peers()) != 0 {
 		t.Fatal("the writer heard the newcomer; the test needs it not to")

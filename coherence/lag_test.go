@@ -30,7 +30,8 @@ func TestLaggingWriterWaits(t *testing.T) {
 	t.Cleanup(func() { release.Do(func() { close(stall.gate) }); close(gate) })
 
 	// The writer reads nothing for longer than the heartbeat timeout,
-	// while the peer keeps heartbeating.
+	// while the peer keeps heartbeating. Silence is measured in time: a
+	// sleep.
 	stall.armed.Store(true)
 	waitFor(t, "the writer's reads stalled", stall.stalled.Load)
 	time.Sleep(2 * w.bus.timeout)

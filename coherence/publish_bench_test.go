@@ -11,6 +11,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 )
 
 // BenchmarkPublish measures the bus alone: what one Publish costs in CPU
@@ -39,11 +40,7 @@ func BenchmarkPublish(b *testing.B) {
 				wg.Go(func() { pb.Run(ctx, p) })
 			}
 			defer func() { cancel(); wg.Wait() }()
-			for deadline := time.Now().Add(10 * time.Second); !bus.Synced() || len(bus.Peers()) != peers; time.Sleep(5 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					b.Fatal("no sync")
-				}
-			}
+			wait.Eventually(b, 10*time.Second, func() bool { return bus.Synced() && len(bus.Peers()) == peers }, "no sync")
 			const workers = 32
 			batches := bus.Stats().Batches.Load()
 			c0 := cpuNow()

@@ -17,6 +17,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 )
 
 // TestPublishSettledBySilence: a writer waiting for a peer that falls
@@ -37,6 +38,7 @@ func TestPublishSettledBySilence(t *testing.T) {
 	cut := time.Now()
 	// Publish half a timeout into the silence: the peer falls silent about
 	// half a timeout later, the deadline comes a whole timeout later.
+	// A pause of a measured length is the point: a sleep.
 	time.Sleep(cfg.HeartbeatTimeout / 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*cfg.HeartbeatTimeout)
 	defer cancel()
@@ -60,6 +62,7 @@ func TestConcurrentPublishReadYourWrites(t *testing.T) {
 	r := redistest.Start(t)
 	a := run(t, fast(r.Client(), "cryw"), nil)
 	fastPeer := run(t, fast(r.Client(), "cryw"), nil)
+	// A peer deliberately slow to apply: a sleep is the point.
 	slowPeer := run(t, fast(r.Client(), "cryw"), &node{applyHook: func() { time.Sleep(2 * time.Millisecond) }})
 	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 2 })
 
@@ -112,6 +115,7 @@ func TestLaggingReaderWaitsForLivePeer(t *testing.T) {
 	stall := &stallReads{gate: make(chan struct{}), appended: make(chan struct{}, 1)}
 	c.AddHook(stall)
 	a := run(t, fast(c, "join"), nil)
+	// A peer deliberately slow to apply: a sleep is the point.
 	b := run(t, fast(r.Client(), "join"), &node{applyHook: func() { time.Sleep(100 * time.Millisecond) }})
 	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(b.bus.Peers()) == 1 })
 
@@ -120,7 +124,8 @@ func TestLaggingReaderWaitsForLivePeer(t *testing.T) {
 	stall.armed.Store(true)
 	waitFor(t, "the writer's reader stalled", stall.stalled.Load)
 	// Long enough for the peer to look silent to the writer, whose reader
-	// reads none of its heartbeats.
+	// reads none of its heartbeats: silence is measured in time, so a
+	// sleep.
 	time.Sleep(a.bus.timeout + 2*a.bus.cfg.Heartbeat)
 	go func() {
 		<-stall.appended // the write is on the stream: let the reader catch up
@@ -291,10 +296,8 @@ func TestHeldWritesGoOut(t *testing.T) {
 					t.Fatal("every late write went out with a heartbeat, unheld")
 				}
 			}
-			for end := time.Now().Add(within); appends.n.Load() == before; time.Sleep(2 * time.Millisecond) {
-				if time.Now().After(end) {
-					t.Fatalf("the held write was not appended within %v while the first batch waits", within)
-				}
+			if !wait.Until(within, func() bool { return appends.n.Load() != before }) {
+				t.Fatalf("the held write was not appended within %v while the first batch waits", within)
 			}
 		})
 	}
@@ -468,7 +471,8 @@ func TestAppendCarriesEveryQueuedWrite(t *testing.T) {
 	waitFor(t, "the write queued", func() bool { return len(a.bus.reqs) >= queued+1 })
 	// Half the write's wait gone before the sender moves on: the next
 	// append starts after it was queued and, heard by the peer, keeps
-	// the writer alive there past the write's deadline.
+	// the writer alive there past the write's deadline. A pause of a
+	// measured length is the point: a sleep.
 	time.Sleep(cfg.HeartbeatTimeout / 2)
 	r1.Do(func() { close(first) })
 	err := <-res

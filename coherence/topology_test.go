@@ -13,6 +13,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 )
 
 // TestBusOnCluster (issue 15, item 1): three nodes on a Redis Cluster of
@@ -128,15 +129,10 @@ func TestBusSentinelLostTail(t *testing.T) {
 	_, before := b.snapshot()
 	release.Do(func() { close(stall.gate) })
 	stall.armed.Store(false)
-	for end := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-		if _, l := b.snapshot(); len(l) > len(before) {
-			break
-		}
-		if time.Now().After(end) {
-			st := a.bus.Stats()
-			t.Fatalf("B did not flush within 30s; A: published %d, publish errors %d, synced %v; B received %d",
-				st.Published.Load(), st.PublishErrors.Load(), a.bus.Synced(), b.bus.Stats().Received.Load())
-		}
+	if !wait.Until(30*time.Second, func() bool { _, l := b.snapshot(); return len(l) > len(before) }) {
+		st := a.bus.Stats()
+		t.Fatalf("B did not flush within 30s; A: published %d, publish errors %d, synced %v; B received %d",
+			st.Published.Load(), st.PublishErrors.Load(), a.bus.Synced(), b.bus.Stats().Received.Load())
 	}
 	flushed := time.Since(killed)
 	if got, _ := b.snapshot(); slices.Contains(got, lost) {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/demohms"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
@@ -308,11 +309,7 @@ func Recv[T any](t testing.TB, ch <-chan T, what string) T {
 // the test after Timeout with what it waited for.
 func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	for end := time.Now().Add(Timeout); !cond(); time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("timed out after %v waiting for %s", Timeout, what)
-		}
-	}
+	wait.Eventually(t, Timeout, cond, "waiting for %s", what)
 }
 
 // Logger sends debug logs to the test log, shown for failing tests. A

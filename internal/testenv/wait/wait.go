@@ -24,11 +24,22 @@ const poll = 10 * time.Millisecond
 // test's own, which must not call t.Fatal, and loops with their own
 // failure message.
 func Until(timeout time.Duration, cond func() bool) bool {
+	return until(timeout, 100*time.Microsecond, poll, cond)
+}
+
+// Poll is Until for a condition that costs something to check (a call
+// to a real metastore): it checks at most once per every.
+func Poll(timeout, every time.Duration, cond func() bool) bool {
+	return until(timeout, every, every, cond)
+}
+
+// until checks cond with pauses that double from first up to most.
+func until(timeout, first, most time.Duration, cond func() bool) bool {
 	if cond() {
 		return true
 	}
 	deadline := time.Now().Add(timeout)
-	d := 100 * time.Microsecond
+	d := min(first, timeout)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
@@ -40,7 +51,7 @@ func Until(timeout time.Duration, cond func() bool) bool {
 		if left <= 0 {
 			return false
 		}
-		d = min(2*d, poll, left)
+		d = min(2*d, most, left)
 		t.Reset(d)
 	}
 }

@@ -37,6 +37,18 @@ func TestUntil(t *testing.T) {
 	}
 }
 
+func TestPoll(t *testing.T) {
+	var n atomic.Int64
+	start := time.Now()
+	if Poll(35*time.Millisecond, 10*time.Millisecond, func() bool { n.Add(1); return false }) {
+		t.Fatal("Poll of a false condition: got true")
+	}
+	// Checks at 0, 10, 20, 30 and 35ms.
+	if got := n.Load(); got > 5 || time.Since(start) < 35*time.Millisecond {
+		t.Fatalf("Poll: %d checks in %v; want at most 5, after at least 35ms", got, time.Since(start))
+	}
+}
+
 func TestEventually(t *testing.T) {
 	r := &recorder{TB: t}
 	Eventually(r, time.Second, func() bool { return true }, "never shown")

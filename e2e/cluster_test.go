@@ -14,6 +14,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/coherence/leader"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/ops/worker"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
@@ -87,11 +88,16 @@ func TestBypassingWritesReal(t *testing.T) {
 				t.Fatalf("notification log not readable on HMS %s: %v", v, err)
 			}
 			wg.Add(1)
-			go func() {
+			go func() { // the runner's loop, without its jitter
 				defer wg.Done()
+				tick := time.NewTicker(interval)
+				defer tick.Stop()
 				for ctx.Err() == nil {
 					poller.Poll(ctx)
-					time.Sleep(interval)
+					select {
+					case <-ctx.Done():
+					case <-tick.C:
+					}
 				}
 			}()
 
@@ -110,9 +116,8 @@ func TestBypassingWritesReal(t *testing.T) {
 			// Let the poller apply the creates first, so that their
 			// invalidations do not land between the warm-up calls below
 			// (the second call of each node must be a hit).
-			for polled := poller.Stats().Polls.Load(); poller.Stats().Polls.Load() < polled+2; {
-				time.Sleep(10 * time.Millisecond)
-			}
+			polled := poller.Stats().Polls.Load()
+			wait.Eventually(t, 30*time.Second, func() bool { return poller.Stats().Polls.Load() >= polled+2 }, "two polls")
 			clients := make([]*hmsclient.Client, len(nodes))
 			for i, n := range nodes {
 				clients[i] = dial(t, n.addr)
@@ -127,11 +132,8 @@ func TestBypassingWritesReal(t *testing.T) {
 			waitAll := func(val string, within time.Duration) time.Duration {
 				begin := time.Now()
 				for i, c := range clients {
-					for clParam(call(t, c, getMethod, get), "v") != val {
-						if time.Since(begin) > within {
-							t.Fatalf("node %d still serves the old table %v after the write (want v=%s)", i, time.Since(begin), val)
-						}
-						time.Sleep(5 * time.Millisecond)
+					if !wait.Until(time.Until(begin.Add(within)), func() bool { return clParam(call(t, c, getMethod, get), "v") == val }) {
+						t.Fatalf("node %d still serves the old table %v after the write (want v=%s)", i, time.Since(begin), val)
 					}
 				}
 				return time.Since(begin)
@@ -188,6 +190,7 @@ func TestRedisRestartReal(t *testing.T) {
 					// Followers start out of phase with the leader's
 					// renewals: one that tried once per renew period would
 					// next try three quarters of one after the restart.
+					// A pause of a measured length is the point: a sleep.
 					time.Sleep(renew * 3 / 4)
 				}
 				client := r.Client()
@@ -224,15 +227,14 @@ func TestRedisRestartReal(t *testing.T) {
 				nodes, buses, els = append(nodes, n), append(buses, bus), append(els, el)
 			}
 			synced := func() {
-				deadline := time.Now().Add(10 * time.Second)
-				for _, b := range buses {
-					for !b.Synced() {
-						if time.Now().After(deadline) {
-							t.Fatal("bus not in sync")
+				wait.Eventually(t, 10*time.Second, func() bool {
+					for _, b := range buses {
+						if !b.Synced() {
+							return false
 						}
-						time.Sleep(5 * time.Millisecond)
 					}
-				}
+					return true
+				}, "bus not in sync")
 			}
 			synced()
 
@@ -272,36 +274,25 @@ func TestRedisRestartReal(t *testing.T) {
 			c := r.Client()
 			// Just before the leader's renewal, with time for Redis to come
 			// back before it; the write waits for the term to end.
-			deadline := time.Now().Add(3 * renew)
-			for c.PTTL(ctx, leaseKey).Val() > ttl-renew+300*time.Millisecond {
-				if time.Now().After(deadline) {
-					t.Fatal("renewal never near")
-				}
-				time.Sleep(2 * time.Millisecond)
-			}
+			wait.Eventually(t, 3*renew, func() bool { return c.PTTL(ctx, leaseKey).Val() <= ttl-renew+300*time.Millisecond }, "renewal never near")
 			restarted := time.Now()
 			r.Restart()
-			for lost := uint64(0); lost == 0; {
+			wait.Eventually(t, time.Until(restarted.Add(renew+time.Second)), func() bool {
+				lost := uint64(0)
 				for _, el := range els {
 					lost += el.Stats().Lost
 				}
-				if time.Since(restarted) > renew+time.Second {
-					t.Fatal("no term ended after the restart")
-				}
-				time.Sleep(time.Millisecond)
-			}
+				return lost > 0
+			}, "no term ended after the restart")
 			synced()
 			warm()
 			args := hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, "t"), clTable(db, "t", map[string]string{"v": "after-restart"}).Field(3))
 			clMustOK(t, "alter_table", call(t, direct, "alter_table", args))
 			wrote := time.Now()
 			for i, cl := range clients {
-				for clParam(call(t, cl, getMethod, get), "v") != "after-restart" {
-					if time.Since(wrote) > interval+time.Second {
-						t.Fatalf("node %d still serves the old table %v after a direct write that followed a Redis restart (renew period %v)",
-							i, time.Since(wrote).Round(time.Millisecond), renew)
-					}
-					time.Sleep(5 * time.Millisecond)
+				if !wait.Until(time.Until(wrote.Add(interval+time.Second)), func() bool { return clParam(call(t, cl, getMethod, get), "v") == "after-restart" }) {
+					t.Fatalf("node %d still serves the old table %v after a direct write that followed a Redis restart (renew period %v)",
+						i, time.Since(wrote).Round(time.Millisecond), renew)
 				}
 			}
 			fmt.Printf("e2e: HMS %s: direct write after a Redis restart seen through all 3 nodes after %v (poll interval %v, renew period %v)\n",

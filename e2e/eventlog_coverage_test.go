@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
@@ -463,17 +464,13 @@ func evcovMeasure(t *testing.T, c *hmsclient.Client, v string, w evcovWrite, db,
 // and no verdict can be had.
 func evcovAwaitID(t *testing.T, c *hmsclient.Client, before int64) int64 {
 	t.Helper()
-	deadline := time.Now().Add(evcovWait)
-	id := evcovCurrentID(t, c)
-	for id == before && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-		id = evcovCurrentID(t, c)
-	}
+	var id int64
+	wait.Poll(evcovWait, 50*time.Millisecond, func() bool { id = evcovCurrentID(t, c); return id != before })
 	if id == before {
 		return id
 	}
 	for settleBy := time.Now().Add(30 * time.Second); time.Now().Before(settleBy); {
-		time.Sleep(evcovSettle)
+		time.Sleep(evcovSettle) // the id must stay put this long: a measured pause
 		again := evcovCurrentID(t, c)
 		if again == id {
 			return id

@@ -447,7 +447,9 @@ func TestKerberosExpiredTicket(t *testing.T) {
 	if out, err, _ := javaKerberos(t, ms, "thrift://"+n.addr, "cache:"+live, "alice@"+realm, pxPrincipal); err != nil {
 		t.Fatalf("a live ticket cache through the proxy: %v\n%s", err, tail(out, 20))
 	}
-	// short@ tickets live 2 seconds (testbed/kdc.sh)
+	// short@ tickets live 2 seconds (testbed/kdc.sh); the KDC and the Java
+	// client read the wall clock, so the way to an expired ticket is a
+	// sleep.
 	stale := kinit(t, ms, "short", "short@"+realm)
 	time.Sleep(2500 * time.Millisecond)
 	outD, errD, tookD := javaKerberos(t, ms, "thrift://"+ms.addr, "cache:"+stale, "short@"+realm, hmsPrincipal)

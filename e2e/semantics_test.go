@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 )
@@ -229,14 +230,10 @@ func semUnlogged(t *testing.T, b *semBed) {
 	call(t, c, "get_function", get) // cached
 	b.ok(t, "alter_function", hmsreq.Args(hmsreq.Str(1, b.db), hmsreq.Str(2, "f_unlogged"), fn(3, "com.example.New")))
 	start := time.Now()
-	for {
-		if sameButSeqID(call(t, c, "get_function", get), call(t, b.direct, "get_function", get)) {
-			break
-		}
-		if time.Since(start) > bound+2*time.Second {
-			t.Fatalf("alter_function straight to the metastore unseen through the proxy after %v; want within cache.ttl_without_eventlog (%v)", time.Since(start), bound)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !wait.Poll(bound+2*time.Second, 100*time.Millisecond, func() bool {
+		return sameButSeqID(call(t, c, "get_function", get), call(t, b.direct, "get_function", get))
+	}) {
+		t.Fatalf("alter_function straight to the metastore unseen through the proxy after %v; want within cache.ttl_without_eventlog (%v)", time.Since(start), bound)
 	}
 	t.Logf("an unlogged alter_function showed through the proxy after %v (bound %v)", time.Since(start).Round(time.Millisecond), bound)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
@@ -39,10 +40,8 @@ func TestShadowReal(t *testing.T) {
 			byNames := hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, "t"), hmsreq.Strings(3, "ds=2024-01-01", "ds=2024-01-02"))
 			waitChecks := func(want uint64) {
 				t.Helper()
-				for deadline := time.Now().Add(30 * time.Second); sh.Checks()+sumFailed(sh) < want; time.Sleep(5 * time.Millisecond) {
-					if time.Now().After(deadline) {
-						t.Fatalf("%d shadow checks after 30s; want %d", sh.Checks(), want)
-					}
+				if !wait.Until(30*time.Second, func() bool { return sh.Checks()+sumFailed(sh) >= want }) {
+					t.Fatalf("%d shadow checks after 30s; want %d", sh.Checks(), want)
 				}
 			}
 			for _, r := range []struct {
@@ -63,10 +62,8 @@ func TestShadowReal(t *testing.T) {
 			if got := clParam(call(t, c, getMethod, get), "v"); got != "" {
 				t.Fatalf("served v=%q; the stale entry should be served once", got)
 			}
-			for deadline := time.Now().Add(30 * time.Second); sh.Mismatches() == 0; time.Sleep(5 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("stale table not found: %d checks, %d failed", sh.Checks(), sumFailed(sh))
-				}
+			if !wait.Until(30*time.Second, func() bool { return sh.Mismatches() != 0 }) {
+				t.Fatalf("stale table not found: %d checks, %d failed", sh.Checks(), sumFailed(sh))
 			}
 			if got := sh.Count(hms.KindTable, proxy.ShadowMismatched); got != 1 {
 				t.Fatalf("table mismatches %d; want 1", got)

@@ -31,6 +31,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
@@ -84,7 +85,10 @@ func TestFleetBehindHAProxy(t *testing.T) {
 	proxytest.Call(t, setup, "create_table", hmsreq.Args(table(0).Field(1)))
 
 	ld := startLoad(t, lb.addr, nodes[0].listen)
-	time.Sleep(2 * time.Second) // load before the restarts: warm caches on every node
+	// Two seconds of load before the restarts warm the caches of every
+	// node, and give the dashboards a level to compare with: a measured
+	// span of load.
+	time.Sleep(2 * time.Second)
 	if prom != nil {
 		refuseSome(t, nodes[0].listen) // the errors panel's series begins
 	}
@@ -95,11 +99,13 @@ func TestFleetBehindHAProxy(t *testing.T) {
 	n1 := nodes[1]
 	n1.cmd.Process.Signal(syscall.SIGTERM)
 	sawDown := false
-	for !n1.exited() {
+	if !wait.Poll(time.Minute, 50*time.Millisecond, func() bool {
 		if !sawDown && lb.status(t, n1.name) != "UP" {
 			sawDown = true
 		}
-		time.Sleep(50 * time.Millisecond)
+		return n1.exited()
+	}) {
+		t.Fatal("n1 did not exit within a minute of SIGTERM")
 	}
 	if code := n1.cmd.ProcessState.ExitCode(); code != 0 {
 		t.Errorf("n1 exited %d after SIGTERM; want 0", code)
@@ -111,7 +117,7 @@ func TestFleetBehindHAProxy(t *testing.T) {
 	n1.start(t)
 	waitFor(t, "n1 back UP in HAProxy", func() bool { return lb.status(t, n1.name) == "UP" })
 	restartEnd := time.Now()
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // a measured span of load between the phases
 
 	// n2 dies without a word.
 	killStart := time.Now()
@@ -125,7 +131,7 @@ func TestFleetBehindHAProxy(t *testing.T) {
 	if prom != nil {
 		refuseSome(t, nodes[0].listen) // and grows: a rate
 	}
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // a measured span of load after the last phase
 	res := ld.stop()
 
 	t.Logf("n1 SIGTERM to exit %v (drain delay 2s), back UP %v after the SIGTERM; n2 SIGKILL to back UP %v",
@@ -434,7 +440,7 @@ func (r *retrying) call(method string, args []byte, fn func(wire.Message) error)
 			return err
 		}
 		r.retried.Add(1)
-		time.Sleep(retryDelay)
+		time.Sleep(retryDelay) // a client's backoff, as the Hive client's
 	}
 }
 
@@ -445,7 +451,7 @@ func (r *retrying) open() error {
 	var err error
 	for i := range connectAttempts {
 		if i > 0 {
-			time.Sleep(retryDelay)
+			time.Sleep(retryDelay) // a client's backoff, as the Hive client's
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		r.c, err = hmsclient.Dial(ctx, r.addr, wire.Buffered)
@@ -696,11 +702,10 @@ func (p *prometheus) checkDashboard(t *testing.T) {
 		var n int
 		var err error
 		// A rate needs two scrapes after what it counts: a few seconds.
-		for end := time.Now().Add(5 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			if n, err = p.query(t, q); n > 0 || time.Now().After(end) {
-				break
-			}
-		}
+		wait.Poll(5*time.Second, 200*time.Millisecond, func() bool {
+			n, err = p.query(t, q)
+			return n > 0
+		})
 		if err != nil || n == 0 {
 			empty++
 			t.Errorf("dashboard query returns no series (err %v): %s", err, q)

@@ -195,6 +195,8 @@ func runVictim() int {
 	v.phase.Store("warm-up")
 	for i := range 3 { // fill the cache (and the pools)
 		v.cycle(i)
+		// The proxy fills its cache after it replies; this process sees no
+		// seam of it, so a pause lets the fills land before the next cycle.
 		time.Sleep(200 * time.Millisecond)
 	}
 	out.emit(event{Ev: "ready"})

@@ -121,6 +121,9 @@ type Elector struct {
 	// noRelease makes Run keep the lease when its ctx ends, as a crashed
 	// process would (a test seam).
 	noRelease bool
+	// waits counts the campaign's waits after a try that did not win: a
+	// test seam, showing that a follower tried and now waits.
+	waits atomic.Uint64
 }
 
 // New validates cfg and fills in defaults.
@@ -223,6 +226,7 @@ func (e *Elector) Run(ctx context.Context, onElected func(ctx context.Context, t
 			// unless a release or a Redis restart comes first.
 			wait = left + time.Millisecond
 		}
+		e.waits.Add(1)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

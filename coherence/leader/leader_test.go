@@ -326,10 +326,12 @@ func TestReleaseWakesFollowers(t *testing.T) {
 	srv := redistest.Start(t)
 	nodes := []*node{startSlowNode(t, srv, "a"), startSlowNode(t, srv, "b")}
 	old := waitLeader(t, nodes, 2*time.Second)
-	// Let the follower's first try fail and wait. Elector counts no tries
-	// that find the lease held, so this stays a sleep: with a seam the
-	// test could wait for that try instead.
-	time.Sleep(50 * time.Millisecond)
+	// The follower's first try found the lease held: it waits now.
+	for _, n := range nodes {
+		if n != old {
+			wait.Eventually(t, 2*time.Second, func() bool { return n.e.waits.Load() > 0 }, "the follower waits")
+		}
+	}
 	start := time.Now()
 	old.stop()
 	var rest []*node

@@ -16,6 +16,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 )
 
 // node is one bus end with what it received; it implements Cache.
@@ -132,11 +133,23 @@ func TestBusDelivers(t *testing.T) {
 func TestPublishWaitsForPeers(t *testing.T) {
 	r := redistest.Start(t)
 	a := run(t, fast(r.Client(), "ryw"), nil)
-	// A peer deliberately slow to apply: a sleep is the point.
-	b := run(t, fast(r.Client(), "ryw"), &node{applyHook: func() { time.Sleep(30 * time.Millisecond) }})
+	// The peer holds each invalidation until the test lets it go: while it
+	// holds one, the publish must not have returned.
+	applying, proceed := make(chan struct{}, 1), make(chan struct{})
+	b := run(t, fast(r.Client(), "ryw"), &node{applyHook: func() { applying <- struct{}{}; <-proceed }})
+	t.Cleanup(func() { close(proceed) }) // before b stops
 	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(b.bus.Peers()) == 1 })
 	for i := range 5 {
-		if err := a.bus.Publish(context.Background(), []cache.Entity{tbl}); err != nil {
+		done := make(chan error, 1)
+		go func() { done <- a.bus.Publish(context.Background(), []cache.Entity{tbl}) }()
+		wait.Recv(t, applying, 5*time.Second, "the peer starts applying")
+		select {
+		case err := <-done:
+			t.Fatalf("publish %d returned (%v) while the peer was still applying it", i+1, err)
+		default:
+		}
+		proceed <- struct{}{}
+		if err := wait.Recv(t, done, 5*time.Second, "publish returns"); err != nil {
 			t.Fatal(err)
 		}
 		if got, _ := b.snapshot(); len(got) != i+1 {

@@ -179,7 +179,9 @@ type Fleet struct {
 	args  []string
 	dir   string
 	bin   string
-	fed   *federation // nil: one metastore
+	// keyFlags: bin names its flags by their settings' keys.
+	keyFlags bool
+	fed      *federation // nil: one metastore
 }
 
 // StartFleet runs n hmsproxy processes in front of ms (with a Redis of
@@ -196,6 +198,7 @@ func startFleet(t testing.TB, ms *Metastore, fed *federation, n int, args ...str
 		t.Fatal(err)
 	}
 	f := &Fleet{ms: ms, t: t, args: args, dir: dir, bin: proxyBinary(t), fed: fed}
+	f.keyFlags = exec.Command(f.bin, "--version").Run() == nil
 	if fed != nil {
 		p, err := fed.writeConfig(dir)
 		if err != nil {
@@ -247,10 +250,16 @@ func (f *Fleet) start(i int) (*Node, error) {
 	}
 	n := &Node{Addr: addr, Admin: admin, exited: make(chan struct{}),
 		logPath: filepath.Join(f.dir, fmt.Sprintf("node%d-%d.log", i, time.Now().UnixNano()))}
-	args := []string{"--listen", n.Addr, "--admin", n.Admin, "--upstream", "thrift://" + f.ms.Addr,
-		"--log-format", "json", "--node-id", fmt.Sprintf("twin%d", i)}
+	// Builds that know --version name their flags by their settings'
+	// keys; older ones (TWIN_PROXY_BIN) by the names before.
+	admin, upstream, logFormat, nodeID, redis := "--admin.listen", "--upstream.uris", "--log.format", "--redis.node_id", "--redis.url"
+	if !f.keyFlags {
+		admin, upstream, logFormat, nodeID, redis = "--admin", "--upstream", "--log-format", "--node-id", "--redis"
+	}
+	args := []string{"--listen", n.Addr, admin, n.Admin, upstream, "thrift://" + f.ms.Addr,
+		logFormat, "json", nodeID, fmt.Sprintf("twin%d", i)}
 	if f.redis != nil {
-		args = append(args, "--redis", f.redis.Addr)
+		args = append(args, redis, f.redis.Addr)
 	}
 	args = append(args, f.args...)
 	logf, err := os.Create(n.logPath)

@@ -64,12 +64,7 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	base = base[:len(base):len(base)] // entry keys are appended to copies
 	names := cache.ReadNames(meth, r, k.DefaultCatalog)
 	read := &names // the load below names its own chunks "names"
-	deps, ok := k.Store.ReadDeps(c.deps[:0], sc, meth, &names)
-	c.deps = deps
-	if !ok {
-		return false, nil
-	}
-	snap, ok := k.Store.Gens().Take(deps)
+	snap, ok := c.takeGens(sc, meth, &names)
 	if !ok {
 		return false, nil
 	}
@@ -78,30 +73,10 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	want := r.List
 	slices.SortFunc(want, bytes.Compare)
 	want = slices.CompactFunc(want, bytes.Equal)
-	parts := c.parts[:0]
+	parts, missing, due := c.lookupParts(base, want, meth.Kind, started)
 	defer func() { clear(parts); c.parts = parts[:0] }() // don't keep cached entries alive
-	var missing, due []string
-	for _, name := range want {
-		key := append(c.key[:0], base...)
-		key = append(key, name...)
-		c.key = key
-		// One clock read for the batch (started), not one per lookup.
-		e, st := k.Store.GetAt(key, meth.Kind, started)
-		if st == cache.Miss {
-			missing = append(missing, string(name))
-			continue
-		}
-		parts = append(parts, namedPart{name: name, hit: e})
-		if st == cache.HitRefresh && k.Store.StartRefresh(key) {
-			due = append(due, string(name))
-		}
-	}
 	if len(parts) > 0 && k.shadow.sample() && k.shadow.admit(meth.Kind) {
-		// One of the hits is checked, under the generations read before
-		// the lookups.
-		p := parts[rand.IntN(len(parts))]
-		k.shadow.enqueue(shadowJob{sess: c.sess, meth: meth, msg: shape.AppendRequest(nil, m.Header(), m.Body(), []string{string(p.name)}),
-			key: append(base, p.name...), want: p.hit.Body(), snap: snap, batch: shape, name: string(p.name)})
+		c.shadowOnePart(meth, m, base, parts, snap)
 	}
 	// Due entries are refreshed in one job at the end; on any earlier
 	// return they must be released, or they would never refresh again.
@@ -167,21 +142,9 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	// Only now wait for the others: a batch never waits while holding
 	// loads others wait for, so batches cannot wait on each other in a
 	// circle.
-	var retry []string
-	for i, f := range joined.flights {
-		select {
-		case <-f.done:
-		case <-c.s.ctx.Done():
-			return true, fmt.Errorf("proxy: wait for a partition load: %w", c.s.ctx.Err())
-		}
-		switch {
-		case !f.ok:
-			// Its load failed or was given up: the metastore's answer for
-			// this client's own request decides.
-			retry = append(retry, joined.names[i])
-		case f.body != nil:
-			parts = append(parts, namedPart{name: []byte(joined.names[i]), body: f.body})
-		}
+	parts, retry, err := c.awaitJoined(joined, parts)
+	if err != nil {
+		return true, err
 	}
 	if done, err := load(retry, nil); done {
 		return true, err
@@ -197,8 +160,68 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		// Hits come in name order; loaded partitions were appended.
 		slices.SortFunc(parts, func(a, b namedPart) int { return bytes.Compare(a.name, b.name) })
 	}
-	// One writev of the header, the list's wrapper and each partition's
-	// pieces as the cache keeps them: shared segments are not copied.
+	return true, c.writeBatchReply(m, shape, parts)
+}
+
+// lookupParts looks each of want (sorted, distinct) up under base, all at
+// the one clock reading started. It returns the hits in name order (in
+// c.parts' array), the names missing, and the names due for a refresh
+// whose refresh this request now owns.
+func (c *clientConn) lookupParts(base []byte, want [][]byte, kind hms.Kind, started time.Time) (parts []namedPart, missing, due []string) {
+	k := c.rt.cache
+	parts = c.parts[:0]
+	for _, name := range want {
+		key := append(c.key[:0], base...)
+		key = append(key, name...)
+		c.key = key
+		// One clock read for the batch (started), not one per lookup.
+		e, st := k.Store.GetAt(key, kind, started)
+		if st == cache.Miss {
+			missing = append(missing, string(name))
+			continue
+		}
+		parts = append(parts, namedPart{name: name, hit: e})
+		if st == cache.HitRefresh && k.Store.StartRefresh(key) {
+			due = append(due, string(name))
+		}
+	}
+	return parts, missing, due
+}
+
+// shadowOnePart checks one of the hits against the metastore, under the
+// generations read before the lookups.
+func (c *clientConn) shadowOnePart(meth *hms.Method, m wire.Message, base []byte, parts []namedPart, snap cache.Snapshot) {
+	shape := meth.Batch
+	p := parts[rand.IntN(len(parts))]
+	c.rt.cache.shadow.enqueue(shadowJob{sess: c.sess, meth: meth, msg: shape.AppendRequest(nil, m.Header(), m.Body(), []string{string(p.name)}),
+		key: append(base, p.name...), want: p.hit.Body(), snap: snap, batch: shape, name: string(p.name)})
+}
+
+// awaitJoined waits for the loads this batch joined and appends what they
+// found to parts. It returns the names whose load failed or was given up:
+// the metastore's answer for this client's own request decides those.
+func (c *clientConn) awaitJoined(joined claimed, parts []namedPart) ([]namedPart, []string, error) {
+	var retry []string
+	for i, f := range joined.flights {
+		select {
+		case <-f.done:
+		case <-c.s.ctx.Done():
+			return parts, nil, fmt.Errorf("proxy: wait for a partition load: %w", c.s.ctx.Err())
+		}
+		switch {
+		case !f.ok:
+			retry = append(retry, joined.names[i])
+		case f.body != nil:
+			parts = append(parts, namedPart{name: []byte(joined.names[i]), body: f.body})
+		}
+	}
+	return parts, retry, nil
+}
+
+// writeBatchReply sends parts (in name order) as the reply to m: one
+// writev of the header, the list's wrapper and each partition's pieces as
+// the cache keeps them, so shared segments are not copied.
+func (c *clientConn) writeBatchReply(m wire.Message, shape *hms.Batch, parts []namedPart) error {
 	c.hdr = wire.AppendHeader(c.hdr[:0], wire.Reply, m.Name(), m.SeqID)
 	head, tail, frame := shape.ReplyFrame(c.frame, len(parts))
 	c.frame = frame
@@ -211,9 +234,9 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	clear(iov) // don't keep cached entries alive through the buffers
 	c.iov = iov[:0]
 	if err != nil {
-		return true, errors.Join(errClientWrite, err)
+		return errors.Join(errClientWrite, err)
 	}
-	return true, nil
+	return nil
 }
 
 // entryFlight is one entry being loaded by some request.

@@ -318,6 +318,20 @@ func (s *captureSink) Reply(m wire.Message) error {
 	return nil
 }
 
+// takeGens records the generations of everything a read of names under
+// sc depends on, before any lookup: a load stores its reply only if they
+// are still current at the end. It reports false when the read cannot be
+// cached (its dependencies are unknown or too many).
+func (c *clientConn) takeGens(sc cache.Scope, meth *hms.Method, names *cache.Names) (cache.Snapshot, bool) {
+	k := c.rt.cache
+	deps, ok := k.Store.ReadDeps(c.deps[:0], sc, meth, names)
+	c.deps = deps
+	if !ok {
+		return cache.Snapshot{}, false
+	}
+	return k.Store.Gens().Take(deps)
+}
+
 // cachedRead serves a cacheable read: from the store when current, else
 // from one upstream load shared by identical concurrent misses.
 func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
@@ -398,12 +412,7 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 	if !named {
 		names = cache.ReadNames(meth, r, k.DefaultCatalog)
 	}
-	deps, ok := k.Store.ReadDeps(c.deps[:0], sc, meth, &names)
-	c.deps = deps
-	if !ok {
-		return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
-	}
-	snap, ok := k.Store.Gens().Take(deps)
+	snap, ok := c.takeGens(sc, meth, &names)
 	if !ok {
 		return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
 	}

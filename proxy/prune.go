@@ -126,12 +126,7 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	// The generations of everything the reply depends on, before any
 	// lookup: checked again at the end.
 	names := cache.ReadNames(meth, &c.res, k.DefaultCatalog)
-	deps, ok := k.Store.ReadDeps(c.deps[:0], sc, meth, &names)
-	c.deps = deps
-	if !ok {
-		return false, nil
-	}
-	snap, ok := k.Store.Gens().Take(deps)
+	snap, ok := c.takeGens(sc, meth, &names)
 	if !ok {
 		return false, nil
 	}

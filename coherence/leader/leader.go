@@ -121,9 +121,10 @@ type Elector struct {
 	// noRelease makes Run keep the lease when its ctx ends, as a crashed
 	// process would (a test seam).
 	noRelease bool
-	// waits counts the campaign's waits after a try that did not win: a
-	// test seam, showing that a follower tried and now waits.
-	waits atomic.Uint64
+	// waits counts the campaign's waits after a try that did not win, and
+	// renewals the renewals of a term: test seams, showing that a
+	// follower tried and now waits, and how many renewals a span held.
+	waits, renewals atomic.Uint64
 }
 
 // New validates cfg and fills in defaults.
@@ -396,6 +397,7 @@ func (e *Elector) hold(ctx context.Context, token int64, done <-chan struct{}, w
 			return "stopped"
 		case err == nil && n == 1:
 			e.setTerm(token, sent)
+			e.renewals.Add(1)
 		case err == nil:
 			return "lease lost"
 		default:

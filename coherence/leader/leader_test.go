@@ -106,13 +106,18 @@ func TestOneOfThreeLeads(t *testing.T) {
 	l := waitLeader(t, nodes, 2*time.Second)
 	// Over many renewals and more than a lease, never two leaders and no
 	// change of leader.
-	// The span is the point: the nodes are sampled every 10ms across it.
-	end := time.Now().Add(ttl + ttl/2)
-	for time.Now().Before(end) {
-		if got := leaders(nodes); len(got) != 1 || got[0] != l {
-			t.Fatalf("got %d leaders (or a new one); want the same single leader", len(got))
-		}
-		time.Sleep(10 * time.Millisecond)
+	// Sampled until the leader renewed over a lease and a half: the
+	// renewals it counts, not the clock, say the span held them.
+	renewals := l.e.renewals.Load() + uint64((ttl+ttl/2)/testRenew)
+	var got []*node
+	if !wait.Until(10*ttl, func() bool {
+		got = leaders(nodes)
+		return len(got) != 1 || got[0] != l || l.e.renewals.Load() >= renewals
+	}) {
+		t.Fatalf("%d renewals in %v; want %d", l.e.renewals.Load(), 10*ttl, renewals)
+	}
+	if len(got) != 1 || got[0] != l {
+		t.Fatalf("got %d leaders (or a new one); want the same single leader", len(got))
 	}
 	if n := l.terms.Load(); n != 1 {
 		t.Fatalf("got %d terms on the leader; want 1", n)

@@ -17,6 +17,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/demohms"
 	"github.com/hmsproxy/hmsproxy/filter"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/limits/inflight"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
@@ -183,18 +184,17 @@ func openFaults(b *testing.B, e *faultEnv) {
 	// In place: every fault connection accepted, the non-readers' calls
 	// (some at least) and every hung write that can be sent have reached
 	// the metastore.
-	end := time.Now().Add(20 * time.Second)
-	for e.srv.Clients() < faultSlowloris+faultNonReaders+faultHungWrites+faultJammers+flushLoopers ||
-		e.demo.CallCount("get_partitions") < faultNonReaders {
-		if time.Now().After(end) {
-			b.Logf("faults not all in place after 20s: %d clients, %d get_partitions, %d create_database at the metastore",
-				e.srv.Clients(), e.demo.CallCount("get_partitions"), e.demo.CallCount("create_database"))
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !wait.Until(20*time.Second, func() bool {
+		return e.srv.Clients() >= faultSlowloris+faultNonReaders+faultHungWrites+faultJammers+flushLoopers &&
+			e.demo.CallCount("get_partitions") >= faultNonReaders
+	}) {
+		b.Logf("faults not all in place after 20s: %d clients, %d get_partitions, %d create_database at the metastore",
+			e.srv.Clients(), e.demo.CallCount("get_partitions"), e.demo.CallCount("create_database"))
 	}
 	openIssue22Faults(b, e)
-	time.Sleep(200 * time.Millisecond) // let the non-readers' socket buffers fill
+	// Let the non-readers' socket buffers fill: nothing tells when they
+	// are full, so a measured pause.
+	time.Sleep(200 * time.Millisecond)
 }
 
 // openIssue22Faults adds the rest of issue 22's hostile clients that
@@ -221,6 +221,16 @@ func openIssue22Faults(b *testing.B, e *faultEnv) {
 		mu.Unlock()
 		wg.Wait()
 	})
+	// pace pauses a hostile client for d, its own pace, or until the
+	// benchmark ends, so that the cleanup does not wait out a pause.
+	pace := func(d time.Duration) {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
 	from := func(ip string) net.Conn { // nil once the benchmark ends
 		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
 		for ctx.Err() == nil {
@@ -230,7 +240,7 @@ func openIssue22Faults(b *testing.B, e *faultEnv) {
 				mu.Unlock()
 				return c
 			}
-			time.Sleep(10 * time.Millisecond)
+			pace(10 * time.Millisecond)
 		}
 		return nil
 	}
@@ -251,7 +261,7 @@ func openIssue22Faults(b *testing.B, e *faultEnv) {
 					c.Close()
 					c = nil
 				}
-				time.Sleep(pause)
+				pace(pause)
 			}
 			if c != nil {
 				c.Close()

@@ -195,6 +195,7 @@ func TestFleetSentinelFailover(t *testing.T) {
 			return true
 		})
 		recovered = time.Now()
+		// Writes go on for a measured while after the recovery: a sleep.
 		time.Sleep(300 * time.Millisecond)
 	})
 	t.Logf("%d writes, %d reads, %d cache hits, %d stale; primary killed at write 1500, %d writes in the next second: sentinels promoted the replica after %v, every node served its cache again after %v",

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
@@ -62,9 +63,7 @@ func startProxy(t testing.TB, o proxyOpts, addrs ...string) (*Server, string) {
 	g := proxytest.Group(t, o.up, addrs...)
 	s, addr := serve(t, Config{Transport: o.clientTransport, Cache: o.cache}, g)
 	if s.cache != nil {
-		for deadline := time.Now().Add(time.Second); !s.cache.settings().Known && time.Now().Before(deadline); {
-			time.Sleep(time.Millisecond)
-		}
+		wait.Until(time.Second, func() bool { return s.cache.settings().Known })
 	}
 	return s, addr
 }
@@ -108,15 +107,12 @@ func startProxyOver(t *testing.T, caching *Caching, addr string, wrap func(Forwa
 // have happened would have been counted.
 func refreshesSettled(t testing.TB, s *Server) int64 {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		q := s.cache.queued.Load() // before settled: settled never passes it
-		if s.cache.settled.Load() == q {
-			return q
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("refresh jobs not finished within 10s: %d of %d", s.cache.settled.Load(), q)
-		}
-		time.Sleep(time.Millisecond)
+	var q int64
+	if !wait.Until(10*time.Second, func() bool {
+		q = s.cache.queued.Load() // before settled: settled never passes it
+		return s.cache.settled.Load() == q
+	}) {
+		t.Fatalf("refresh jobs not finished within 10s: %d of %d", s.cache.settled.Load(), q)
 	}
+	return q
 }

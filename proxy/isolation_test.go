@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
@@ -148,13 +149,7 @@ func TestOnewayUnknownMethodNotReused(t *testing.T) {
 	if err := c.Send(ctxT(t), wire.Oneway, "get_table_from_the_future", hmsreq.Args()); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for g.Stats().OnewayClosed == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the unknown oneway call was not forwarded on a connection closed after it")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	wait.Eventually(t, 5*time.Second, func() bool { return g.Stats().OnewayClosed != 0 }, "the unknown oneway call was not forwarded on a connection closed after it")
 	// The same client's next call, with the next seqid, gets its own reply.
 	m, err := c.Call(ctxT(t), "get_table", getTableArgs("demo_db0", "t0"))
 	if err != nil {
@@ -352,13 +347,7 @@ func TestSlowReaderOfStreamedReply(t *testing.T) {
 	if err := slow.Send(ctxT(t), wire.Call, "big_reply", hmsreq.Args()); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for g.Stats().Streamed == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the big reply was not streamed")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	wait.Eventually(t, 5*time.Second, func() bool { return g.Stats().Streamed != 0 }, "the big reply was not streamed")
 	other := dial(t, paddr, wire.Buffered)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -428,13 +417,7 @@ func TestQueuedWriteDroppedWhenClientGone(t *testing.T) {
 			if err := busy.Send(ctxT(t), wire.Call, "get_all_functions", hmsreq.Args()); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for d.CallCount("get_all_functions") == 0 {
-				if time.Now().After(deadline) {
-					t.Fatal("the busy call never reached the metastore")
-				}
-				time.Sleep(time.Millisecond)
-			}
+			wait.Eventually(t, 5*time.Second, func() bool { return d.CallCount("get_all_functions") != 0 }, "the busy call never reached the metastore")
 			db := hmsreq.Args(hmsreq.Struct(1, hmsreq.Str(1, "dropped_db"), hmsreq.Str(3, "file:/tmp/dropped_db")))
 			writer, err := hmsclient.Dial(ctxT(t), paddr, wire.Buffered)
 			if err != nil {
@@ -445,12 +428,7 @@ func TestQueuedWriteDroppedWhenClientGone(t *testing.T) {
 			}
 			if leaves {
 				writer.Close()
-				for g.Stats().ClientGone == 0 {
-					if time.Now().After(deadline) {
-						t.Fatal("the departed client's call was not dropped")
-					}
-					time.Sleep(time.Millisecond)
-				}
+				wait.Eventually(t, 5*time.Second, func() bool { return g.Stats().ClientGone != 0 }, "the departed client's call was not dropped")
 			}
 			if _, err := busy.Recv(ctxT(t)); err != nil {
 				t.Fatal(err)
@@ -511,11 +489,5 @@ func TestClientGonePeek(t *testing.T) {
 	if _, err := sv.Read(one); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !c.gone() {
-		if time.Now().After(deadline) {
-			t.Fatal("not gone 5s after the client closed")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	wait.Eventually(t, 5*time.Second, func() bool { return c.gone() }, "not gone 5s after the client closed")
 }

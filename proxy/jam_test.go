@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/limits/inflight"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
@@ -86,6 +87,8 @@ func TestBudgetJam(t *testing.T) {
 				replied <- err
 			}()
 			for {
+				// Polled until the reply: the request must never wait.
+				wait.Until(time.Second, func() bool { return len(replied) > 0 || b.Waits() != waits })
 				select {
 				case err := <-replied:
 					if err != nil {
@@ -102,7 +105,6 @@ func TestBudgetJam(t *testing.T) {
 					t.Fatalf("the honest 1 MiB request waited for in-flight budget held by %d jammers (%d bytes in use); want no wait",
 						jammers, b.InUse())
 				}
-				time.Sleep(time.Millisecond)
 			}
 		})
 	}

@@ -47,7 +47,7 @@ func TestSlowlorisCutOff(t *testing.T) {
 			go func() {
 				i := 5
 				for ; tc.every > 0 && i < len(req); i++ {
-					time.Sleep(tc.every)
+					time.Sleep(tc.every) // a client slow on the wire on purpose
 					if _, err := nc.Write(req[i : i+1]); err != nil {
 						break
 					}
@@ -97,6 +97,7 @@ func TestIdleTimeout(t *testing.T) {
 	})
 	t.Run("busy", func(t *testing.T) {
 		c := dial(t, paddr, wire.Buffered)
+		// A client that calls at a pace: the pauses are the point.
 		for end := time.Now().Add(3 * idle); time.Now().Before(end); time.Sleep(idle / 6) {
 			call(t, c, "get_table", args)
 		}
@@ -121,7 +122,7 @@ type slowForwarder struct {
 
 func (f *slowForwarder) Do(ctx context.Context, c upstream.Call, sink upstream.ReplySink) error {
 	if f.on.Load() {
-		time.Sleep(f.delay)
+		time.Sleep(f.delay) // slower than a timeout on purpose
 	}
 	return f.up.Do(ctx, c, sink)
 }

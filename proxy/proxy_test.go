@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
@@ -468,11 +469,7 @@ func TestShutdownDrains(t *testing.T) {
 		errc <- err
 	}()
 	// Shut down once the call is in flight: the metastore has it.
-	for deadline := time.Now().Add(10 * time.Second); demo.CallCount("get_all_databases") == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the call never reached the metastore")
-		}
-	}
+	wait.Eventually(t, 10*time.Second, func() bool { return demo.CallCount("get_all_databases") != 0 }, "the call never reached the metastore")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := s.Shutdown(ctx); err != nil {

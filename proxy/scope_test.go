@@ -12,6 +12,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
@@ -266,10 +267,7 @@ func TestScopeChangeFlushes(t *testing.T) {
 	}
 	cf.setHook("io.example.SecretHook")
 	// The next check sees the hook and drops the shared entry.
-	deadline := time.Now().Add(10 * time.Second)
-	for caching.Store.Stats(hms.KindTable).Entries.Load() != 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	wait.Until(10*time.Second, func() bool { return caching.Store.Stats(hms.KindTable).Entries.Load() == 0 })
 	if e := caching.Store.Stats(hms.KindTable).Entries.Load(); e != 0 {
 		t.Fatalf("%d table entries left 10s after the scope changed; want 0 (flushed)", e)
 	}
@@ -322,16 +320,15 @@ func TestScopeRefreshAsEntryUser(t *testing.T) {
 	clock.Advance(caching.Store.Policy(hms.KindTableNames).RefreshAfter + time.Second)
 	before := len(demo.Calls())
 	call(t, bob, "get_all_tables", list) // a hit past its refresh age
-	deadline := time.Now().Add(5 * time.Second)
 	var refresh []demohms.Call
-	for len(refresh) == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	wait.Until(5*time.Second, func() bool {
 		for _, c := range demo.Calls()[before:] {
 			if c.Method == "get_all_tables" {
 				refresh = append(refresh, c)
 			}
 		}
-	}
+		return len(refresh) > 0
+	})
 	if len(refresh) != 1 || refresh[0].User != "bob" {
 		t.Fatalf("refresh loads %+v; want one, as bob", refresh)
 	}

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
@@ -194,9 +195,7 @@ func TestUnknownOnewayInvalidates(t *testing.T) {
 	}
 	// The oneway call went on a connection of its own; the metastore may
 	// read it after the get_table above.
-	for deadline := time.Now().Add(5 * time.Second); demo.CallCount("made_up_oneway") == 0 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	wait.Until(5*time.Second, func() bool { return demo.CallCount("made_up_oneway") != 0 })
 	if n := demo.CallCount("made_up_oneway"); n != 1 || published.n.Load() != 1 {
 		t.Errorf("oneway calls reaching the metastore %d, flushes published %d; want 1, 1", n, published.n.Load())
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 	"weak"
 
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 )
 
@@ -124,13 +125,8 @@ func TestRefKeepsNothing(t *testing.T) {
 	s := newTestStore(t, Config{})
 	l, ref := refOf(t, s, getPartition("db0", "t1", "1"), "p")
 	s.Delete(l.key)
-	deadline := time.Now().Add(5 * time.Second)
-	for ref.p.Value() != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the entry outlived the store's hold on it: the Ref keeps it")
-		}
-		runtime.GC()
-	}
+	wait.Eventually(t, 5*time.Second, func() bool { runtime.GC(); return ref.p.Value() == nil },
+		"the entry outlived the store's hold on it: the Ref keeps it")
 }
 
 // TestRefKeepsNoSegments: nor does it keep the shared segments of its
@@ -161,13 +157,8 @@ func TestRefKeepsNoSegments(t *testing.T) {
 	if n, _ := s.Segments(); n != 0 {
 		t.Fatalf("%d segments left in the store; want none", n)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for seg.Value() != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("a segment outlived every entry using it: the Ref keeps it")
-		}
-		runtime.GC()
-	}
+	wait.Eventually(t, 5*time.Second, func() bool { runtime.GC(); return seg.Value() == nil },
+		"a segment outlived every entry using it: the Ref keeps it")
 	if _, st := s.Again(ref, hms.KindPartitions, s.Now()); st != Miss {
 		t.Fatalf("Again of a deleted entry: %v; want Miss", st)
 	}

@@ -3,24 +3,18 @@ package twin
 import (
 	"testing"
 	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 )
 
 // queued waits until n claims wait in o's queue.
 func queued(t *testing.T, o *order, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	wait.Eventually(t, 5*time.Second, func() bool {
 		o.mu.Lock()
-		got := len(o.queue)
-		o.mu.Unlock()
-		if got == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("queue holds %d claims; want %d", got, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer o.mu.Unlock()
+		return len(o.queue) == n
+	}, "claims queued: want", n)
 }
 
 func TestOrderGrants(t *testing.T) {

@@ -368,12 +368,18 @@ func (g *gen) next() Step {
 }
 
 func (g *gen) step() Step {
+	reads := 0.67 // and 0.13 of locks, transactions and Iceberg commits
+	if g.version == "4.0" {
+		// The test bed's 4.0 on Derby stalls lock calls for 30 s at
+		// times (its lock tables deadlock and it retries): fewer of them.
+		reads = 0.70
+	}
 	switch p := g.rnd.Float64(); {
-	case p < 0.67:
+	case p < reads:
 		return g.read()
-	case p < 0.82:
+	case p < reads+0.15:
 		return g.write()
-	case p < 0.87:
+	case p < reads+0.20:
 		return g.sessionStep()
 	default:
 		return g.txnStep()
@@ -642,10 +648,15 @@ func (g *gen) txnStep() Step {
 		via = pickOf(g, []Via{Proxy, Direct})
 	}
 	s := func(op Op, tag string) Step { return Step{Via: via, Op: op, Gen: tag} }
-	// Iceberg commits are three in ten: a lost commit needs a commit
-	// through a proxy soon after one straight to the table, and at one
-	// in ten a ten-minute run made under 200 commits.
-	switch g.pick(10) {
+	// Iceberg commits are three in ten (two on 4.0, whose locks stall):
+	// a lost commit needs a commit through a proxy soon after one
+	// straight to the table, and at two in ten and 10% of steps a
+	// ten-minute run on 3.1 made under 200 commits.
+	k := g.pick(10)
+	if k == 2 && g.version == "4.0" {
+		k = 3
+	}
+	switch k {
 	case 0, 1, 2:
 		if g.chance(0.4) {
 			// A reader of the table (an engine planning a query reads

@@ -21,9 +21,7 @@ import (
 // warm proxy the lists, the by-names reads and the new partitions match
 // the metastore after each add, while the existing partitions stay hits.
 func TestAddsLeaveExisting(t *testing.T) {
-	for _, v := range versions(t) {
-		t.Run(v, func(t *testing.T) { runAddsLeaveExisting(t, v) })
-	}
+	eachVersion(t, runAddsLeaveExisting)
 }
 
 func runAddsLeaveExisting(t *testing.T, v string) {
@@ -33,17 +31,8 @@ func runAddsLeaveExisting(t *testing.T, v string) {
 	dbLoc := "file:" + ms.work + "/adds-wh/" + db + ".db"
 	tblLoc := dbLoc + "/events"
 	direct := dial(t, ms.addr)
-	mustOK := func(method string, args []byte) {
-		t.Helper()
-		if o := outcome(t, call(t, direct, method, args)); o != "ok" {
-			t.Fatalf("%s: %s", method, o)
-		}
-	}
-	call(t, direct, "drop_database", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
-	mustOK("create_database", hmsreq.Args(hmsreq.Database{Name: db, Description: "adds", Location: dbLoc}.Field(1)))
-	t.Cleanup(func() {
-		call(t, direct, "drop_database", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
-	})
+	mustOK := okCaller(t, direct)
+	freshDatabase(t, direct, mustOK, db, "adds", dbLoc)
 	mustOK("create_table", hmsreq.Args(corpusTable(db, "events", tblLoc, true).Field(1)))
 	part := func(ds string) hmsreq.Partition { return corpusPartition(db, "events", tblLoc, ds) }
 	mustOK("add_partitions", hmsreq.Args(hmsreq.Partitions(1, part("2024-01-01"), part("2024-01-02"))))

@@ -17,9 +17,7 @@ import (
 // answer to the same request: order, duplicates and missing names
 // included.
 func TestBatchOrderReal(t *testing.T) {
-	for _, v := range versions(t) {
-		t.Run(v, func(t *testing.T) { runBatchOrder(t, v) })
-	}
+	eachVersion(t, runBatchOrder)
 }
 
 func runBatchOrder(t *testing.T, v string) {
@@ -30,17 +28,8 @@ func runBatchOrder(t *testing.T, v string) {
 	dbLoc := "file:" + wh + "/" + db + ".db"
 	tblLoc := dbLoc + "/events"
 	direct := dial(t, ms.addr)
-	mustOK := func(method string, args []byte) {
-		t.Helper()
-		if o := outcome(t, call(t, direct, method, args)); o != "ok" {
-			t.Fatalf("%s: %s", method, o)
-		}
-	}
-	call(t, direct, "drop_database", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
-	mustOK("create_database", hmsreq.Args(hmsreq.Database{Name: db, Description: "batch order", Location: dbLoc}.Field(1)))
-	t.Cleanup(func() {
-		call(t, direct, "drop_database", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
-	})
+	mustOK := okCaller(t, direct)
+	freshDatabase(t, direct, mustOK, db, "batch order", dbLoc)
 	mustOK("create_table", hmsreq.Args(corpusTable(db, "events", tblLoc, true).Field(1)))
 
 	// ~60 partitions whose names sort differently as strings than as

@@ -25,9 +25,7 @@ import (
 //     show the change; on 2.3 the prefixed write fails, as the server
 //     sees an unknown database, and the reads stay the server's answers.
 func TestCatalogPrefixReal(t *testing.T) {
-	for _, v := range versions(t) {
-		t.Run(v, func(t *testing.T) { runCatalogPrefix(t, v) })
-	}
+	eachVersion(t, runCatalogPrefix)
 }
 
 // pstep is one call of the prefix test.

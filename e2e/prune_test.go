@@ -40,9 +40,7 @@ import (
 // on every version from their first run: all three cast the value to
 // decimal(21,0) in direct SQL and read BETWEEN as two comparisons.
 func TestPruneDifferential(t *testing.T) {
-	for _, v := range versions(t) {
-		t.Run(v, func(t *testing.T) { runPruneDifferential(t, v) })
-	}
+	eachVersion(t, runPruneDifferential)
 }
 
 var (
@@ -70,11 +68,7 @@ func runPruneDifferential(t *testing.T, v string) {
 			t.Fatalf("%s: %s %q", method, outcome(t, r), r[max(0, len(r)-300):])
 		}
 	}
-	call(t, direct, "drop_database", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
-	mustOK("create_database", hmsreq.Args(hmsreq.Database{Name: db, Description: "prune", Location: dbLoc}.Field(1)))
-	t.Cleanup(func() {
-		call(t, direct, "drop_database", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
-	})
+	freshDatabase(t, direct, mustOK, db, "prune", dbLoc)
 	keys := []hmsreq.Column{{Name: "region", Type: "string"}, {Name: "n", Type: "int"}, {Name: "ds", Type: "string"}}
 	mkTable := func(name string, rows [][]string, oneByOne bool) {
 		loc := dbLoc + "/" + name

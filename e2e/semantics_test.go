@@ -29,11 +29,7 @@ type semBed struct {
 func newSemBed(t *testing.T, v, db string) *semBed {
 	ms := start(t, v)
 	b := &semBed{ms: ms, db: db, loc: "file:" + ms.work + "/sem-wh/" + db + ".db", direct: dial(t, ms.addr), legacy: v != "4.0"}
-	call(t, b.direct, "drop_database", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
-	b.ok(t, "create_database", hmsreq.Args(hmsreq.Database{Name: db, Description: "issue 20", Location: b.loc}.Field(1)))
-	t.Cleanup(func() {
-		call(t, b.direct, "drop_database", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
-	})
+	freshDatabase(t, b.direct, func(method string, args []byte) { b.ok(t, method, args) }, db, "issue 20", b.loc)
 	return b
 }
 

@@ -18,9 +18,7 @@ import (
 // of cached and fetched entries, is byte-equal to the metastore's own
 // answer: order, duplicates, upper-case and missing names included.
 func TestTableObjectsOrderReal(t *testing.T) {
-	for _, v := range versions(t) {
-		t.Run(v, func(t *testing.T) { runTableObjectsOrder(t, v) })
-	}
+	eachVersion(t, runTableObjectsOrder)
 }
 
 // replyTableNames lists the tableName of every Table in a table-objects
@@ -50,17 +48,8 @@ func runTableObjectsOrder(t *testing.T, v string) {
 	wh := ms.work + "/tblorder-wh"
 	dbLoc := "file:" + wh + "/" + db + ".db"
 	direct := dial(t, ms.addr)
-	mustOK := func(method string, args []byte) {
-		t.Helper()
-		if o := outcome(t, call(t, direct, method, args)); o != "ok" {
-			t.Fatalf("%s: %s", method, o)
-		}
-	}
-	call(t, direct, "drop_database", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
-	mustOK("create_database", hmsreq.Args(hmsreq.Database{Name: db, Description: "table order", Location: dbLoc}.Field(1)))
-	t.Cleanup(func() {
-		call(t, direct, "drop_database", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
-	})
+	mustOK := okCaller(t, direct)
+	freshDatabase(t, direct, mustOK, db, "table order", dbLoc)
 	// Creation order differs from name order; "mid" is dropped and
 	// created again so that its row id is the newest.
 	created := []string{"zeta", "alpha_9", "m2", "mid", "b", "m10", "alpha_10", "x_1", "c3", "aa", "k", "q_z"}

@@ -1,0 +1,42 @@
+package e2e
+
+import (
+	"testing"
+
+	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
+)
+
+// eachVersion runs run as a subtest, named for the version, on every
+// metastore version the run asks for.
+func eachVersion(t *testing.T, run func(t *testing.T, v string)) {
+	for _, v := range versions(t) {
+		t.Run(v, func(t *testing.T) { run(t, v) })
+	}
+}
+
+// okCaller returns a call on c that fails the test unless the metastore
+// answers ok.
+func okCaller(t *testing.T, c *hmsclient.Client) func(method string, args []byte) {
+	return func(method string, args []byte) {
+		t.Helper()
+		if o := outcome(t, call(t, c, method, args)); o != "ok" {
+			t.Fatalf("%s: %s", method, o)
+		}
+	}
+}
+
+// dropDatabase drops db on c's metastore with its tables and data,
+// whatever the answer (it may not exist).
+func dropDatabase(t *testing.T, c *hmsclient.Client, db string) {
+	call(t, c, "drop_database", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
+}
+
+// freshDatabase drops what a run before left of db on c's metastore,
+// creates it at loc through mustOK, and drops it when the test ends.
+func freshDatabase(t *testing.T, c *hmsclient.Client, mustOK func(method string, args []byte), db, desc, loc string) {
+	t.Helper()
+	dropDatabase(t, c, db)
+	mustOK("create_database", hmsreq.Args(hmsreq.Database{Name: db, Description: desc, Location: loc}.Field(1)))
+	t.Cleanup(func() { dropDatabase(t, c, db) })
+}

@@ -236,7 +236,14 @@ type httpResult struct {
 
 func do(t testing.TB, method, url, token string) httpResult {
 	t.Helper()
-	req, err := http.NewRequest(method, url, nil)
+	return request(t, method, url, token, nil)
+}
+
+// request sends one request with token, if any, as its Authorization
+// and returns the whole answer.
+func request(t testing.TB, method, url, token string, body io.Reader) httpResult {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,6 +261,20 @@ func do(t testing.TB, method, url, token string) httpResult {
 		t.Fatal(err)
 	}
 	return httpResult{code: resp.StatusCode, body: string(b), hdr: resp.Header}
+}
+
+// serve serves an admin port of cfg on loopback until the test ends, and
+// returns its base URL.
+func serve(t *testing.T, cfg Config) string {
+	t.Helper()
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := listen(t)
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Shutdown(t.Context()) })
+	return "http://" + ln.Addr().String()
 }
 
 // scrape reads /metrics: the value of every series, keyed as printed

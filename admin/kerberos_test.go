@@ -18,14 +18,7 @@ func TestKerberosMetrics(t *testing.T) {
 	src := &krbStats{}
 	src.st.Handshakes[sasl.ResultAccepted].Add(3)
 	src.st.Handshakes[sasl.ResultMismatch].Add(1)
-	s, err := New(Config{Registerer: prometheus.NewRegistry(), Kerberos: src})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := listen(t)
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Shutdown(t.Context()) })
-	series, _ := scrape(t, "http://"+ln.Addr().String())
+	series, _ := scrape(t, serve(t, Config{Registerer: prometheus.NewRegistry(), Kerberos: src}))
 	for name, want := range map[string]float64{
 		`hmsproxy_kerberos_handshakes_total{result="accepted"}`: 3,
 		`hmsproxy_kerberos_handshakes_total{result="mismatch"}`: 1,

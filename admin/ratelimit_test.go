@@ -20,14 +20,7 @@ func TestRateLimitMetrics(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		lim.Allow(context.Background(), ratelimit.Caller{User: "bob"}, ratelimit.ClassWrite)
 	}
-	s, err := New(Config{Registerer: prometheus.NewRegistry(), RateLimit: lim})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := listen(t)
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Shutdown(t.Context()) })
-	series, _ := scrape(t, "http://"+ln.Addr().String())
+	series, _ := scrape(t, serve(t, Config{Registerer: prometheus.NewRegistry(), RateLimit: lim}))
 	for name, want := range map[string]float64{
 		`hmsproxy_ratelimit_allowed_total{class="write"}`: 1,
 		`hmsproxy_ratelimit_limited_total{class="write"}`: 2,

@@ -22,14 +22,7 @@ func TestScopeMetricsAndStatus(t *testing.T) {
 	src := &fakeScope{proxy.ScopeStatus{Mode: proxy.ScopeAuto, PerUser: true, Decided: true,
 		Reason: "metastore filter hook io.example.Hook", FilterHook: "io.example.Hook",
 		Checked: time.Now(), Checks: 3, Failures: 1, Changes: 2}}
-	s, err := New(Config{Registerer: prometheus.NewRegistry(), Scope: src})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := listen(t)
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Shutdown(t.Context()) })
-	url := "http://" + ln.Addr().String()
+	url := serve(t, Config{Registerer: prometheus.NewRegistry(), Scope: src})
 
 	series, _ := scrape(t, url)
 	for name, want := range map[string]float64{
@@ -64,14 +57,7 @@ func TestScopeOnStatusPage(t *testing.T) {
 	}
 	src := &fakeScope{proxy.ScopeStatus{Mode: proxy.ScopeAuto, PerUser: true, Decided: true,
 		Reason: "metastore filter hook io.example.Hook"}}
-	s, err := New(Config{Registerer: prometheus.NewRegistry(), Scope: src})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := listen(t)
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Shutdown(t.Context()) })
-	dom := string(chromium(t, "http://"+ln.Addr().String()+"/", "--dump-dom"))
+	dom := string(chromium(t, serve(t, Config{Registerer: prometheus.NewRegistry(), Scope: src})+"/", "--dump-dom"))
 	if _, text := domByID(t, dom, "cache-scope"); text != "per user · auto" {
 		t.Fatalf("page shows cache scope %q; want %q", text, "per user · auto")
 	}

@@ -3,7 +3,6 @@ package admin
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -38,24 +37,7 @@ func newWarmUp(t testing.TB, p *proxy.Server) *housekeeping.WarmUp {
 
 func post(t testing.TB, url, token, body string) httpResult {
 	t.Helper()
-	req, err := http.NewRequest("POST", url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", token)
-	}
-	cl := http.Client{Timeout: 10 * time.Second}
-	resp, err := cl.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return httpResult{code: resp.StatusCode, body: string(b), hdr: resp.Header}
+	return request(t, "POST", url, token, strings.NewReader(body))
 }
 
 // TestWarmUpEndpoint guards issue 12: POST /cache/warm is behind the

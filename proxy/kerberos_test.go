@@ -142,6 +142,17 @@ func (b *krbBed) dial(t *testing.T, name, principal, service string) (*hmsclient
 	return c, nil
 }
 
+// mustDial connects as the keytab's principal with a ticket for the
+// proxy's service, and fails the test if the proxy refuses it.
+func (b *krbBed) mustDial(t *testing.T, name, principal string) *hmsclient.Client {
+	t.Helper()
+	c, err := b.dial(t, name, principal, kdctest.Proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // TestKerberosIdentity (issue 14): the authenticated principal, not
 // set_ugi, is the identity for the cache scope; the metastore sees the
 // proxy's principal.
@@ -149,14 +160,8 @@ func TestKerberosIdentity(t *testing.T) {
 	caching := newCaching(t, nil)
 	caching.Scope = ScopeUser
 	b := newKrbBed(t, caching)
-	alice, err := b.dial(t, "alice", kdctest.Alice, kdctest.Proxy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bob, err := b.dial(t, "bob", kdctest.Bob, kdctest.Proxy)
-	if err != nil {
-		t.Fatal(err)
-	}
+	alice := b.mustDial(t, "alice", kdctest.Alice)
+	bob := b.mustDial(t, "bob", kdctest.Bob)
 	get := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))
 	call(t, alice, "get_table", get)
 	caching.Store.Wait()
@@ -199,10 +204,7 @@ func TestKerberosIdentityFromTicket(t *testing.T) {
 	caching := newCaching(t, nil)
 	caching.Scope = ScopeUser
 	b := newKrbBed(t, caching)
-	alice, err := b.dial(t, "alice", kdctest.Alice, kdctest.Proxy)
-	if err != nil {
-		t.Fatal(err)
-	}
+	alice := b.mustDial(t, "alice", kdctest.Alice)
 	get := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))
 	call(t, alice, "get_table", get)
 	caching.Store.Wait()
@@ -227,10 +229,7 @@ func TestKerberosIdentityFromTicket(t *testing.T) {
 	}
 
 	// foreign alice, honest: her own identity, apart from alice's
-	fa, err := b.dial(t, "foreign-alice", kdctest.ForeignAlice, kdctest.Proxy)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fa := b.mustDial(t, "foreign-alice", kdctest.ForeignAlice)
 	call(t, fa, "get_table", get)
 	if n := b.demo.CallCount("get_table"); n != 2 {
 		t.Fatalf("foreign alice's read: %d loads; want 2 (she is not served alice's entry)", n)
@@ -327,10 +326,7 @@ func forgedHandshake(t *testing.T, kdc *kdctest.KDC, nc net.Conn, keytab, princi
 // Kerberos client alongside is unaffected.
 func TestKerberosRefusals(t *testing.T) {
 	b := newKrbBed(t, newCaching(t, nil))
-	good, err := b.dial(t, "alice", kdctest.Alice, kdctest.Proxy)
-	if err != nil {
-		t.Fatal(err)
-	}
+	good := b.mustDial(t, "alice", kdctest.Alice)
 	get := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))
 	call(t, good, "get_table", get)
 

@@ -21,12 +21,7 @@ import (
 // an authenticated identity a client is its address (issue 22).
 func TestRateLimitedUser(t *testing.T) {
 	_, addr := startDemo(t, wire.Buffered)
-	var lims ratelimit.Limits
-	lims[ratelimit.ClassRead] = ratelimit.Limit{Rate: 0.001, Burst: 2}
-	lim, err := ratelimit.New(ratelimit.Config{Default: lims})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lim := readLimiter(t, 2)
 	_, paddr := serve(t, Config{Cache: newCaching(t, nil), Limiter: lim}, proxytest.Group(t, upstream.Config{}, addr))
 
 	bob, alice := userConn(t, paddr, "bob"), clientFrom(t, "127.0.0.2", paddr, wire.Buffered)
@@ -67,12 +62,7 @@ func TestRateLimitedUser(t *testing.T) {
 // client connection is limited.
 func TestBackgroundNotRateLimited(t *testing.T) {
 	_, addr := startDemo(t, wire.Buffered)
-	var lims ratelimit.Limits
-	lims[ratelimit.ClassRead] = ratelimit.Limit{Rate: 0.001, Burst: 2}
-	lim, err := ratelimit.New(ratelimit.Config{Default: lims})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lim := readLimiter(t, 2)
 	srv, paddr := serve(t, Config{Cache: newCaching(t, nil), Limiter: lim}, proxytest.Group(t, upstream.Config{}, addr))
 	nc, err := srv.DialBackground()
 	if err != nil {

@@ -87,17 +87,12 @@ func (st *txnState) blocked(l *demoLock) bool {
 // lock(LockRequest{1 component, 2 txnid, 3 user, 4 hostname}) -> LockResponse{1 lockid, 2 state}
 func hLock(c *conn, a *tval, e *wire.Encoder) error {
 	r := a.sub(1)
-	st := c.s.txnState()
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st, unlock := c.s.lockedTxnState()
+	defer unlock()
 	l := &demoLock{txn: r.integer(2, 0), user: r.str(3), host: r.str(4)}
 	if l.txn > 0 {
-		t := st.txns[l.txn]
-		switch {
-		case t == nil:
-			return &hmsError{exNoSuchTxn, "No such transaction " + txnName(l.txn)}
-		case t.state == txnAborted:
-			return &hmsError{exTxnAborted, "Transaction " + txnName(l.txn) + " already aborted"}
+		if _, err := st.open(l.txn); err != nil {
+			return err
 		}
 	}
 	for _, comp := range r.list(1) {
@@ -120,9 +115,8 @@ func hLock(c *conn, a *tval, e *wire.Encoder) error {
 // check_lock(CheckLockRequest{1 lockid}) -> LockResponse
 func hCheckLock(c *conn, a *tval, e *wire.Encoder) error {
 	id := a.sub(1).integer(1, 0)
-	st := c.s.txnState()
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st, unlock := c.s.lockedTxnState()
+	defer unlock()
 	l := st.locks[id]
 	if l == nil {
 		return &hmsError{exNoSuchLock, "No such lock lockid:" + strconv.FormatInt(id, 10)}
@@ -136,9 +130,8 @@ func hCheckLock(c *conn, a *tval, e *wire.Encoder) error {
 // unlock(UnlockRequest{1 lockid})
 func hUnlock(c *conn, a *tval, e *wire.Encoder) error {
 	id := a.sub(1).integer(1, 0)
-	st := c.s.txnState()
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st, unlock := c.s.lockedTxnState()
+	defer unlock()
 	l := st.locks[id]
 	switch {
 	case l == nil:
@@ -152,9 +145,8 @@ func hUnlock(c *conn, a *tval, e *wire.Encoder) error {
 
 // show_locks(ShowLocksRequest) -> ShowLocksResponse{1 list<ShowLocksResponseElement>}
 func hShowLocks(c *conn, a *tval, e *wire.Encoder) error {
-	st := c.s.txnState()
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st, unlock := c.s.lockedTxnState()
+	defer unlock()
 	n := 0
 	for _, l := range st.locks {
 		n += len(l.comps)

@@ -124,9 +124,8 @@ func hOpenTxns(c *conn, a *tval, e *wire.Encoder) error {
 	if n <= 0 || n > 1000 {
 		return metaErr("Invalid number of transactions: " + strconv.FormatInt(n, 10))
 	}
-	st := c.s.txnState()
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st, unlock := c.s.lockedTxnState()
+	defer unlock()
 	now := nowMillis()
 	agent, ok := r.strOK(4)
 	if !ok {
@@ -151,9 +150,8 @@ func hOpenTxns(c *conn, a *tval, e *wire.Encoder) error {
 
 // get_open_txns_info() -> GetOpenTxnsInfoResponse{1 hwm, 2 list<TxnInfo>}
 func hGetOpenTxnsInfo(c *conn, a *tval, e *wire.Encoder) error {
-	st := c.s.txnState()
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st, unlock := c.s.lockedTxnState()
+	defer unlock()
 	ids := make([]int64, 0, len(st.txns))
 	for id := range st.txns {
 		ids = append(ids, id)
@@ -179,18 +177,34 @@ func hGetOpenTxnsInfo(c *conn, a *tval, e *wire.Encoder) error {
 	return nil
 }
 
-// commit_txn(CommitTxnRequest{1 txnid})
-func hCommitTxn(c *conn, a *tval, e *wire.Encoder) error {
-	id := a.sub(1).integer(1, 0)
-	st := c.s.txnState()
+// lockedTxnState returns the server's transaction state with its mutex
+// held, and the func that releases it.
+func (s *Server) lockedTxnState() (*txnState, func()) {
+	st := s.txnState()
 	st.mu.Lock()
-	defer st.mu.Unlock()
+	return st, st.mu.Unlock
+}
+
+// open returns transaction id if it is open, or what the metastore
+// answers for an unknown (committed) or aborted one. st.mu is held.
+func (st *txnState) open(id int64) (*txn, error) {
 	t := st.txns[id]
 	switch {
 	case t == nil:
-		return &hmsError{exNoSuchTxn, "No such transaction " + txnName(id)}
+		return nil, &hmsError{exNoSuchTxn, "No such transaction " + txnName(id)}
 	case t.state == txnAborted:
-		return &hmsError{exTxnAborted, "Transaction " + txnName(id) + " already aborted"}
+		return nil, &hmsError{exTxnAborted, "Transaction " + txnName(id) + " already aborted"}
+	}
+	return t, nil
+}
+
+// commit_txn(CommitTxnRequest{1 txnid})
+func hCommitTxn(c *conn, a *tval, e *wire.Encoder) error {
+	id := a.sub(1).integer(1, 0)
+	st, unlock := c.s.lockedTxnState()
+	defer unlock()
+	if _, err := st.open(id); err != nil {
+		return err
 	}
 	delete(st.txns, id)
 	return nil
@@ -237,15 +251,11 @@ func hHeartbeat(c *conn, a *tval, e *wire.Encoder) error {
 		return &hmsError{exNoSuchLock, "No such lock lockid:" + strconv.FormatInt(lock, 10)}
 	}
 	id := r.integer(2, 0)
-	st := c.s.txnState()
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	t := st.txns[id]
-	switch {
-	case t == nil:
-		return &hmsError{exNoSuchTxn, "No such transaction " + txnName(id)}
-	case t.state == txnAborted:
-		return &hmsError{exTxnAborted, "Transaction " + txnName(id) + " already aborted"}
+	st, unlock := c.s.lockedTxnState()
+	defer unlock()
+	t, err := st.open(id)
+	if err != nil {
+		return err
 	}
 	t.lastBeat = nowMillis()
 	t.beats++
@@ -254,9 +264,8 @@ func hHeartbeat(c *conn, a *tval, e *wire.Encoder) error {
 
 // show_compact(ShowCompactRequest) -> ShowCompactResponse{1 list<element>}
 func hShowCompact(c *conn, a *tval, e *wire.Encoder) error {
-	st := c.s.txnState()
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st, unlock := c.s.lockedTxnState()
+	defer unlock()
 	e.FieldBegin(wire.TStruct, 0)
 	e.FieldBegin(wire.TList, 1)
 	e.ListBegin(wire.TStruct, len(st.compactions))

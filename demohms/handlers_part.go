@@ -332,12 +332,7 @@ func hAddPartition(c *conn, a *tval, e *wire.Encoder) error {
 }
 
 func hAddPartitions(c *conn, a *tval, e *wire.Encoder) error {
-	var ps []*partition
-	for _, v := range a.list(1) {
-		if v.t == wire.TStruct {
-			ps = append(ps, decPartition(v))
-		}
-	}
+	ps := decPartitions(a.list(1))
 	if len(ps) == 0 {
 		return okI32(e, 0)
 	}
@@ -357,12 +352,7 @@ func hAddPartitions(c *conn, a *tval, e *wire.Encoder) error {
 
 func hAddPartitionsReq(c *conn, a *tval, e *wire.Encoder) error {
 	r := a.sub(1)
-	var ps []*partition
-	for _, v := range r.list(3) {
-		if v.t == wire.TStruct {
-			ps = append(ps, decPartition(v))
-		}
-	}
+	ps := decPartitions(r.list(3))
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -528,11 +518,7 @@ func hAlterPartitions(list bool) handler {
 		cat, db, tbl := legacyTable(a)
 		var ps []*partition
 		if list {
-			for _, v := range a.list(3) {
-				if v.t == wire.TStruct {
-					ps = append(ps, decPartition(v))
-				}
-			}
+			ps = decPartitions(a.list(3))
 		} else {
 			ps = []*partition{decPartition(a.sub(3))}
 		}
@@ -549,12 +535,7 @@ func hAlterPartitions(list bool) handler {
 
 func hAlterPartitionsReq(c *conn, a *tval, e *wire.Encoder) error {
 	r := a.sub(1)
-	var ps []*partition
-	for _, v := range r.list(4) {
-		if v.t == wire.TStruct {
-			ps = append(ps, decPartition(v))
-		}
-	}
+	ps := decPartitions(r.list(4))
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -163,6 +163,18 @@ func decTable(v *tval) *table {
 	}
 }
 
+// decPartitions decodes the partitions of a list, passing over any
+// element that is not a struct.
+func decPartitions(vs []*tval) []*partition {
+	var ps []*partition
+	for _, v := range vs {
+		if v.t == wire.TStruct {
+			ps = append(ps, decPartition(v))
+		}
+	}
+	return ps
+}
+
 func decPartition(v *tval) *partition {
 	return &partition{
 		Values:         nonNilS(v.strList(1)),

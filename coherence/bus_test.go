@@ -73,6 +73,19 @@ func run(t *testing.T, cfg Config, n *node) *node {
 	return runTuned(t, cfg, n, nil)
 }
 
+// peersKnown waits until each of nodes knows all the others as peers.
+func peersKnown(t *testing.T, nodes ...*node) {
+	t.Helper()
+	waitFor(t, "peers known", func() bool {
+		for _, n := range nodes {
+			if len(n.bus.Peers()) != len(nodes)-1 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // runTuned is run with the bus adjusted by tune, if any, before it starts.
 func runTuned(t *testing.T, cfg Config, n *node, tune func(*Bus)) *node {
 	t.Helper()
@@ -138,7 +151,7 @@ func TestPublishWaitsForPeers(t *testing.T) {
 	applying, proceed := make(chan struct{}, 1), make(chan struct{})
 	b := run(t, fast(r.Client(), "ryw"), &node{applyHook: func() { applying <- struct{}{}; <-proceed }})
 	t.Cleanup(func() { close(proceed) }) // before b stops
-	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(b.bus.Peers()) == 1 })
+	peersKnown(t, a, b)
 	for i := range 5 {
 		done := make(chan error, 1)
 		go func() { done <- a.bus.Publish(context.Background(), []cache.Entity{tbl}) }()

@@ -105,16 +105,25 @@ func TestFormatVersions(t *testing.T) {
 	}
 }
 
+// mixedPair runs, on r, a node of group writing the
+// previous release's format and one writing the current, and waits
+// until they know each other.
+func mixedPair(t *testing.T, r *redistest.Server, group string) (old, cur *node) {
+	t.Helper()
+	oldCfg := fast(r.Client(), group)
+	oldCfg.Format = FormatVersion - 1
+	old = run(t, oldCfg, nil)
+	cur = run(t, fast(r.Client(), group), nil)
+	peersKnown(t, old, cur)
+	return old, cur
+}
+
 // TestMixedFormats (issue 15, acceptance): a node writing the previous
 // release's format and one writing the current share a bus: each applies
 // the other's invalidations before the writer's Publish returns.
 func TestMixedFormats(t *testing.T) {
 	r := redistest.Start(t)
-	oldCfg := fast(r.Client(), "mixed")
-	oldCfg.Format = FormatVersion - 1
-	old := run(t, oldCfg, nil)
-	cur := run(t, fast(r.Client(), "mixed"), nil)
-	waitFor(t, "peers known", func() bool { return len(old.bus.Peers()) == 1 && len(cur.bus.Peers()) == 1 })
+	old, cur := mixedPair(t, r, "mixed")
 	for i := range 5 {
 		if err := old.bus.Publish(context.Background(), []cache.Entity{tbl}); err != nil {
 			t.Fatal(err)
@@ -194,11 +203,7 @@ func partitionsKept(t *testing.T, ents []cache.Entity) (list, existing bool) {
 // release sent (no "a"), which a new node applies whole.
 func TestAddedPartitionsMixedFormats(t *testing.T) {
 	r := redistest.Start(t)
-	oldCfg := fast(r.Client(), "adds")
-	oldCfg.Format = FormatVersion - 1
-	old := run(t, oldCfg, nil)
-	cur := run(t, fast(r.Client(), "adds"), nil)
-	waitFor(t, "peers known", func() bool { return len(old.bus.Peers()) == 1 && len(cur.bus.Peers()) == 1 })
+	old, cur := mixedPair(t, r, "adds")
 	add := cache.Entity{Level: cache.LevelPartitions, Cat: "hive", DB: "db", Table: "t", Added: true}
 	whole := add
 	whole.Added = false

@@ -25,7 +25,7 @@ func TestLaggingWriterWaits(t *testing.T) {
 	var slow sync.Once
 	gate := make(chan struct{})
 	p := run(t, fast(r.Client(), "lag"), &node{applyHook: func() { slow.Do(func() { <-gate }) }})
-	waitFor(t, "peers known", func() bool { return len(w.bus.Peers()) == 1 && len(p.bus.Peers()) == 1 })
+	peersKnown(t, w, p)
 	var release sync.Once
 	t.Cleanup(func() { release.Do(func() { close(stall.gate) }); close(gate) })
 

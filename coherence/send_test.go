@@ -117,7 +117,7 @@ func TestLaggingReaderWaitsForLivePeer(t *testing.T) {
 	a := run(t, fast(c, "join"), nil)
 	// A peer deliberately slow to apply: a sleep is the point.
 	b := run(t, fast(r.Client(), "join"), &node{applyHook: func() { time.Sleep(100 * time.Millisecond) }})
-	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(b.bus.Peers()) == 1 })
+	peersKnown(t, a, b)
 
 	var release sync.Once
 	t.Cleanup(func() { release.Do(func() { close(stall.gate) }) })
@@ -168,6 +168,24 @@ func (f seeCmds) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 	}
 }
 
+// failCmds is a Redis hook that fails each command sent alone for which
+// it returns an error, instead of sending it; pipelines go untouched.
+type failCmds func(cmd redis.Cmder) error
+
+func (f failCmds) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f failCmds) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if err := f(cmd); err != nil {
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+func (f failCmds) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
 // TestGroupCommitWhileUnacknowledged (issue 10, item 7): writes that come
 // while an earlier batch waits for a peer's acknowledgement are held back
 // and then cost one append, one Redis round trip, together; none of them
@@ -175,22 +193,10 @@ func (f seeCmds) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 func TestGroupCommitWhileUnacknowledged(t *testing.T) {
 	r := redistest.Start(t)
 	cfg := Config{Client: r.Client(), Group: "held", Heartbeat: time.Second, HeartbeatTimeout: 5 * time.Second, PeerGone: time.Hour}
-	gate, inApply := make(chan struct{}), make(chan struct{}, 1)
-	var first sync.Once
-	p := run(t, cfg, &node{applyHook: func() {
-		first.Do(func() { inApply <- struct{}{}; <-gate })
-	}})
-	appends := &countAppends{}
-	wc := r.Client()
-	wc.AddHook(seeCmds(appends.count))
-	cfg.Client = wc
 	const writes = 50
-	held := make(chan int, 1024)
-	a := runTuned(t, cfg, nil, func(b *Bus) {
-		b.hold = time.Minute // only the acknowledgement (or a heartbeat) ends the hold
-		b.onHold = func(n int) { held <- n }
-	})
-	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(p.bus.Peers()) == 1 })
+	// only the acknowledgement (or a heartbeat) ends the hold
+	hb := newHeldBed(t, r, cfg, time.Minute)
+	a, p, gate, inApply, held, appends := hb.a, hb.p, hb.gate, hb.inApply, hb.held, hb.appends
 	var release sync.Once
 	t.Cleanup(func() { release.Do(func() { close(gate) }) })
 
@@ -259,21 +265,8 @@ func TestHeldWritesGoOut(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := redistest.Start(t)
 			cfg := Config{Client: r.Client(), Group: "out", Heartbeat: tc.heartbeat, HeartbeatTimeout: 30 * time.Second, PeerGone: time.Hour}
-			gate, inApply := make(chan struct{}), make(chan struct{}, 1)
-			var first sync.Once
-			p := run(t, cfg, &node{applyHook: func() {
-				first.Do(func() { inApply <- struct{}{}; <-gate })
-			}})
-			appends := &countAppends{}
-			wc := r.Client()
-			wc.AddHook(seeCmds(appends.count))
-			cfg.Client = wc
-			held := make(chan int, 1024)
-			a := runTuned(t, cfg, nil, func(b *Bus) {
-				b.hold = tc.hold
-				b.onHold = func(n int) { held <- n }
-			})
-			waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(p.bus.Peers()) == 1 })
+			hb := newHeldBed(t, r, cfg, tc.hold)
+			a, gate, inApply, held, appends := hb.a, hb.gate, hb.inApply, hb.held, hb.appends
 			var wg sync.WaitGroup
 			t.Cleanup(wg.Wait) // after the gate opens: cleanups run last first
 			t.Cleanup(func() { close(gate) })
@@ -301,6 +294,35 @@ func TestHeldWritesGoOut(t *testing.T) {
 			}
 		})
 	}
+}
+
+// heldBed is a writer and a peer of cfg's group whose first apply is
+// held: the peer tells inApply and waits until gate is closed, which is
+// the test's to do. The writer holds late writes for hold while a batch
+// waits, and tells held how many it holds; appends counts its appends.
+type heldBed struct {
+	a, p          *node
+	gate, inApply chan struct{}
+	held          chan int
+	appends       *countAppends
+}
+
+func newHeldBed(t *testing.T, r *redistest.Server, cfg Config, hold time.Duration) *heldBed {
+	t.Helper()
+	hb := &heldBed{gate: make(chan struct{}), inApply: make(chan struct{}, 1), held: make(chan int, 1024), appends: &countAppends{}}
+	var first sync.Once
+	hb.p = run(t, cfg, &node{applyHook: func() {
+		first.Do(func() { hb.inApply <- struct{}{}; <-hb.gate })
+	}})
+	wc := r.Client()
+	wc.AddHook(seeCmds(hb.appends.count))
+	cfg.Client = wc
+	hb.a = runTuned(t, cfg, nil, func(b *Bus) {
+		b.hold = hold
+		b.onHold = func(n int) { hb.held <- n }
+	})
+	peersKnown(t, hb.a, hb.p)
+	return hb
 }
 
 // heldOrAppended waits until the sender holds a write (true) or an
@@ -332,20 +354,13 @@ type failAck struct {
 	failed atomic.Bool
 }
 
-func (f *failAck) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (f *failAck) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() == "xadd" && strings.Contains(fmt.Sprint(cmd.Args()...), ":acks") && f.armed.CompareAndSwap(true, false) {
-			f.failed.Store(true)
-			err := errors.New("coherence test: acknowledgement append failed")
-			cmd.SetErr(err)
-			return err
-		}
-		return next(ctx, cmd)
+// refuse is its failCmds seam.
+func (f *failAck) refuse(cmd redis.Cmder) error {
+	if cmd.Name() == "xadd" && strings.Contains(fmt.Sprint(cmd.Args()...), ":acks") && f.armed.CompareAndSwap(true, false) {
+		f.failed.Store(true)
+		return errors.New("coherence test: acknowledgement append failed")
 	}
-}
-func (f *failAck) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return nil
 }
 
 // TestAckRetried: the reader appends its acknowledgement itself; when
@@ -356,12 +371,12 @@ func TestAckRetried(t *testing.T) {
 	cfg := Config{Client: r.Client(), Group: "ackretry", Heartbeat: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, PeerGone: time.Hour}
 	fail := &failAck{}
 	pc := r.Client()
-	pc.AddHook(fail)
+	pc.AddHook(failCmds(fail.refuse))
 	pcfg := cfg
 	pcfg.Client = pc
 	p := run(t, pcfg, nil)
 	a := run(t, cfg, nil)
-	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(p.bus.Peers()) == 1 })
+	peersKnown(t, a, p)
 
 	fail.armed.Store(true)
 	start := time.Now()
@@ -390,7 +405,7 @@ func TestPublishKeepsItsEntities(t *testing.T) {
 	c.AddHook(seeCmds(hold.hold))
 	a := run(t, fast(c, "keep"), nil)
 	p := run(t, fast(r.Client(), "keep"), nil)
-	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(p.bus.Peers()) == 1 })
+	peersKnown(t, a, p)
 	var release sync.Once
 	t.Cleanup(func() { release.Do(func() { close(hold.gate) }) })
 

@@ -41,15 +41,8 @@ func TestSkippedPeerCatchesUpBeforeServing(t *testing.T) {
 	r := redistest.Start(t)
 	cfg := silenceConfig(r.Client(), "skip")
 	a := run(t, cfg, nil)
-	bc := r.Client()
-	hold := &holdAppends{key: Key("hmsproxy", cfg.Group, "inval", false), gate: make(chan struct{})}
-	bc.AddHook(hold)
-	cfg.Client = bc
-	gate := newApplyGate(written)
-	b := run(t, cfg, &node{onApply: gate.onApply})
-	t.Cleanup(gate.open)
-	t.Cleanup(hold.open)
-	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(b.bus.Peers()) == 1 })
+	b, hold, gate := gatedPeer(t, r, cfg)
+	peersKnown(t, a, b)
 
 	hold.armed.Store(true)
 	waitFor(t, "the peer's append held", hold.held.Load)
@@ -89,17 +82,10 @@ func TestWriterReadsPastItsEntryBeforeSkipping(t *testing.T) {
 	ac.AddHook(stall)
 	cfg.Client = ac
 	a := run(t, cfg, nil)
-	bc := r.Client()
-	hold := &holdAppends{key: Key("hmsproxy", cfg.Group, "inval", false), gate: make(chan struct{})}
-	bc.AddHook(hold)
-	cfg.Client = bc
-	gate := newApplyGate(written)
-	b := run(t, cfg, &node{onApply: gate.onApply})
+	b, hold, _ := gatedPeer(t, r, cfg)
 	var unstall sync.Once
-	t.Cleanup(gate.open)
-	t.Cleanup(hold.open)
 	t.Cleanup(func() { unstall.Do(func() { close(stall.gate) }) })
-	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(b.bus.Peers()) == 1 })
+	peersKnown(t, a, b)
 
 	hold.armed.Store(true)
 	waitFor(t, "the peer's append held", hold.held.Load)
@@ -109,9 +95,16 @@ func TestWriterReadsPastItsEntryBeforeSkipping(t *testing.T) {
 	hold.open()
 	waitFor(t, "the peer serving again", b.bus.Synced)
 
+	publishApplied(t, a, b, "the peer")
+}
+
+// publishApplied publishes written from a and fails the test if the
+// publish returned while peer b, in sync, had not applied it.
+func publishApplied(t *testing.T, a, b *node, peer string) {
+	t.Helper()
 	err := a.bus.Publish(context.Background(), []cache.Entity{written})
 	if got, _ := b.snapshot(); !slices.Contains(got, written) && b.bus.Synced() {
-		t.Fatalf("publish returned (%v) while the peer, in sync, had not applied the write", err)
+		t.Fatalf("publish returned (%v) while %s, in sync, had not applied the write", err, peer)
 	}
 }
 
@@ -127,12 +120,12 @@ func TestSilentPeerSkippedOnceEntryRead(t *testing.T) {
 	cfg := silenceConfig(r.Client(), "entry")
 	ac := r.Client()
 	noInfo := &failInfo{}
-	ac.AddHook(noInfo)
+	ac.AddHook(failCmds(noInfo.refuse))
 	cfg.Client = ac
 	a := run(t, cfg, nil)
 	cfg.Client = relay.Client()
 	b := run(t, cfg, nil)
-	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(b.bus.Peers()) == 1 })
+	peersKnown(t, a, b)
 
 	relay.Cut()
 	waitFor(t, "the writer to read past the peer's silence", func() bool { return takenForSilent(a.bus, b.bus.NodeID()) })
@@ -149,19 +142,12 @@ func TestSilentPeerSkippedOnceEntryRead(t *testing.T) {
 // confirm the Redis run id, and reads on.
 type failInfo struct{ armed atomic.Bool }
 
-func (f *failInfo) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (f *failInfo) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() == "info" && f.armed.Load() {
-			err := errors.New("test: info refused")
-			cmd.SetErr(err)
-			return err
-		}
-		return next(ctx, cmd)
+// refuse is its failCmds seam.
+func (f *failInfo) refuse(cmd redis.Cmder) error {
+	if cmd.Name() == "info" && f.armed.Load() {
+		return errors.New("test: info refused")
 	}
-}
-func (f *failInfo) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return nil
 }
 
 // TestReturningPeerAppliedBeforeServed: a writer that could not append
@@ -174,9 +160,7 @@ func TestReturningPeerAppliedBeforeServed(t *testing.T) {
 	r := redistest.Start(t)
 	cfg := silenceConfig(r.Client(), "return")
 	cfg.HeartbeatTimeout = 500 * time.Millisecond
-	ac := r.Client()
-	hold := &holdAppends{key: Key("hmsproxy", cfg.Group, "inval", false), gate: make(chan struct{})}
-	ac.AddHook(hold)
+	ac, hold := holdingClient(r, cfg)
 	cfg.Client = ac
 	a := run(t, cfg, nil)
 	t.Cleanup(hold.open)
@@ -199,7 +183,7 @@ func TestReturningPeerAppliedBeforeServed(t *testing.T) {
 	}
 	cfg.Client = r.Client()
 	run(t, cfg, b)
-	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(b.bus.Peers()) == 1 })
+	peersKnown(t, a, b)
 
 	hold.armed.Store(true)
 	waitFor(t, "the writer's append held", hold.held.Load)
@@ -237,7 +221,7 @@ func TestReturnedGonePeerIsWaitedFor(t *testing.T) {
 	var unstall sync.Once
 	t.Cleanup(gate.open)
 	t.Cleanup(func() { unstall.Do(func() { close(stall.gate) }) })
-	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(b.bus.Peers()) == 1 })
+	peersKnown(t, a, b)
 
 	relay.Cut()
 	waitFor(t, "the peer declared gone", func() bool { return a.bus.Stats().Loss("peer-gone") == 1 })
@@ -246,10 +230,7 @@ func TestReturnedGonePeerIsWaitedFor(t *testing.T) {
 	relay.Restore()
 	waitFor(t, "the peer back in sync", b.bus.Synced)
 
-	err := a.bus.Publish(context.Background(), []cache.Entity{written})
-	if got, _ := b.snapshot(); !slices.Contains(got, written) && b.bus.Synced() {
-		t.Fatalf("publish returned (%v) while the returned peer, in sync, had not applied the write", err)
-	}
+	publishApplied(t, a, b, "the returned peer")
 }
 
 // TestGoneFlushBeforeServing: a node that forgets a silent peer as gone
@@ -296,6 +277,28 @@ type holdAppends struct {
 	once  sync.Once
 	armed atomic.Bool
 	held  atomic.Bool
+}
+
+// holdingClient is a client of r that holds its appends to cfg's stream
+// while hold is armed.
+func holdingClient(r *redistest.Server, cfg Config) (*redis.Client, *holdAppends) {
+	c := r.Client()
+	hold := &holdAppends{key: Key("hmsproxy", cfg.Group, "inval", false), gate: make(chan struct{})}
+	c.AddHook(hold)
+	return c, hold
+}
+
+// gatedPeer runs a node of cfg's group whose appends hold holds and
+// whose apply of written waits at gate; both open when the test ends.
+func gatedPeer(t *testing.T, r *redistest.Server, cfg Config) (*node, *holdAppends, *applyGate) {
+	t.Helper()
+	c, hold := holdingClient(r, cfg)
+	cfg.Client = c
+	gate := newApplyGate(written)
+	b := run(t, cfg, &node{onApply: gate.onApply})
+	t.Cleanup(gate.open)
+	t.Cleanup(hold.open)
+	return b, hold, gate
 }
 
 func (h *holdAppends) open() { h.once.Do(func() { close(h.gate) }) }

@@ -86,7 +86,7 @@ func TestBusSentinelLostTail(t *testing.T) {
 	cfg.Client = bc
 	cfg.Logger = proxytest.Logger(t).With("node", "B")
 	b := run(t, cfg, nil)
-	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && len(b.bus.Peers()) == 1 })
+	peersKnown(t, a, b)
 	var release sync.Once
 	t.Cleanup(func() { release.Do(func() { close(stall.gate) }) })
 

@@ -84,14 +84,7 @@ func addReq(elems ...[]sf) []byte {
 // whatever table the call creates, so the router resolves and checks
 // every one of them. Lake is read-only; the primary (demo) read-write.
 func TestConstraintDatabasesRouted(t *testing.T) {
-	up := proxytest.Group(t, upstream.Config{}, "127.0.0.1:1")
-	r, err := New(Config{Groups: []Member{
-		{Name: "primary", Up: up},
-		{Name: "lake", Up: up, Databases: []string{"lake"}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := lakeRouter(t)
 	const (
 		spans    = "cannot span groups"
 		readOnly = `group "lake" is read-only`

@@ -95,10 +95,11 @@ func dbPaths(m *hms.Method) []hms.Path {
 	return ps
 }
 
-// TestMethodTable walks every method of the table: each is classified,
-// each write naming a database of the read-only member is refused, and
-// each call naming a database goes to that database's group.
-func TestMethodTable(t *testing.T) {
+// lakeRouter routes between a read-write primary and a read-only group
+// "lake" that holds the database lake. Both stand on a metastore address
+// nothing listens on: the tests route, they do not call.
+func lakeRouter(t *testing.T) *Router {
+	t.Helper()
 	up := proxytest.Group(t, upstream.Config{}, "127.0.0.1:1")
 	r, err := New(Config{Groups: []Member{
 		{Name: "primary", Up: up},
@@ -107,6 +108,14 @@ func TestMethodTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r
+}
+
+// TestMethodTable walks every method of the table: each is classified,
+// each write naming a database of the read-only member is refused, and
+// each call naming a database goes to that database's group.
+func TestMethodTable(t *testing.T) {
+	r := lakeRouter(t)
 	mustWrite := []string{"truncate_table", "allocate_table_write_ids", "lock", "commit_txn", "abort_txn", "open_txns",
 		"add_dynamic_partitions", "compact", "alter_table", "drop_partition", "update_table_column_statistics",
 		"grant_privileges", "create_function"}

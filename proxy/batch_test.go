@@ -18,38 +18,49 @@ import (
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
 
-// recordingForwarder notes the partition names of every by-names call
-// that reaches the metastore.
-type recordingForwarder struct {
-	up    Forwarder
-	mu    sync.Mutex
-	calls [][]string
+// batchCallsForwarder notes the names of every batch read of one kind
+// (partitions by name, or table objects) that reaches the metastore, and
+// can rewrite their replies.
+type batchCallsForwarder struct {
+	of hms.BatchOf
+	up Forwarder
+	// rewrite, set before the first call, rewrites each reply body;
+	// nil: replies as the metastore sent them.
+	rewrite func(body []byte) []byte
+	mu      sync.Mutex // guards calls
+	calls   [][]string
 }
 
-func (r *recordingForwarder) Do(ctx context.Context, c upstream.Call, sink upstream.ReplySink) error {
-	if m := hms.Lookup(c.Msg.Name()); m != nil && m.Batch != nil && m.Batch.Of == hms.BatchPartitions {
-		var names []string
-		hms.Walk(c.Msg.Body(), append(slices.Clone(m.Batch.Names), hms.Each), func(typ byte, v []byte) bool {
-			names = append(names, string(v))
-			return true
-		})
-		r.mu.Lock()
-		r.calls = append(r.calls, names)
-		r.mu.Unlock()
+func (f *batchCallsForwarder) Do(ctx context.Context, c upstream.Call, sink upstream.ReplySink) error {
+	m := hms.Lookup(c.Msg.Name())
+	if m == nil || m.Batch == nil || m.Batch.Of != f.of {
+		return f.up.Do(ctx, c, sink)
 	}
-	return r.up.Do(ctx, c, sink)
+	names := []string{}
+	hms.Walk(c.Msg.Body(), append(slices.Clone(m.Batch.Names), hms.Each), func(typ byte, v []byte) bool {
+		names = append(names, string(v))
+		return true
+	})
+	f.mu.Lock()
+	f.calls = append(f.calls, names)
+	rw := f.rewrite
+	f.mu.Unlock()
+	if rw != nil {
+		sink = rewriteSink{sink, rw}
+	}
+	return f.up.Do(ctx, c, sink)
 }
 
-func (r *recordingForwarder) take() [][]string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := r.calls
-	r.calls = nil
+func (f *batchCallsForwarder) take() [][]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := f.calls
+	f.calls = nil
 	return out
 }
 
-func startRecordingProxy(t *testing.T, caching *Caching, addr string) (string, *recordingForwarder) {
-	rec := &recordingForwarder{}
+func startRecordingProxy(t *testing.T, caching *Caching, addr string) (string, *batchCallsForwarder) {
+	rec := &batchCallsForwarder{of: hms.BatchPartitions}
 	return startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { rec.up = up; return rec }), rec
 }
 
@@ -122,32 +133,43 @@ func TestBatchPerEntry(t *testing.T) {
 	}
 }
 
-// TestBatchRefreshIsBulk: refreshing per-partition entries takes one
-// upstream call per request, never one per partition.
-func TestBatchRefreshIsBulk(t *testing.T) {
+// refreshOfDueHits reads args of method once through a proxy on a fake
+// clock, moves the clock past kind's refresh time and reads it five times
+// more. It fails the test unless those hits made one refresh job, and
+// returns the names of each batch read of that sort the refresh sent
+// upstream.
+func refreshOfDueHits(t *testing.T, of hms.BatchOf, kind hms.Kind, method string, args []byte) [][]string {
+	t.Helper()
 	_, addr := startDemo(t, wire.Buffered)
 	clock := newClock()
 	caching := newCaching(t, clock)
-	rec := &recordingForwarder{}
+	rec := &batchCallsForwarder{of: of}
 	var srv *Server
 	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { rec.up = up; return rec }, func(s *Server) { srv = s })
 	c := dial(t, paddr, wire.Buffered)
+	call(t, c, method, args)
+	caching.Store.Wait()
+	rec.take()
+	clock.Advance(caching.Store.Policy(kind).RefreshAfter + time.Second)
+	for i := 0; i < 5; i++ {
+		call(t, c, method, args)
+	}
+	if n := refreshesSettled(t, srv); n != 1 {
+		t.Fatalf("%d refresh jobs for 5 hits on a due %s entry; want 1", n, kind)
+	}
+	return rec.take()
+}
+
+// TestBatchRefreshIsBulk: refreshing per-partition entries takes one
+// upstream call per request, never one per partition.
+func TestBatchRefreshIsBulk(t *testing.T) {
 	var names []string
 	for i := 0; i < 20; i++ { // every partition of the seeded table
 		names = append(names, partName(i))
 	}
 	args := byNamesReq("get_partitions_by_names", names...)
-	call(t, c, "get_partitions_by_names", args)
-	caching.Store.Wait()
-	rec.take()
-	clock.Advance(caching.Store.Policy(hms.KindPartitions).RefreshAfter + time.Second)
-	for i := 0; i < 5; i++ {
-		call(t, c, "get_partitions_by_names", args)
-	}
-	if n := refreshesSettled(t, srv); n != 1 {
-		t.Fatalf("%d refresh jobs for 5 hits on due partitions; want 1", n)
-	}
-	if got := rec.take(); len(got) != 1 || len(got[0]) != 20 {
+	got := refreshOfDueHits(t, hms.BatchPartitions, hms.KindPartitions, "get_partitions_by_names", args)
+	if len(got) != 1 || len(got[0]) != 20 {
 		lens := []int{}
 		for _, g := range got {
 			lens = append(lens, len(g))
@@ -246,10 +268,10 @@ func callAsync(t *testing.T, addr, method string, args []byte) <-chan []byte {
 // startGatedBatchProxy runs a caching proxy whose by-names calls are
 // recorded, then held at a gate until released; joined receives the
 // number of entries each batch waits for instead of loading them.
-func startGatedBatchProxy(t *testing.T, caching *Caching, addr string) (paddr string, rec *recordingForwarder, gate *gatedForwarder, joined chan int) {
+func startGatedBatchProxy(t *testing.T, caching *Caching, addr string) (paddr string, rec *batchCallsForwarder, gate *gatedForwarder, joined chan int) {
 	t.Helper()
 	gate = newGate("get_partitions_by_names")
-	rec = &recordingForwarder{up: gate}
+	rec = &batchCallsForwarder{of: hms.BatchPartitions, up: gate}
 	paddr, joined = startJoinWatchingProxy(t, caching, addr, func(up Forwarder) Forwarder { gate.up = up; return rec })
 	return paddr, rec, gate, joined
 }

@@ -1,10 +1,8 @@
 package proxy
 
 import (
-	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,43 +12,6 @@ import (
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
-
-// tableCallsForwarder notes the table names of every table-objects call
-// that reaches the metastore, and can rewrite their replies.
-type tableCallsForwarder struct {
-	up      Forwarder
-	rewrite func(body []byte) []byte // nil: replies as the metastore sent them
-	mu      sync.Mutex
-	calls   [][]string
-}
-
-func (f *tableCallsForwarder) Do(ctx context.Context, c upstream.Call, sink upstream.ReplySink) error {
-	m := hms.Lookup(c.Msg.Name())
-	if m == nil || m.Batch == nil || m.Batch.Of != hms.BatchTables {
-		return f.up.Do(ctx, c, sink)
-	}
-	names := []string{}
-	hms.Walk(c.Msg.Body(), append(slices.Clone(m.Batch.Names), hms.Each), func(typ byte, v []byte) bool {
-		names = append(names, string(v))
-		return true
-	})
-	f.mu.Lock()
-	f.calls = append(f.calls, names)
-	rw := f.rewrite
-	f.mu.Unlock()
-	if rw != nil {
-		sink = rewriteSink{sink, rw}
-	}
-	return f.up.Do(ctx, c, sink)
-}
-
-func (f *tableCallsForwarder) take() [][]string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := f.calls
-	f.calls = nil
-	return out
-}
 
 type rewriteSink struct {
 	to upstream.ReplySink
@@ -69,8 +30,8 @@ func (s rewriteSink) Reply(m wire.Message) error {
 	return s.to.Reply(mm)
 }
 
-func startTablesProxy(t *testing.T, caching *Caching, addr string) (string, *tableCallsForwarder) {
-	f := &tableCallsForwarder{}
+func startTablesProxy(t *testing.T, caching *Caching, addr string) (string, *batchCallsForwarder) {
+	f := &batchCallsForwarder{of: hms.BatchTables}
 	return startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { f.up = up; return f }), f
 }
 
@@ -205,25 +166,9 @@ func mustBody(t *testing.T, reply []byte) []byte {
 // TestTableObjectsRefresh: a per-table entry past its refresh age is
 // served at once and reloaded with one upstream call.
 func TestTableObjectsRefresh(t *testing.T) {
-	_, addr := startDemo(t, wire.Buffered)
-	clock := newClock()
-	caching := newCaching(t, clock)
-	rec := &tableCallsForwarder{}
-	var srv *Server
-	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { rec.up = up; return rec }, func(s *Server) { srv = s })
-	c := dial(t, paddr, wire.Buffered)
 	args := tableObjectsReq("get_table_objects_by_name", "demo_db0", "t0")
-	call(t, c, "get_table_objects_by_name", args)
-	caching.Store.Wait()
-	rec.take()
-	clock.Advance(caching.Store.Policy(hms.KindTable).RefreshAfter + time.Second)
-	for i := 0; i < 5; i++ {
-		call(t, c, "get_table_objects_by_name", args)
-	}
-	if n := refreshesSettled(t, srv); n != 1 {
-		t.Fatalf("%d refresh jobs for 5 hits on a due table; want 1", n)
-	}
-	if got := rec.take(); len(got) != 1 || !slices.Equal(got[0], []string{"t0"}) {
+	got := refreshOfDueHits(t, hms.BatchTables, hms.KindTable, "get_table_objects_by_name", args)
+	if len(got) != 1 || !slices.Equal(got[0], []string{"t0"}) {
 		t.Fatalf("refresh made calls %q; want one call for t0", got)
 	}
 }
@@ -237,7 +182,7 @@ func TestTableObjectsMissesCoalesce(t *testing.T) {
 			_, addr := startDemo(t, wire.Buffered)
 			caching := newCaching(t, nil)
 			gate := newGate(method)
-			rec := &tableCallsForwarder{up: gate}
+			rec := &batchCallsForwarder{of: hms.BatchTables, up: gate}
 			paddr, joined := startJoinWatchingProxy(t, caching, addr, func(up Forwarder) Forwarder { gate.up = up; return rec })
 			direct := dial(t, addr, wire.Buffered)
 			args := tableObjectsReq(method, "demo_db0", "t1")

@@ -24,17 +24,11 @@ import (
 // it never saw a write made through the proxy.
 func TestProxyWritesReachChangeStream(t *testing.T) {
 	r := redistest.Start(t)
-	cfg := defaults()
-	cfg.Demo = true
-	cfg.Listen = freeAddr(t)
+	// Only the proxy's own writes may reach the stream in this test,
+	// which demoConfig sees to.
+	cfg := demoConfig(t)
 	cfg.Admin.Listen = ""
 	cfg.Redis.URL = r.Addr
-	// Only the proxy's own writes may reach the stream in this test.
-	cfg.EventLog.Interval = 0
-	cfg.Housekeeping.OpenTxnsInterval = 0
-	cfg.Housekeeping.CompactionsInterval = 0
-	cfg.Log.Level = "error"
-	cfg.Shutdown.Timeout = 5 * time.Second
 
 	c := runInProcess(t, cfg)
 	args := hmsreq.Args(hmsreq.Database{Name: "lineage", Description: "d", Location: "file:/tmp/wh/lineage.db"}.Field(1))
@@ -114,6 +108,31 @@ var ctxT = proxytest.Ctx
 
 // runInProcess runs the binary's own wiring (run) with cfg until the test
 // ends (with no drain delay), and returns a client of its proxy listener.
+// demoConfig is the config of a proxy in front of the demo metastore on
+// free loopback ports, with no background calls of its own to the
+// metastore (event log, housekeeping), quiet logs and a short shutdown.
+func demoConfig(t *testing.T) fileConfig {
+	t.Helper()
+	cfg := defaults()
+	cfg.Demo = true
+	quiet(t, &cfg)
+	return cfg
+}
+
+// quiet puts cfg's proxy and admin port on free loopback ports, stops its
+// background calls to the metastore (event log, housekeeping), quiets
+// its logs and shortens its shutdown.
+func quiet(t *testing.T, cfg *fileConfig) {
+	t.Helper()
+	cfg.Listen = freeAddr(t)
+	cfg.Admin.Listen = freeAddr(t)
+	cfg.EventLog.Interval = 0
+	cfg.Housekeeping.OpenTxnsInterval = 0
+	cfg.Housekeeping.CompactionsInterval = 0
+	cfg.Log.Level = "error"
+	cfg.Shutdown.Timeout = 5 * time.Second
+}
+
 func runInProcess(t *testing.T, cfg fileConfig) *hmsclient.Client {
 	t.Helper()
 	cfg.Shutdown.DrainDelay = 0

@@ -1,21 +1,11 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 )
 
 func TestAdminConfig(t *testing.T) {
-	dir := t.TempDir()
-	file := func(body string) string {
-		p := filepath.Join(dir, "c.yaml")
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
 	tests := []struct {
 		name       string
 		yaml       string // written and passed with -config when set
@@ -39,7 +29,7 @@ func TestAdminConfig(t *testing.T) {
 			t.Setenv("HMSPROXY_ADMIN_TOKEN", tc.env)
 			args := append([]string{"-demo"}, tc.args...)
 			if tc.yaml != "" {
-				args = append(args, "-config", file(tc.yaml))
+				args = append(args, "-config", writeConfig(t, tc.yaml))
 			}
 			c, err := load(args)
 			if err != nil {
@@ -62,10 +52,7 @@ func TestNoTokenFlag(t *testing.T) {
 // and the TTL bound without a notification log, from defaults, file and
 // flags.
 func TestEventLogHealthConfig(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "c.yaml")
-	if err := os.WriteFile(p, []byte("eventlog:\n  health_interval: 1m\ncache:\n  ttl_without_eventlog: 5s\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	p := writeConfig(t, "eventlog:\n  health_interval: 1m\ncache:\n  ttl_without_eventlog: 5s\n")
 	tests := []struct {
 		name         string
 		args         []string

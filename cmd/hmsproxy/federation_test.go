@@ -37,13 +37,8 @@ func fedYAML(t *testing.T, primary, lake, extra string) fileConfig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Listen = freeAddr(t)
+	quiet(t, &cfg)
 	cfg.Admin.Listen = ""
-	cfg.EventLog.Interval = 0
-	cfg.Housekeeping.OpenTxnsInterval = 0
-	cfg.Housekeeping.CompactionsInterval = 0
-	cfg.Log.Level = "error"
-	cfg.Shutdown.Timeout = 5 * time.Second
 	return cfg
 }
 

@@ -1,19 +1,34 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/hmsproxy/hmsproxy/proxy"
 )
+
+// demoCaching loads the demo proxy's settings from args alone
+// (HMSPROXY_CONFIG unset) and builds its caching config, whose store
+// closes when the test ends.
+func demoCaching(t *testing.T, args ...string) *proxy.Caching {
+	t.Helper()
+	t.Setenv("HMSPROXY_CONFIG", "")
+	c, err := load(append([]string{"-demo"}, args...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caching, err := newCaching(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(caching.Store.Close)
+	return caching
+}
 
 // TestKnownReadsConfig: cache.known_reads (file) and -cache-known-reads
 // (flag, winning over the file) reach the proxy's caching config.
 func TestKnownReadsConfig(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "c.yaml")
-	if err := os.WriteFile(p, []byte("cache:\n  known_reads: [get_a, get_b]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	p := writeConfig(t, "cache:\n  known_reads: [get_a, get_b]\n")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -25,16 +40,7 @@ func TestKnownReadsConfig(t *testing.T) {
 		{"flag wins", []string{"-config", p, "-cache-known-reads", "get_c"}, []string{"get_c"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv("HMSPROXY_CONFIG", "")
-			c, err := load(append([]string{"-demo"}, tc.args...))
-			if err != nil {
-				t.Fatal(err)
-			}
-			caching, err := newCaching(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer caching.Store.Close()
+			caching := demoCaching(t, tc.args...)
 			if !slices.Equal(caching.KnownReads, tc.want) {
 				t.Errorf("got known reads %q; want %q", caching.KnownReads, tc.want)
 			}

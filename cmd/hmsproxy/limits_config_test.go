@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,12 +11,9 @@ import (
 // file and from flags, with the documented defaults (#9).
 func TestLimitsConfig(t *testing.T) {
 	t.Setenv("HMSPROXY_CONFIG", "")
-	file := filepath.Join(t.TempDir(), "c.yaml")
 	yaml := "limits:\n  client_read_timeout: 5s\n  client_idle_timeout: 10m\n  client_write_timeout: -1s\n  inflight_bytes: 209715200\n" +
 		"  max_clients_per_address: 50\n"
-	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := writeConfig(t, yaml)
 	type lim struct {
 		read, idle, write time.Duration
 		inflight          int64

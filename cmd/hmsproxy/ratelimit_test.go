@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -23,11 +21,8 @@ func TestRateLimitConfig(t *testing.T) {
 	if l, err := newLimiter(c.RateLimit, false, nil, nil); err != nil || l != nil {
 		t.Fatalf("defaults: limiter %v, %v; want none", l, err)
 	}
-	p := filepath.Join(t.TempDir(), "c.yaml")
 	yaml := "ratelimit:\n  read: {rate: 1, burst: 1}\n  write: {rate: 1, burst: 1}\n  users:\n    etl:\n      read: {rate: 0}\n"
-	if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	p := writeConfig(t, yaml)
 	if c, err = load([]string{"-demo", "-config", p}); err != nil {
 		t.Fatal(err)
 	}
@@ -57,11 +52,8 @@ func TestRateLimitConfig(t *testing.T) {
 // ratelimit.users, which would name set_ugi claims, is refused there, as
 // sources is with Kerberos, where every client is an identity.
 func TestRateLimitSourcesConfig(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "c.yaml")
 	yaml := "ratelimit:\n  read: {rate: 0.001, burst: 1}\n  sources:\n    10.1.0.0/16:\n      read: {rate: 0}\n    \"10.2.3.4\":\n      read: {rate: 0.001, burst: 3}\n"
-	if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	p := writeConfig(t, yaml)
 	c, err := load([]string{"-demo", "-config", p})
 	if err != nil {
 		t.Fatal(err)

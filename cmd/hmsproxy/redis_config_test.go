@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,14 +17,6 @@ import (
 // passwords come from the file or the environment, which wins; two
 // topologies at once, or half a Sentinel, are refused.
 func TestRedisTopologyConfig(t *testing.T) {
-	dir := t.TempDir()
-	file := func(body string) string {
-		p := filepath.Join(dir, "c.yaml")
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
 	tests := []struct {
 		name      string
 		yaml      string
@@ -56,7 +46,7 @@ func TestRedisTopologyConfig(t *testing.T) {
 			t.Setenv("HMSPROXY_REDIS_SENTINEL_PASSWORD", tc.env[1])
 			args := append([]string{"-demo"}, tc.args...)
 			if tc.yaml != "" {
-				args = append(args, "-config", file(tc.yaml))
+				args = append(args, "-config", writeConfig(t, tc.yaml))
 			}
 			c, err := load(args)
 			if tc.want == "error" {

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -21,16 +19,8 @@ import (
 // directly on the metastore is found on its next hit, and the status
 // page says so.
 func TestShadowWiring(t *testing.T) {
-	cfg := defaults()
-	cfg.Demo = true
-	cfg.Listen = freeAddr(t)
-	cfg.Admin.Listen = freeAddr(t)
-	cfg.EventLog.Interval = 0
-	cfg.Housekeeping.OpenTxnsInterval = 0
-	cfg.Housekeeping.CompactionsInterval = 0
+	cfg := demoConfig(t)
 	cfg.Cache.Shadow.Rate = 1
-	cfg.Log.Level = "error"
-	cfg.Shutdown.Timeout = 5 * time.Second
 
 	c := runInProcess(t, cfg)
 	// run binds the admin listener after the proxy's, which c reached.
@@ -100,11 +90,7 @@ func TestShadowWiring(t *testing.T) {
 // TestShadowConfig: the cache.shadow keys and flag reach the proxy's
 // Shadow; 0 turns it off, and the grace period follows the event log.
 func TestShadowConfig(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "c.yaml")
-	if err := os.WriteFile(file, []byte("cache:\n  shadow:\n    rate: 0.5\n    max_per_second: 7\neventlog:\n  interval: 0s\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := writeConfig(t, "cache:\n  shadow:\n    rate: 0.5\n    max_per_second: 7\neventlog:\n  interval: 0s\n")
 	for _, tc := range []struct {
 		name    string
 		args    []string

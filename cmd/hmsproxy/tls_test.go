@@ -163,7 +163,6 @@ func handshakeFailures(e *tlsEndpoints, name string) uint64 {
 }
 
 func TestTLSConfigKeys(t *testing.T) {
-	p := t.TempDir() + "/c.yaml"
 	body := `upstream:
   uris: ["thrift://hms:9083"]
   tls: {ca: /etc/hms-ca.pem, server_name: hms.example.com}
@@ -171,10 +170,7 @@ tls: {cert: /etc/p.crt, key: /etc/p.key, client_ca: /etc/clients.pem, reload_int
 admin:
   tls: {cert: /etc/a.crt, key: /etc/a.key}
 `
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, err := load([]string{"-config", p})
+	c, err := load([]string{"-config", writeConfig(t, body)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 )
@@ -39,17 +38,9 @@ func TestWarmUpConcurrency(t *testing.T) {
 // housekeeping.warm_up set: the warm-up runs at start, and POST
 // /cache/warm starts another; both show on the status page.
 func TestWarmUpWiring(t *testing.T) {
-	cfg := defaults()
-	cfg.Demo = true
-	cfg.Listen = freeAddr(t)
-	cfg.Admin.Listen = freeAddr(t)
-	cfg.EventLog.Interval = 0
-	cfg.Housekeeping.OpenTxnsInterval = 0
-	cfg.Housekeeping.CompactionsInterval = 0
+	cfg := demoConfig(t)
 	cfg.Housekeeping.WarmUp = []string{"demo_db0"}
 	cfg.Housekeeping.WarmUpConcurrency = 2
-	cfg.Log.Level = "error"
-	cfg.Shutdown.Timeout = 5 * time.Second
 	runInProcess(t, cfg)
 
 	var st struct {

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/hmsproxy/hmsproxy/internal/testenv/module"
 )
 
 // TestEveryMetricFamilyDocumented fails when a metric family the proxy
@@ -26,7 +28,7 @@ import (
 // proves the declarations found are the ones served; the declarations
 // cover what one demo run cannot switch on.
 func TestEveryMetricFamilyDocumented(t *testing.T) {
-	root := moduleRoot(t)
+	root := module.Root(t)
 	documented := documentedFamilies(t, root)
 	if len(documented) == 0 {
 		t.Fatal("no metrics table found in README.md or docs/*.md (rows whose first cell names `hmsproxy_...`)")
@@ -55,25 +57,6 @@ func TestEveryMetricFamilyDocumented(t *testing.T) {
 		}
 	}
 	t.Logf("%d families declared, %d served in demo mode, %d documented", len(declared), len(scraped), len(documented))
-}
-
-// moduleRoot is the directory holding go.mod, above the test's own.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
 }
 
 var familyName = regexp.MustCompile("hmsproxy_[a-z0-9_]+")

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/auth/certs/certstest"
 	"github.com/hmsproxy/hmsproxy/demohms"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/module"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
@@ -263,27 +264,11 @@ func buildProxy(t *testing.T) string {
 	bin := filepath.Join(t.TempDir(), "hmsproxy")
 	gocmd := cmp.Or(os.Getenv("GO"), "go")
 	cmd := exec.Command(gocmd, "build", "-o", bin, "./cmd/hmsproxy")
-	cmd.Dir = moduleRoot(t)
+	cmd.Dir = module.Root(t)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/hmsproxy: %v\n%s", err, out)
 	}
 	return bin
-}
-
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d
-		}
-		if filepath.Dir(d) == d {
-			t.Fatalf("no go.mod above %s", wd)
-		}
-	}
 }
 
 // mon samples the proxy's RSS every 100 ms and scrapes its metrics every

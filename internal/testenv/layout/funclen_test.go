@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/hmsproxy/hmsproxy/internal/testenv/module"
 )
 
 // maxLines is the longest a non-test function may be, counted from `func`
@@ -33,7 +35,7 @@ type fn struct {
 func (f fn) pos() string { return fmt.Sprintf("%s:%d", f.file, f.line) }
 
 func TestNoLongFunctions(t *testing.T) {
-	root := moduleRoot(t)
+	root := module.Root(t)
 	fns := functions(t, root)
 	if len(fns) == 0 {
 		t.Fatalf("found no functions under %s", root)

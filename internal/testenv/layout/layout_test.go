@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/hmsproxy/hmsproxy/internal/testenv/module"
 )
 
 // docFile is the architecture page, relative to the module root.
@@ -38,15 +40,15 @@ type pkg struct {
 }
 
 func TestImportsFollowLayers(t *testing.T) {
-	root := moduleRoot(t)
+	root := module.Root(t)
 	folders := readTable(t, filepath.Join(root, docFile))
-	pkgs, module := listPackages(t, root)
+	pkgs, modPath := listPackages(t, root)
 
 	rel := func(p string) (string, bool) {
-		if p == module {
+		if p == modPath {
 			return "", true
 		}
-		r, ok := strings.CutPrefix(p, module+"/")
+		r, ok := strings.CutPrefix(p, modPath+"/")
 		return r, ok
 	}
 	used := map[string]bool{}
@@ -204,23 +206,4 @@ func listPackages(t *testing.T, root string) ([]pkg, string) {
 		t.Fatalf("go list found no packages of a module under %s", root)
 	}
 	return pkgs, module
-}
-
-// moduleRoot is the nearest directory above this one that holds go.mod.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			t.Fatal("layout: no go.mod above the test's directory")
-		}
-		dir = up
-	}
 }

@@ -18,18 +18,7 @@ func TestOnRedisCluster(t *testing.T) {
 	const lease, cursor = "hmsproxy:{thrift://hms:9083}:leader", "hmsproxy:{thrift://hms:9083}:eventlog"
 	var nodes []*node
 	for i := range 3 {
-		e, err := New(Config{Client: cl.Client(), Key: lease, NodeID: fmt.Sprintf("node%d", i), TTL: 5 * time.Second, Renew: testRenew})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		n := &node{e: e, cancel: cancel, done: make(chan struct{})}
-		go func() {
-			defer close(n.done)
-			e.Run(ctx, func(ctx context.Context, token int64) { n.terms.Add(1); <-ctx.Done() })
-		}()
-		t.Cleanup(n.stop)
-		nodes = append(nodes, n)
+		nodes = append(nodes, campaign(t, Config{Client: cl.Client(), Key: lease, NodeID: fmt.Sprintf("node%d", i), TTL: 5 * time.Second, Renew: testRenew}))
 	}
 	l := waitLeader(t, nodes, 5*time.Second)
 	_, token := l.e.IsLeader()
@@ -42,12 +31,7 @@ func TestOnRedisCluster(t *testing.T) {
 	// A release, not the 5s lease expiry, hands over.
 	stopped := time.Now()
 	l.stop()
-	var rest []*node
-	for _, n := range nodes {
-		if n != l {
-			rest = append(rest, n)
-		}
-	}
+	rest := without(nodes, l)
 	waitLeader(t, rest, 2*time.Second)
 	t.Logf("hand-over after a release took %v", time.Since(stopped).Round(time.Millisecond))
 }

@@ -36,6 +36,13 @@ func startNode(t *testing.T, srv *redistest.Server, id string) *node {
 func startNodeWith(t *testing.T, srv *redistest.Server, cfg Config) *node {
 	t.Helper()
 	cfg.Client, cfg.Key = srv.Client(), "hmsproxy:leader:test"
+	return campaign(t, cfg)
+}
+
+// campaign runs an elector of cfg until the test ends; a term lasts
+// until the elector stops.
+func campaign(t *testing.T, cfg Config) *node {
+	t.Helper()
 	e, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +68,17 @@ func (n *node) stop() { n.cancel(); <-n.done }
 func (n *node) crash() {
 	n.e.noRelease = true
 	n.stop()
+}
+
+// without returns nodes but gone, in order.
+func without(nodes []*node, gone *node) []*node {
+	var rest []*node
+	for _, n := range nodes {
+		if n != gone {
+			rest = append(rest, n)
+		}
+	}
+	return rest
 }
 
 // leaders returns the nodes that believe they lead.
@@ -131,12 +149,7 @@ func TestCrashedLeaderReplacedWithinTTL(t *testing.T) {
 	_, oldTok := old.e.IsLeader()
 	start := time.Now()
 	old.crash()
-	var rest []*node
-	for _, n := range nodes {
-		if n != old {
-			rest = append(rest, n)
-		}
-	}
+	rest := without(nodes, old)
 	nl := waitLeader(t, rest, testTTL+2*testRenew+200*time.Millisecond)
 	took := time.Since(start)
 	_, newTok := nl.e.IsLeader()
@@ -178,12 +191,7 @@ func TestGracefulStopReleases(t *testing.T) {
 	if n := old.active.Load(); n != 0 {
 		t.Fatalf("onElected still running after Run returned: %d", n)
 	}
-	var rest []*node
-	for _, n := range nodes {
-		if n != old {
-			rest = append(rest, n)
-		}
-	}
+	rest := without(nodes, old)
 	waitLeader(t, rest, testTTL)
 	// Released, so the next node only waits for its next attempt.
 	if took := time.Since(start); took > 2*testRenew+200*time.Millisecond {
@@ -339,12 +347,7 @@ func TestReleaseWakesFollowers(t *testing.T) {
 	}
 	start := time.Now()
 	old.stop()
-	var rest []*node
-	for _, n := range nodes {
-		if n != old {
-			rest = append(rest, n)
-		}
-	}
+	rest := without(nodes, old)
 	waitLeader(t, rest, slowTTL)
 	if took := time.Since(start); took > handOver {
 		t.Fatalf("takeover after release took %v; want within %v", took, handOver)
@@ -386,12 +389,7 @@ func expiryTakeover(t *testing.T) time.Duration {
 	c := srv.Client()
 	old.crash()
 	expires := time.Now().Add(c.PTTL(context.Background(), "hmsproxy:leader:test").Val())
-	var rest []*node
-	for _, n := range nodes {
-		if n != old {
-			rest = append(rest, n)
-		}
-	}
+	rest := without(nodes, old)
 	waitLeader(t, rest, slowTTL+slowRenew)
 	return time.Since(expires)
 }

@@ -95,12 +95,7 @@ func TestPollDemo(t *testing.T) {
 	}
 	// Three writes behind the proxy's back.
 	for _, db := range []string{"ev_a", "ev_b", "ev_c"} {
-		var e wire.Encoder
-		e.FieldBegin(wire.TStruct, 1)
-		e.StringField(1, db)
-		e.Stop()
-		e.Stop()
-		if _, err := direct.Call(ctx, "create_database", e.B); err != nil {
+		if _, err := direct.Call(ctx, "create_database", createDBArgs(db)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -234,33 +229,11 @@ func TestBypassingWriteSeenThroughProxy(t *testing.T) {
 	defer c.Close()
 	direct := &hmsclient.Redialer{Addr: addr}
 	defer direct.Close()
-	var na wire.Encoder
-	na.StringField(1, "demo_db0")
-	na.StringField(2, "t0")
-	na.FieldBegin(wire.TI16, 3)
-	na.I16(-1)
-	na.Stop()
-	namesArgs := na.B
-	count := func() int {
-		m, err := c.Call(ctx, "get_partition_names", namesArgs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return bytes.Count(m.Body(), []byte("ds="))
-	}
+	count := partitionCounter(t, ctx, c)
 	before := count()
 	st.Wait()
 	count() // now a hit
-	// Drop a partition behind the proxy's back.
-	var e wire.Encoder
-	e.StringField(1, "demo_db0")
-	e.StringField(2, "t0")
-	e.StringField(3, "ds=2024-01-01/hr=0")
-	e.BoolField(4, true)
-	e.Stop()
-	if m, err := direct.Call(ctx, "drop_partition_by_name", e.B); err != nil || m.Type != wire.Reply {
-		t.Fatalf("direct drop: %v", err)
-	}
+	dropBehind(t, ctx, direct)
 	start := time.Now()
 	if !wait.Until(interval+time.Second, func() bool { return count() == before-1 }) {
 		t.Fatalf("bypassing write not visible through the proxy after %v", time.Since(start))
@@ -344,5 +317,49 @@ func TestFollowReportsSharedCursor(t *testing.T) {
 		if got := p.Stats().Applied.Load(); got != step.want {
 			t.Errorf("step %d: Applied = %d; want %d", i, got, step.want)
 		}
+	}
+}
+
+// createDBArgs are create_database's args for a database named db and
+// nothing else.
+func createDBArgs(db string) []byte {
+	var e wire.Encoder
+	e.FieldBegin(wire.TStruct, 1)
+	e.StringField(1, db)
+	e.Stop()
+	e.Stop()
+	return e.B
+}
+
+// partitionCounter returns a func that counts the partitions of the
+// demo's demo_db0.t0 that get_partition_names lists through c.
+func partitionCounter(t *testing.T, ctx context.Context, c *hmsclient.Redialer) func() int {
+	var na wire.Encoder
+	na.StringField(1, "demo_db0")
+	na.StringField(2, "t0")
+	na.FieldBegin(wire.TI16, 3)
+	na.I16(-1)
+	na.Stop()
+	return func() int {
+		m, err := c.Call(ctx, "get_partition_names", na.B)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bytes.Count(m.Body(), []byte("ds="))
+	}
+}
+
+// dropBehind drops partition ds=2024-01-01/hr=0 of demo_db0.t0 through
+// direct, a connection straight to the metastore: behind the proxy's back.
+func dropBehind(t *testing.T, ctx context.Context, direct *hmsclient.Redialer) {
+	t.Helper()
+	var e wire.Encoder
+	e.StringField(1, "demo_db0")
+	e.StringField(2, "t0")
+	e.StringField(3, "ds=2024-01-01/hr=0")
+	e.BoolField(4, true)
+	e.Stop()
+	if m, err := direct.Call(ctx, "drop_partition_by_name", e.B); err != nil || m.Type != wire.Reply {
+		t.Fatalf("direct drop: %v", err)
 	}
 }

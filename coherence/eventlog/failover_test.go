@@ -93,12 +93,7 @@ func TestLeaderFailoverResumesFromCursor(t *testing.T) {
 		c := &hmsclient.Redialer{Addr: addr}
 		defer c.Close()
 		for _, db := range names {
-			var e wire.Encoder
-			e.FieldBegin(wire.TStruct, 1)
-			e.StringField(1, db)
-			e.Stop()
-			e.Stop()
-			if _, err := c.Call(context.Background(), "create_database", e.B); err != nil {
+			if _, err := c.Call(context.Background(), "create_database", createDBArgs(db)); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -1,7 +1,6 @@
 package eventlog
 
 import (
-	"bytes"
 	"context"
 	"sync/atomic"
 	"testing"
@@ -69,12 +68,7 @@ func TestHealthDemo(t *testing.T) {
 			}
 			// Writes through the proxy, a check after each.
 			for _, db := range []string{"h_a", "h_b", "h_c"} {
-				var e wire.Encoder
-				e.FieldBegin(wire.TStruct, 1)
-				e.StringField(1, db)
-				e.Stop()
-				e.Stop()
-				if m, err := c.Call(ctx, "create_database", e.B); err != nil || m.Type != wire.Reply {
+				if m, err := c.Call(ctx, "create_database", createDBArgs(db)); err != nil || m.Type != wire.Reply {
 					t.Fatalf("create_database through the proxy: %v", err)
 				}
 				if err := h.Check(ctx); err != nil {
@@ -89,19 +83,7 @@ func TestHealthDemo(t *testing.T) {
 			}
 
 			// A cached list, then a write behind the proxy's back.
-			var na wire.Encoder
-			na.StringField(1, "demo_db0")
-			na.StringField(2, "t0")
-			na.FieldBegin(wire.TI16, 3)
-			na.I16(-1)
-			na.Stop()
-			count := func() int {
-				m, err := c.Call(ctx, "get_partition_names", na.B)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return bytes.Count(m.Body(), []byte("ds="))
-			}
+			count := partitionCounter(t, ctx, c)
 			before := count()
 			st.Wait()
 			// The store counts the hit before the reply is sent (the
@@ -109,15 +91,7 @@ func TestHealthDemo(t *testing.T) {
 			if count() != before || st.Stats(hms.KindPartitionNames).Hits.Load() != 1 {
 				t.Fatal("second read was not a hit: the test would prove nothing")
 			}
-			var e wire.Encoder
-			e.StringField(1, "demo_db0")
-			e.StringField(2, "t0")
-			e.StringField(3, "ds=2024-01-01/hr=0")
-			e.BoolField(4, true)
-			e.Stop()
-			if m, err := direct.Call(ctx, "drop_partition_by_name", e.B); err != nil || m.Type != wire.Reply {
-				t.Fatalf("direct drop: %v", err)
-			}
+			dropBehind(t, ctx, direct)
 			clk.Advance(capTTL + time.Second)
 			fresh := count() == before-1
 			if fresh != tc.wantFresh {

@@ -74,6 +74,19 @@ var (
 // warmForAdd fills the cache through c: the table, its names and every
 // partition of the day (a prune), an existing partition, the count, and
 // hr=20 as not found. It checks they are all hits afterwards.
+// warmAddBed starts the demo and a proxy over it whose caching keeps
+// not-found partitions, warms it with warmForAdd, and returns the demo,
+// the caching, a client of the proxy and one of the demo itself.
+func warmAddBed(t *testing.T) (d *demohms.Server, caching *Caching, c, direct *hmsclient.Client) {
+	t.Helper()
+	d, addr := startDemo(t, wire.Buffered)
+	caching = negativeCaching(t)
+	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { return up })
+	c, direct = dial(t, paddr, wire.Buffered), dial(t, addr, wire.Buffered)
+	warmForAdd(t, d, c, caching.Store)
+	return d, caching, c, direct
+}
+
 func warmForAdd(t *testing.T, d *demohms.Server, c *hmsclient.Client, st *cache.Store) {
 	t.Helper()
 	reads := []struct {
@@ -163,11 +176,7 @@ func checkAdded(t *testing.T, d *demohms.Server, c, direct *hmsclient.Client, st
 func TestAddKeepsPartitions(t *testing.T) {
 	for _, w := range addWrites {
 		t.Run(w.method, func(t *testing.T) {
-			d, addr := startDemo(t, wire.Buffered)
-			caching := negativeCaching(t)
-			paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { return up })
-			c, direct := dial(t, paddr, wire.Buffered), dial(t, addr, wire.Buffered)
-			warmForAdd(t, d, c, caching.Store)
+			d, caching, c, direct := warmAddBed(t)
 			ok := call(t, c, w.method, addArgs(w.method))
 			if m, err := wire.Parse(ok, wire.Limits{}); err != nil || !upstream.Succeeded(m) {
 				t.Fatalf("%s failed", w.method)
@@ -191,11 +200,7 @@ func TestPartitionWritesStayWhole(t *testing.T) {
 	}
 	for _, w := range writes {
 		t.Run(w.method, func(t *testing.T) {
-			d, addr := startDemo(t, wire.Buffered)
-			caching := negativeCaching(t)
-			paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { return up })
-			c, direct := dial(t, paddr, wire.Buffered), dial(t, addr, wire.Buffered)
-			warmForAdd(t, d, c, caching.Store)
+			d, _, c, direct := warmAddBed(t)
 			call(t, c, w.method, w.args)
 			d.ResetCalls()
 			got, want := call(t, c, "get_partition", existingPart), call(t, direct, "get_partition", existingPart)

@@ -201,6 +201,11 @@ func (g *gatedForwarder) Do(ctx context.Context, c upstream.Call, sink upstream.
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	return replay(c, &cs, sink)
+}
+
+// replay answers c on sink with the reply cs captured for it.
+func replay(c upstream.Call, cs *captureSink, sink upstream.ReplySink) error {
 	msg := wire.AppendHeader(nil, cs.res.typ, c.Msg.Name(), c.Msg.SeqID)
 	m, err := wire.Parse(append(msg, cs.res.body...), wire.Limits{})
 	if err != nil {

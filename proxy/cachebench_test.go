@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"net"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -199,14 +198,7 @@ func BenchmarkMemoryPerPartition(b *testing.B) {
 	for i := 0; i < n; i++ {
 		names = append(names, partName(i))
 	}
-	live := func() uint64 {
-		caching.Store.Wait()
-		var ms runtime.MemStats
-		runtime.GC()
-		runtime.GC()
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
+	live := func() uint64 { return liveHeap(caching) }
 	fill := func(lo, hi int) {
 		for ; lo < hi; lo += 500 {
 			call(b, c, "get_partitions_by_names", byNamesReq("get_partitions_by_names", names[lo:lo+500]...))

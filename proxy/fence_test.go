@@ -152,10 +152,5 @@ func (g *gatedOnce) Do(ctx context.Context, c upstream.Call, sink upstream.Reply
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	msg := wire.AppendHeader(nil, cs.res.typ, c.Msg.Name(), c.Msg.SeqID)
-	m, err := wire.Parse(append(msg, cs.res.body...), wire.Limits{})
-	if err != nil {
-		return err
-	}
-	return sink.Reply(m)
+	return replay(c, &cs, sink)
 }

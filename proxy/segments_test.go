@@ -105,14 +105,7 @@ func BenchmarkMemoryPerPartitionWide(b *testing.B) {
 			caching.Store.Wait()
 		}
 	}
-	live := func() uint64 {
-		caching.Store.Wait()
-		var ms runtime.MemStats
-		runtime.GC()
-		runtime.GC()
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
+	live := func() uint64 { return liveHeap(caching) }
 	st := caching.Store.Stats(hms.KindPartitions)
 	fill(0, small)
 	heapSmall, entriesSmall, costSmall := live(), st.Entries.Load(), caching.Store.Cost()
@@ -207,4 +200,15 @@ func TestBatchSharesSegments(t *testing.T) {
 	if got, want := call(t, c, "get_partitions_by_names", args), call(t, direct, "get_partitions_by_names", args); !sameButSeqID(got, want) {
 		t.Fatal("a hit after the refresh differs from the metastore's reply")
 	}
+}
+
+// liveHeap is the heap in use once caching's store has settled and two
+// collections have run.
+func liveHeap(caching *Caching) uint64 {
+	caching.Store.Wait()
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }

@@ -322,16 +322,7 @@ func TestSlowReaderDoesNotPinUpstream(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("metastore never finished sending the big reply")
 	}
-	other := dial(t, paddr, wire.Buffered)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	m, err := other.Call(ctx, "other_call", hmsreq.Args())
-	if err != nil {
-		t.Fatalf("another client's call while the first does not read: %v", err)
-	}
-	if string(m.Name()) != "other_call" {
-		t.Fatalf("got a reply to %s", m.Name())
-	}
+	otherClientAnswered(t, paddr, 3*time.Second)
 }
 
 // TestSlowReaderOfStreamedReply: a reply above HoldMax streams with its
@@ -348,16 +339,7 @@ func TestSlowReaderOfStreamedReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait.Eventually(t, 5*time.Second, func() bool { return g.Stats().Streamed != 0 }, "the big reply was not streamed")
-	other := dial(t, paddr, wire.Buffered)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	m, err := other.Call(ctx, "other_call", hmsreq.Args())
-	if err != nil {
-		t.Fatalf("another client's call while the first does not read: %v", err)
-	}
-	if string(m.Name()) != "other_call" {
-		t.Fatalf("got a reply to %s", m.Name())
-	}
+	otherClientAnswered(t, paddr, 5*time.Second)
 }
 
 // TestStreamedReplyIntact: a client that reads gets a streamed reply
@@ -490,4 +472,20 @@ func TestClientGonePeek(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait.Eventually(t, 5*time.Second, func() bool { return c.gone() }, "not gone 5s after the client closed")
+}
+
+// otherClientAnswered fails the test unless a new client of paddr gets
+// its answer within d, while another client is not reading.
+func otherClientAnswered(t *testing.T, paddr string, d time.Duration) {
+	t.Helper()
+	other := dial(t, paddr, wire.Buffered)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	m, err := other.Call(ctx, "other_call", hmsreq.Args())
+	if err != nil {
+		t.Fatalf("another client's call while the first does not read: %v", err)
+	}
+	if string(m.Name()) != "other_call" {
+		t.Fatalf("got a reply to %s", m.Name())
+	}
 }

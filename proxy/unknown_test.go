@@ -13,7 +13,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
@@ -46,14 +48,7 @@ func TestUnknownMethodInvalidates(t *testing.T) {
 			c := dial(t, paddr, wire.Buffered)
 			direct := dial(t, addr, wire.Buffered)
 
-			read := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))
-			call(t, c, "get_table", read)
-			caching.Store.Wait()
-			before := demo.CallCount("get_table")
-			call(t, c, "get_table", read)
-			if n := demo.CallCount("get_table") - before; n != 0 {
-				t.Fatalf("second get_table reached the metastore %d times; want a hit", n)
-			}
+			read := cachedGetTable(t, demo, caching, c)
 
 			args := hmsreq.Args(hmsreq.Str(1, "demo_db0"))
 			want := call(t, direct, unknown, args)
@@ -62,7 +57,7 @@ func TestUnknownMethodInvalidates(t *testing.T) {
 				t.Fatalf("unknown method reply\n got %x\nwant %x", got, want)
 			}
 
-			before = demo.CallCount("get_table")
+			before := demo.CallCount("get_table")
 			call(t, c, "get_table", read)
 			wantLoads, wantPublished := 0, int32(0)
 			if tc.flush {
@@ -177,18 +172,11 @@ func TestUnknownOnewayInvalidates(t *testing.T) {
 	caching.Coherence = published
 	paddr := startProxyOver(t, caching, addr, func(f Forwarder) Forwarder { return f })
 	c := dial(t, paddr, wire.Buffered)
-	read := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))
-	call(t, c, "get_table", read)
-	caching.Store.Wait()
-	before := demo.CallCount("get_table")
-	call(t, c, "get_table", read)
-	if n := demo.CallCount("get_table") - before; n != 0 {
-		t.Fatalf("second get_table reached the metastore %d times; want a hit", n)
-	}
+	read := cachedGetTable(t, demo, caching, c)
 	if err := c.Send(ctxT(t), wire.Oneway, "made_up_oneway", hmsreq.Args()); err != nil {
 		t.Fatal(err)
 	}
-	before = demo.CallCount("get_table")
+	before := demo.CallCount("get_table")
 	call(t, c, "get_table", read)
 	if n := demo.CallCount("get_table") - before; n != 1 {
 		t.Errorf("get_table after an unknown oneway call reached the metastore %d times; want 1", n)
@@ -214,3 +202,18 @@ func (f *flushCounter) Publish(_ context.Context, ents []cache.Entity) error {
 
 func (f *flushCounter) Synced() bool { return true }
 func (f *flushCounter) Abandon()     {}
+
+// cachedGetTable reads demo_db0.t0 through c twice, fails unless the
+// second read is a hit, and returns the read's args.
+func cachedGetTable(t *testing.T, demo *demohms.Server, caching *Caching, c *hmsclient.Client) []byte {
+	t.Helper()
+	read := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))
+	call(t, c, "get_table", read)
+	caching.Store.Wait()
+	before := demo.CallCount("get_table")
+	call(t, c, "get_table", read)
+	if n := demo.CallCount("get_table") - before; n != 0 {
+		t.Fatalf("second get_table reached the metastore %d times; want a hit", n)
+	}
+	return read
+}

@@ -85,6 +85,25 @@ func message(typ byte, method string, seq int32, args []byte) []byte {
 	return append(wire.AppendHeader(nil, typ, []byte(method), seq), args...)
 }
 
+// sessions connects from src until ctx ends and runs session on each
+// connection, then closes it. After a failed dial it waits failPause,
+// after a session about pause.
+func (x *inst) sessions(ctx context.Context, r *rand.Rand, src func() string, failPause, pause time.Duration, session func(c *hmsclient.Client)) {
+	for ctx.Err() == nil {
+		c, closeC, err := x.client(ctx, src())
+		if err != nil {
+			sleep(ctx, failPause)
+			continue
+		}
+		session(c)
+		closeC()
+		sleep(ctx, jitter(r, pause))
+	}
+}
+
+// fixed is a source that is always addr.
+func fixed(addr string) func() string { return func() string { return addr } }
+
 func utf8Unknown(ctx context.Context, x *inst) {
 	x.goN(ctx, 2, func(ctx context.Context, i int, r *rand.Rand) {
 		var c *hmsclient.Client
@@ -287,12 +306,7 @@ func ugiCycling(ctx context.Context, x *inst) {
 
 func flushLoop(ctx context.Context, x *inst) {
 	x.goN(ctx, 4, func(ctx context.Context, i int, r *rand.Rand) {
-		for ctx.Err() == nil {
-			c, closeC, err := x.client(ctx, flusherAddr)
-			if err != nil {
-				sleep(ctx, 200*time.Millisecond)
-				continue
-			}
+		x.sessions(ctx, r, fixed(flusherAddr), 200*time.Millisecond, retryPause, func(c *hmsclient.Client) {
 			for k := 0; ctx.Err() == nil; k++ {
 				method := "made_up_write"
 				if k%2 == 1 {
@@ -307,9 +321,7 @@ func flushLoop(ctx context.Context, x *inst) {
 				}
 				x.op(1)
 			}
-			closeC()
-			sleep(ctx, jitter(r, retryPause))
-		}
+		})
 	})
 }
 
@@ -318,12 +330,7 @@ func oneway(ctx context.Context, x *inst) {
 	// 1 get_table, all ONEWAY: the proxy refuses a ONEWAY get_table (and
 	// may close its connection), which would cut the stream short.
 	x.goN(ctx, 2, func(ctx context.Context, i int, r *rand.Rand) {
-		for ctx.Err() == nil {
-			c, closeC, err := x.client(ctx, flusherAddr)
-			if err != nil {
-				sleep(ctx, 200*time.Millisecond)
-				continue
-			}
+		x.sessions(ctx, r, fixed(flusherAddr), 200*time.Millisecond, retryPause, func(c *hmsclient.Client) {
 			// Whatever the proxy answers is read and dropped.
 			go holdUntilClosed(ctx, c.Conn())
 			for ctx.Err() == nil {
@@ -346,9 +353,7 @@ func oneway(ctx context.Context, x *inst) {
 				x.op(1)
 				sleep(ctx, jitter(r, pause))
 			}
-			closeC()
-			sleep(ctx, jitter(r, retryPause))
-		}
+		})
 	})
 }
 
@@ -372,12 +377,7 @@ func deepArgs(depth int) []byte {
 func deepDrop(ctx context.Context, x *inst) {
 	args := deepArgs(70)
 	x.goN(ctx, 1, func(ctx context.Context, i int, r *rand.Rand) {
-		for ctx.Err() == nil {
-			c, closeC, err := x.client(ctx, general(r))
-			if err != nil {
-				sleep(ctx, 200*time.Millisecond)
-				continue
-			}
+		x.sessions(ctx, r, func() string { return general(r) }, 200*time.Millisecond, retryPause, func(c *hmsclient.Client) {
 			for ctx.Err() == nil {
 				cctx, cancel := callCtx(ctx, 10*time.Second)
 				m, err := c.Call(cctx, "drop_table", args)
@@ -394,9 +394,7 @@ func deepDrop(ctx context.Context, x *inst) {
 				}
 				sleep(ctx, jitter(r, 100*time.Millisecond))
 			}
-			closeC()
-			sleep(ctx, jitter(r, retryPause))
-		}
+		})
 	})
 }
 
@@ -409,12 +407,8 @@ func slowloris(ctx context.Context, x *inst) {
 			return
 		}
 		src := fmt.Sprintf("127.0.0.%d", generalFirst+i%addrs)
-		for ctx.Err() == nil {
-			c, closeC, err := x.client(ctx, src)
-			if err != nil {
-				sleep(ctx, time.Second)
-				continue
-			}
+		x.sessions(ctx, r, fixed(src), time.Second, 5*time.Second, func(c *hmsclient.Client) {
+			var err error
 			for ctx.Err() == nil && err == nil {
 				for j := 0; j < len(req) && err == nil; j++ {
 					if err = c.SendRaw(req[j : j+1]); err == nil {
@@ -431,9 +425,7 @@ func slowloris(ctx context.Context, x *inst) {
 			if ctx.Err() == nil {
 				x.note("cut off")
 			}
-			closeC()
-			sleep(ctx, jitter(r, 5*time.Second))
-		}
+		})
 	})
 }
 

@@ -18,14 +18,14 @@ func (l *loopReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func benchMessages() []struct {
+// namedMessage is a whole message a benchmark runs on, and its name.
+type namedMessage struct {
 	name string
 	m    []byte
-} {
-	return []struct {
-		name string
-		m    []byte
-	}{
+}
+
+func benchMessages() []namedMessage {
+	return []namedMessage{
 		{"get_table_req", msg(Call, "get_table_req", 1, getTableArgs())},
 		{"reply20k", msg(Reply, "get_table_req", 1, getTableResult())},
 	}

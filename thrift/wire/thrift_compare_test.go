@@ -47,18 +47,9 @@ func partitionsResult(n int) []byte {
 	return e.B
 }
 
-func compareMessages() []struct {
-	name string
-	m    []byte
-} {
-	return []struct {
-		name string
-		m    []byte
-	}{
-		{"get_table_req", msg(Call, "get_table_req", 1, getTableArgs())},
-		{"reply20k", msg(Reply, "get_table_req", 1, getTableResult())},
-		{"partitions1000", msg(Reply, "get_partitions_by_names", 1, partitionsResult(1000))},
-	}
+func compareMessages() []namedMessage {
+	return append(benchMessages(),
+		namedMessage{"partitions1000", msg(Reply, "get_partitions_by_names", 1, partitionsResult(1000))})
 }
 
 // thriftReadSkip is the library's way to do the scanner's job: strict

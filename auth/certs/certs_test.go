@@ -87,20 +87,29 @@ func serial(c *tls.Conn) int64 {
 	return c.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
 }
 
-func TestReloadServesNewCertificateToNewClients(t *testing.T) {
-	ca := certstest.NewAuthority(t, "test CA")
-	dir := t.TempDir()
-	c1, k1 := ca.Issue(t, certstest.ECDSA, 101, "proxy", time.Now().Add(time.Hour))
-	f := certstest.WriteFiles(t, dir, c1, k1, nil, 0)
+// serveIssued writes into dir a certificate of ca with serial, and
+// serves it with an echo server through a reloader that reloads only
+// when told; ccfg is a client config that trusts ca. The reloader
+// closes when the test ends.
+func serveIssued(t *testing.T, ca *certstest.Authority, dir string, serial int64) (r *Reloader, f certstest.Files, addr string, ccfg *tls.Config) {
+	t.Helper()
+	c, k := ca.Issue(t, certstest.ECDSA, serial, "proxy", time.Now().Add(time.Hour))
+	f = certstest.WriteFiles(t, dir, c, k, nil, 0)
 	r, err := New(Config{Name: "listener", Cert: f.Cert, Key: f.Key, Interval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	addr := echoServer(t, r)
+	t.Cleanup(r.Close)
+	addr = echoServer(t, r)
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.Cert)
-	ccfg := &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}
+	return r, f, addr, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}
+}
+
+func TestReloadServesNewCertificateToNewClients(t *testing.T) {
+	ca := certstest.NewAuthority(t, "test CA")
+	dir := t.TempDir()
+	r, _, addr, ccfg := serveIssued(t, ca, dir, 101)
 
 	old, err := dialTLS(t, addr, ccfg)
 	if err != nil {
@@ -155,17 +164,7 @@ func TestWatchReloadsOnItsOwn(t *testing.T) {
 func TestBadRotationKeepsTheOldCertificate(t *testing.T) {
 	ca := certstest.NewAuthority(t, "test CA")
 	dir := t.TempDir()
-	c1, k1 := ca.Issue(t, certstest.ECDSA, 301, "proxy", time.Now().Add(time.Hour))
-	f := certstest.WriteFiles(t, dir, c1, k1, nil, 0)
-	r, err := New(Config{Name: "listener", Cert: f.Cert, Key: f.Key, Interval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	addr := echoServer(t, r)
-	roots := x509.NewCertPool()
-	roots.AddCert(ca.Cert)
-	ccfg := &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}
+	r, f, addr, ccfg := serveIssued(t, ca, dir, 301)
 
 	// A new certificate whose key is not written yet: the pair does not match.
 	c2, _ := ca.Issue(t, certstest.ECDSA, 302, "proxy", time.Now().Add(time.Hour))

@@ -67,16 +67,24 @@ func TestAppendKeySame(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ka, oka := tc.a.key(t)
-			kb, okb := tc.b.key(t)
-			if !oka || !okb {
-				t.Fatalf("ok = %v, %v; want true, true", oka, okb)
-			}
+			ka, kb := keys(t, tc.a, tc.b)
 			if !bytes.Equal(ka, kb) {
 				t.Errorf("got keys %q and %q; want equal", ka, kb)
 			}
 		})
 	}
+}
+
+// keys returns the keys of a and b, and fails the test unless both have
+// one.
+func keys(t *testing.T, a, b req) (ka, kb []byte) {
+	t.Helper()
+	ka, oka := a.key(t)
+	kb, okb := b.key(t)
+	if !oka || !okb {
+		t.Fatalf("ok = %v, %v; want true, true", oka, okb)
+	}
+	return ka, kb
 }
 
 func TestAppendKeyDifferent(t *testing.T) {
@@ -138,11 +146,7 @@ func TestAppendKeyDifferent(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ka, oka := tc.a.key(t)
-			kb, okb := tc.b.key(t)
-			if !oka || !okb {
-				t.Fatalf("ok = %v, %v; want true, true", oka, okb)
-			}
+			ka, kb := keys(t, tc.a, tc.b)
 			if bytes.Equal(ka, kb) {
 				t.Errorf("got equal keys %q; want different", ka)
 			}

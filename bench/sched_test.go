@@ -24,22 +24,30 @@ func (c *fakeClock) Sleep(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// openLoop runs one worker open loop on a fake clock, with calls
+// intended every 100ms for the horizon, each taking service. It returns
+// their latencies and when each started, from the start.
+func openLoop(horizon, service time.Duration) (*Hist, []time.Duration) {
+	clk := &fakeClock{now: time.Unix(1000, 0)}
+	start := clk.Now()
+	s := newSchedule(start, 100*time.Millisecond)
+	var h Hist
+	var starts []time.Duration
+	runOpen(clk, s, start.Add(horizon), 1, func(w int, slot int64) (*Hist, error) {
+		starts = append(starts, clk.Now().Sub(start))
+		clk.Sleep(service)
+		return &h, nil
+	})
+	return &h, starts
+}
+
 // TestOpenLoopIntendedTime: a target slower than the schedule is charged
 // for the queue it builds. At 10 calls/s (one every 100ms) with one worker
 // and 250ms calls, call i is intended at 100i ms, starts at 250i ms and
 // ends at 250(i+1) ms: latency 250 + 150i ms, where a closed-loop
 // measurement would say 250ms every time.
 func TestOpenLoopIntendedTime(t *testing.T) {
-	clk := &fakeClock{now: time.Unix(1000, 0)}
-	start := clk.Now()
-	s := newSchedule(start, 100*time.Millisecond)
-	var h Hist
-	var starts []time.Duration
-	runOpen(clk, s, start.Add(500*time.Millisecond), 1, func(w int, slot int64) (*Hist, error) {
-		starts = append(starts, clk.Now().Sub(start))
-		clk.Sleep(250 * time.Millisecond)
-		return &h, nil
-	})
+	h, starts := openLoop(500*time.Millisecond, 250*time.Millisecond)
 	want := []time.Duration{250, 400, 550, 700, 850}
 	if h.Count() != len(want) {
 		t.Fatalf("got %d calls; want %d (slots intended before 500ms)", h.Count(), len(want))
@@ -57,16 +65,7 @@ func TestOpenLoopIntendedTime(t *testing.T) {
 // TestOpenLoopWaitsForIntendedTime: a fast target is not sent calls early,
 // and its latency is only its service time.
 func TestOpenLoopWaitsForIntendedTime(t *testing.T) {
-	clk := &fakeClock{now: time.Unix(1000, 0)}
-	start := clk.Now()
-	s := newSchedule(start, 100*time.Millisecond)
-	var h Hist
-	var starts []time.Duration
-	runOpen(clk, s, start.Add(300*time.Millisecond), 1, func(w int, slot int64) (*Hist, error) {
-		starts = append(starts, clk.Now().Sub(start))
-		clk.Sleep(10 * time.Millisecond)
-		return &h, nil
-	})
+	h, starts := openLoop(300*time.Millisecond, 10*time.Millisecond)
 	for i, got := range starts {
 		if want := time.Duration(100*i) * time.Millisecond; got != want {
 			t.Errorf("call %d sent at %v; want %v", i, got, want)

@@ -343,16 +343,7 @@ func TestKerberosImpersonation(t *testing.T) {
 	for _, tbl := range []string{"secret_pay", "open_t"} {
 		clMustOK(t, "create_table "+tbl, call(t, adminD, "create_table", hmsreq.Args(corpusTable(db, tbl, dbLoc+"/"+tbl, false).Field(1))))
 	}
-	str := hmsreq.Str
-	reads := []struct {
-		name, method string
-		args         []byte
-	}{
-		{"get_table secret", "get_table", hmsreq.Args(str(1, db), str(2, "secret_pay"))},
-		{"get_table_req secret", "get_table_req", hmsreq.Req(str(1, db), str(2, "secret_pay"))},
-		{"get_table open", "get_table", hmsreq.Args(str(1, db), str(2, "open_t"))},
-		{"get_all_tables", "get_all_tables", hmsreq.Args(str(1, db))},
-	}
+	reads := secretReads(db)
 	if o := outcome(t, call(t, bobD, "get_table", reads[0].args)); !strings.HasPrefix(o, "ex") {
 		t.Fatalf("bob's direct get_table of a secret table answered %s; want an exception: the filter hook is not active", o)
 	}
@@ -387,7 +378,7 @@ func TestKerberosImpersonation(t *testing.T) {
 		}
 		// the audit log names the user for a call only the proxy made
 		marker := fmt.Sprintf("krb_marker_%d", time.Now().UnixNano())
-		call(t, bobP, "get_table", hmsreq.Args(str(1, db), str(2, marker)))
+		call(t, bobP, "get_table", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, marker)))
 		if log, err := os.ReadFile(filepath.Join(ms.work, "hms.log")); err != nil || !auditedAs(log, marker, "bob") {
 			t.Errorf("the metastore's audit log does not show ugi=bob for %s (err %v)", marker, err)
 		}

@@ -10,6 +10,25 @@ import (
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 )
 
+// scopedRead is a read whose answer behind the test bed's filter hook
+// depends on who asks.
+type scopedRead struct {
+	name, method string
+	args         []byte
+}
+
+// secretReads read db's secret_pay and open_t tables and list its
+// tables: the reads the filter hook answers by user.
+func secretReads(db string) []scopedRead {
+	str := hmsreq.Str
+	return []scopedRead{
+		{"get_table secret", "get_table", hmsreq.Args(str(1, db), str(2, "secret_pay"))},
+		{"get_table_req secret", "get_table_req", hmsreq.Req(str(1, db), str(2, "secret_pay"))},
+		{"get_table open", "get_table", hmsreq.Args(str(1, db), str(2, "open_t"))},
+		{"get_all_tables", "get_all_tables", hmsreq.Args(str(1, db))},
+	}
+}
+
 // startFilterHook starts, once, an HMS of version v with the test bed's
 // filter hook and pre-event listener (testbed/filterhook): secret_*
 // tables are hidden from every user but admin.
@@ -67,20 +86,13 @@ func runFilterHook(t *testing.T, v string) {
 	clMustOK(t, "add_partition", call(t, admin, "add_partition", hmsreq.Args(corpusPartition(db, "secret_pay", dbLoc+"/secret_pay", "2024-01-01").Field(1))))
 
 	str, strs := hmsreq.Str, hmsreq.Strings
-	reads := []struct {
-		name, method string
-		args         []byte
-	}{
-		{"get_table secret", "get_table", hmsreq.Args(str(1, db), str(2, "secret_pay"))},
-		{"get_table_req secret", "get_table_req", hmsreq.Req(str(1, db), str(2, "secret_pay"))},
-		{"get_table open", "get_table", hmsreq.Args(str(1, db), str(2, "open_t"))},
-		{"get_all_tables", "get_all_tables", hmsreq.Args(str(1, db))},
+	reads := append(secretReads(db), []scopedRead{
 		{"get_tables pattern", "get_tables", hmsreq.Args(str(1, db), str(2, "secret*|open*"))},
 		{"get_table_objects_by_name", "get_table_objects_by_name", hmsreq.Args(str(1, db), strs(2, "open_t", "secret_pay"))},
 		{"get_table_objects_by_name_req", "get_table_objects_by_name_req", hmsreq.Req(str(1, db), strs(2, "secret_pay", "open_t"))},
 		{"get_partition_names secret", "get_partition_names", hmsreq.Args(str(1, db), str(2, "secret_pay"), hmsreq.I16(3, -1))},
 		{"get_partitions_by_names secret", "get_partitions_by_names", hmsreq.Args(str(1, db), str(2, "secret_pay"), strs(3, "ds=2024-01-01"))},
-	}
+	}...)
 	adminD, bobD := asUser(t, ms.addr, "admin"), asUser(t, ms.addr, "bob")
 	// The test bed works: bob is refused the secret table directly (HMS
 	// 3.1 turns a pre-event listener's NoSuchObjectException into a

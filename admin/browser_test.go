@@ -77,9 +77,7 @@ func TestStatusPageBrowser(t *testing.T) {
 	if os.Getenv("HMSPROXY_SKIP_BROWSER") == "1" {
 		t.Skip("HMSPROXY_SKIP_BROWSER=1")
 	}
-	e := startEnv(t, envOpts{bus: true, workers: newFakeWorkers()})
-	busEvents(t, e, 5)
-	traffic(t, e)
+	e := busyEnv(t, 5)
 	series, _ := scrape(t, e.url)
 	m := fromMetrics{series}
 

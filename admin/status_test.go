@@ -42,6 +42,16 @@ func newFakeWorkers() *fakeWorkers {
 	}}
 }
 
+// busyEnv starts an env with a bus and workers, and gives it n bus
+// events and cache traffic, so that every status figure has a value.
+func busyEnv(t *testing.T, n int) *env {
+	t.Helper()
+	e := startEnv(t, envOpts{bus: true, workers: newFakeWorkers()})
+	busEvents(t, e, n)
+	traffic(t, e)
+	return e
+}
+
 // busEvents makes the bus of e count a loss (an undecodable message) and
 // apply n invalidations from another node, so that lag has samples. It
 // runs before the cache traffic: the loss drops the cache.
@@ -142,9 +152,7 @@ func (m fromMetrics) totalCalls() float64 {
 }
 
 func TestBusAndWorkerMetrics(t *testing.T) {
-	e := startEnv(t, envOpts{bus: true, workers: newFakeWorkers()})
-	busEvents(t, e, 5)
-	traffic(t, e)
+	e := busyEnv(t, 5)
 
 	series, families := scrape(t, e.url)
 	for _, f := range []string{
@@ -259,9 +267,7 @@ func getStatus(t testing.TB, url string) status {
 
 // TestStatusJSON: /status.json shows the numbers of /metrics.
 func TestStatusJSON(t *testing.T) {
-	e := startEnv(t, envOpts{bus: true, workers: newFakeWorkers()})
-	busEvents(t, e, 3)
-	traffic(t, e)
+	e := busyEnv(t, 3)
 	series, _ := scrape(t, e.url)
 	m := fromMetrics{series}
 	st := getStatus(t, e.url)

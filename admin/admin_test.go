@@ -26,6 +26,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/ops/housekeeping"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -309,13 +310,7 @@ func scrape(t testing.TB, url string) (series map[string]float64, families map[s
 func getTable(db, tbl string) []byte { return hmsclient.Args(db, tbl) }
 
 func partitionNames(db, tbl string) []byte {
-	var e wire.Encoder
-	e.StringField(1, db)
-	e.StringField(2, tbl)
-	e.FieldBegin(wire.TI16, 3)
-	e.I16(-1)
-	e.Stop()
-	return e.B
+	return hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl), hmsreq.I16(3, -1))
 }
 
 func TestMetrics(t *testing.T) {

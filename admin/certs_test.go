@@ -11,13 +11,13 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/auth/certs"
 	"github.com/hmsproxy/hmsproxy/auth/certs/certstest"
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/syncbuf"
 )
 
 type nopFlusher struct{}
@@ -28,23 +28,10 @@ type fixedCerts []certs.Stats
 
 func (f fixedCerts) CertStats() []certs.Stats { return f }
 
-// lockedBuffer is a log sink written by the server's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) records(t *testing.T) []map[string]any {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// records are the JSON log records written to logs.
+func records(t *testing.T, logs *syncbuf.Buffer) []map[string]any {
 	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("log line %q: %v", line, err)
@@ -70,7 +57,7 @@ func TestAdminTLSLogsCaller(t *testing.T) {
 	}
 	defer rl.Close()
 
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	expiry := time.Unix(2000000000, 0)
 	s, err := New(Config{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Token: token, Flusher: nopFlusher{},
 		Certs: fixedCerts{{Name: "tls", Reloads: 2, Failures: 1, HandshakeFailures: 3, NotAfter: expiry, Serial: big.NewInt(1)}}})
@@ -111,7 +98,7 @@ func TestAdminTLSLogsCaller(t *testing.T) {
 	}
 
 	var flushed, refused map[string]any
-	for _, r := range logs.records(t) {
+	for _, r := range records(t, &logs) {
 		switch r["msg"] {
 		case "cache flushed":
 			flushed = r
@@ -125,7 +112,7 @@ func TestAdminTLSLogsCaller(t *testing.T) {
 		auth string
 	}{{"flushed", flushed, "bearer-token"}, {"refused", refused, "refused"}} {
 		if tc.rec == nil {
-			t.Fatalf("no %s log record in %s", tc.name, logs.b.String())
+			t.Fatalf("no %s log record in %s", tc.name, logs.String())
 		}
 		if rem, _ := tc.rec["remote"].(string); !strings.HasPrefix(rem, "127.0.0.1:") {
 			t.Errorf("%s: remote %q; want the caller's 127.0.0.1:port", tc.name, rem)
@@ -134,8 +121,8 @@ func TestAdminTLSLogsCaller(t *testing.T) {
 			t.Errorf("%s: auth %v, client_cert %v; want %s, CN=ops-alice", tc.name, tc.rec["auth"], tc.rec["client_cert"], tc.auth)
 		}
 	}
-	if strings.Contains(logs.b.String(), token) || strings.Contains(logs.b.String(), "wrong-token") {
-		t.Fatalf("a token was logged: %s", logs.b.String())
+	if strings.Contains(logs.String(), token) || strings.Contains(logs.String(), "wrong-token") {
+		t.Fatalf("a token was logged: %s", logs.String())
 	}
 
 	// A client without a certificate is refused at the handshake.

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/internal/testenv/syncbuf"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
@@ -574,7 +575,7 @@ func newLocalListener() (net.Listener, error) { return net.Listen("tcp", "127.0.
 // TestEveryMethodAnswersOddArgs sends every known method empty args and
 // wrongly typed args: each gets a reply (never a crash or a closed conn).
 func TestEveryMethodAnswersOddArgs(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	s := New(Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	s.Seed(1, 1, 1)
 	ln, err := newLocalListener()
@@ -602,21 +603,4 @@ func TestEveryMethodAnswersOddArgs(t *testing.T) {
 	if strings.Contains(logs.String(), "panic") {
 		t.Errorf("handlers panicked:\n%s", logs.String())
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/jcmturner/gokrb5/v8/types"
 
 	"github.com/hmsproxy/hmsproxy/internal/testenv/kdctest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/syncbuf"
 )
 
 func TestMain(m *testing.M) { os.Exit(kdctest.Main(m)) }
@@ -320,7 +320,7 @@ func TestListenerCountsMismatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logBuf syncBuffer
+	var logBuf syncbuf.Buffer
 	l := Listen(inner, b.server, ListenerConfig{Logger: slog.New(slog.NewTextHandler(&logBuf, nil))})
 	defer l.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -356,21 +356,4 @@ func TestListenerCountsMismatch(t *testing.T) {
 	if log := logBuf.String(); !strings.Contains(log, "result=mismatch") || !strings.Contains(log, kdctest.ForeignAlice) {
 		t.Fatalf("log %q; want the refusal with result=mismatch naming the ticket's principal", log)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex // guards b
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

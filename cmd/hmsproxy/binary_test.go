@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +22,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/syncbuf"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
@@ -55,27 +55,9 @@ func binary(t *testing.T) string {
 	return binPath
 }
 
-// syncBuf is the process's stderr, read while it is written.
-type syncBuf struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type proc struct {
 	cmd    *exec.Cmd
-	stderr *syncBuf
+	stderr *syncbuf.Buffer
 	addr   string // the proxy's listen address
 	admin  string // the admin address, "" when off
 	done   chan struct{}
@@ -85,7 +67,7 @@ type proc struct {
 // drain delay unless args set one) and waits until it is listening.
 func startBinary(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{stderr: &syncBuf{}, done: make(chan struct{})}
+	p := &proc{stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
 	args = append([]string{"--listen", "127.0.0.1:0", "--log-format", "json", "--drain-delay", "0"}, args...)
 	p.cmd = exec.Command(binary(t), args...)
 	p.cmd.Stderr = p.stderr

@@ -6,13 +6,11 @@
 package fleet
 
 import (
-	"bytes"
 	"context"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -31,6 +29,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/syncbuf"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
@@ -219,7 +218,7 @@ type node struct {
 	bin, metastore      string
 
 	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	stderr *syncbuf.Buffer
 	done   chan struct{}
 }
 
@@ -229,8 +228,8 @@ func (n *node) start(t *testing.T) {
 		"--redis.url", n.relay.Addr, "--redis.heartbeat", "200ms", "--redis.peer_gone", "5s",
 		"--shutdown.drain_delay", "2s", "--shutdown.timeout", "10s", "--upstream.health_interval", "500ms",
 		"--eventlog.interval", "1s", "--ratelimit.other.rate", "1", "--log.format", "json", "--log.level", "warn")
-	n.stderr = &bytes.Buffer{}
-	n.cmd.Stderr = &lockedWriter{w: n.stderr}
+	n.stderr = &syncbuf.Buffer{}
+	n.cmd.Stderr = n.stderr
 	if err := n.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -262,17 +261,6 @@ func (n *node) ready() bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == 200
-}
-
-type lockedWriter struct {
-	mu sync.Mutex // guards w
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // haproxy is a real HAProxy in tcp mode before the nodes.
@@ -330,10 +318,9 @@ backend nodes
 // logged if the test fails.
 func startProcess(t *testing.T, name, bin string, args ...string) {
 	t.Helper()
-	var out bytes.Buffer
+	var out syncbuf.Buffer
 	cmd := exec.Command(bin, args...)
-	w := &lockedWriter{w: &out}
-	cmd.Stdout, cmd.Stderr = w, w
+	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
@@ -348,9 +335,7 @@ func startProcess(t *testing.T, name, bin string, args ...string) {
 			<-done
 		}
 		if t.Failed() {
-			w.mu.Lock()
 			t.Logf("%s output:\n%s", name, out.String())
-			w.mu.Unlock()
 		}
 	})
 }

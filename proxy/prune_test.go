@@ -277,20 +277,37 @@ func TestPruneLocal(t *testing.T) {
 	for _, tc := range pruneCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			local := st.Local.Load()
-			got, want := call(t, c, tc.method, tc.args), call(t, direct, tc.method, tc.args)
-			if !sameButSeqID(got, want) {
-				t.Fatalf("reply differs from the metastore's\n got %x\nwant %x", got, want)
-			}
+			got := sameReply(t, "", c, direct, tc.method, tc.args)
 			n := f.take()
 			if tc.local {
-				if len(n) != 0 || st.Local.Load() != local+1 {
-					t.Fatalf("upstream calls %v, local answers +%d; want none and +1", n, st.Local.Load()-local)
-				}
+				answeredLocally(t, "", n, st, local)
 				checkOracle(t, direct, tc, got)
 			} else if n[tc.method] != 1 || st.Local.Load() != local {
 				t.Fatalf("upstream calls %v, local answers +%d; want the request forwarded", n, st.Local.Load()-local)
 			}
 		})
+	}
+}
+
+// sameReply calls method with args through the proxy (c) and on the
+// metastore (direct), fails the test, its message after prefix, unless
+// the replies are equal but for their seqid, and returns the proxy's.
+func sameReply(t *testing.T, prefix string, c, direct *hmsclient.Client, method string, args []byte) []byte {
+	t.Helper()
+	got, want := call(t, c, method, args), call(t, direct, method, args)
+	if !sameButSeqID(got, want) {
+		t.Fatalf("%sreply differs from the metastore's\n got %x\nwant %x", prefix, got, want)
+	}
+	return got
+}
+
+// answeredLocally fails the test, its message after prefix, unless the
+// proxy forwarded nothing (n, the calls it forwarded) and counted one
+// more local answer than local.
+func answeredLocally(t *testing.T, prefix string, n map[string]int, st *PruneStats, local uint64) {
+	t.Helper()
+	if len(n) != 0 || st.Local.Load() != local+1 {
+		t.Fatalf("%supstream calls %v, local answers +%d; want none and +1", prefix, n, st.Local.Load()-local)
 	}
 }
 
@@ -706,12 +723,8 @@ func TestPruneRangeNonCanonical(t *testing.T) {
 	caching.Store.Wait()
 	f.take()
 	local := st.Local.Load()
-	if got, want := call(t, c, "get_partitions_by_filter", rng), call(t, direct, "get_partitions_by_filter", rng); !sameButSeqID(got, want) {
-		t.Fatalf("canonical values: reply differs from the metastore's\n got %x\nwant %x", got, want)
-	}
-	if n := f.take(); len(n) != 0 || st.Local.Load() != local+1 {
-		t.Fatalf("canonical values: upstream calls %v, local answers +%d; want none and +1", n, st.Local.Load()-local)
-	}
+	sameReply(t, "canonical values: ", c, direct, "get_partitions_by_filter", rng)
+	answeredLocally(t, "canonical values: ", f.take(), st, local)
 
 	// hr=07 next to hr=7, added through the proxy (which drops the
 	// table's partition set, so the next prune reads the new name list).
@@ -742,15 +755,10 @@ func TestPruneRangeNonCanonical(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f.take()
 			local, inexact := st.Local.Load(), st.Inexact.Load()
-			got, want := call(t, c, tc.method, tc.args), call(t, direct, tc.method, tc.args)
-			if !sameButSeqID(got, want) {
-				t.Fatalf("reply differs from the metastore's\n got %x\nwant %x", got, want)
-			}
+			sameReply(t, "", c, direct, tc.method, tc.args)
 			n := f.take()
 			if tc.local {
-				if len(n) != 0 || st.Local.Load() != local+1 {
-					t.Fatalf("upstream calls %v, local answers +%d; want none and +1", n, st.Local.Load()-local)
-				}
+				answeredLocally(t, "", n, st, local)
 				return
 			}
 			if n[tc.method] != 1 || st.Local.Load() != local || st.Inexact.Load() != inexact+1 {

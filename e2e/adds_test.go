@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -27,8 +26,7 @@ func TestAddsLeaveExisting(t *testing.T) {
 func runAddsLeaveExisting(t *testing.T, v string) {
 	ms := start(t, v)
 	begin := time.Now()
-	db := "adds_" + strings.ReplaceAll(v, ".", "")
-	dbLoc := "file:" + ms.work + "/adds-wh/" + db + ".db"
+	db, dbLoc := scratchNames(ms, v, "adds")
 	tblLoc := dbLoc + "/events"
 	direct := dial(t, ms.addr)
 	mustOK := okCaller(t, direct)

@@ -23,9 +23,7 @@ func TestBatchOrderReal(t *testing.T) {
 func runBatchOrder(t *testing.T, v string) {
 	ms := start(t, v)
 	begin := time.Now()
-	db := "batch_" + strings.ReplaceAll(v, ".", "")
-	wh := ms.work + "/batch-wh"
-	dbLoc := "file:" + wh + "/" + db + ".db"
+	db, dbLoc := scratchNames(ms, v, "batch")
 	tblLoc := dbLoc + "/events"
 	direct := dial(t, ms.addr)
 	mustOK := okCaller(t, direct)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
@@ -13,6 +14,14 @@ func eachVersion(t *testing.T, run func(t *testing.T, v string)) {
 	for _, v := range versions(t) {
 		t.Run(v, func(t *testing.T) { run(t, v) })
 	}
+}
+
+// scratchNames names a test's database after prefix and the metastore
+// version v, and places it under prefix-wh in the metastore's work
+// folder.
+func scratchNames(ms *metastore, v, prefix string) (db, loc string) {
+	db = prefix + "_" + strings.ReplaceAll(v, ".", "")
+	return db, "file:" + ms.work + "/" + prefix + "-wh/" + db + ".db"
 }
 
 // okCaller returns a call on c that fails the test unless the metastore

@@ -59,8 +59,7 @@ func pruneDays() []string {
 func runPruneDifferential(t *testing.T, v string) {
 	ms := start(t, v)
 	begin := time.Now()
-	db := "prune_" + strings.ReplaceAll(v, ".", "")
-	dbLoc := "file:" + ms.work + "/prune-wh/" + db + ".db"
+	db, dbLoc := scratchNames(ms, v, "prune")
 	direct := dial(t, ms.addr)
 	mustOK := func(method string, args []byte) {
 		t.Helper()

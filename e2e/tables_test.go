@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"math/rand"
-	"strings"
 	"testing"
 	"time"
 
@@ -44,9 +43,7 @@ func replyTableNames(t *testing.T, reply []byte, inStruct bool) []string {
 func runTableObjectsOrder(t *testing.T, v string) {
 	ms := start(t, v)
 	begin := time.Now()
-	db := "tblorder_" + strings.ReplaceAll(v, ".", "")
-	wh := ms.work + "/tblorder-wh"
-	dbLoc := "file:" + wh + "/" + db + ".db"
+	db, dbLoc := scratchNames(ms, v, "tblorder")
 	direct := dial(t, ms.addr)
 	mustOK := okCaller(t, direct)
 	freshDatabase(t, direct, mustOK, db, "table order", dbLoc)

@@ -26,11 +26,8 @@ func TestAddsLeaveExisting(t *testing.T) {
 func runAddsLeaveExisting(t *testing.T, v string) {
 	ms := start(t, v)
 	begin := time.Now()
-	db, dbLoc := scratchNames(ms, v, "adds")
+	db, dbLoc, direct, mustOK := scratchDB(t, ms, v, "adds", "adds")
 	tblLoc := dbLoc + "/events"
-	direct := dial(t, ms.addr)
-	mustOK := okCaller(t, direct)
-	freshDatabase(t, direct, mustOK, db, "adds", dbLoc)
 	mustOK("create_table", hmsreq.Args(corpusTable(db, "events", tblLoc, true).Field(1)))
 	part := func(ds string) hmsreq.Partition { return corpusPartition(db, "events", tblLoc, ds) }
 	mustOK("add_partitions", hmsreq.Args(hmsreq.Partitions(1, part("2024-01-01"), part("2024-01-02"))))

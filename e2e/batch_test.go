@@ -23,11 +23,8 @@ func TestBatchOrderReal(t *testing.T) {
 func runBatchOrder(t *testing.T, v string) {
 	ms := start(t, v)
 	begin := time.Now()
-	db, dbLoc := scratchNames(ms, v, "batch")
+	db, dbLoc, direct, mustOK := scratchDB(t, ms, v, "batch", "batch order")
 	tblLoc := dbLoc + "/events"
-	direct := dial(t, ms.addr)
-	mustOK := okCaller(t, direct)
-	freshDatabase(t, direct, mustOK, db, "batch order", dbLoc)
 	mustOK("create_table", hmsreq.Args(corpusTable(db, "events", tblLoc, true).Field(1)))
 
 	// ~60 partitions whose names sort differently as strings than as

@@ -24,6 +24,19 @@ func scratchNames(ms *metastore, v, prefix string) (db, loc string) {
 	return db, "file:" + ms.work + "/" + prefix + "-wh/" + db + ".db"
 }
 
+// scratchDB makes a fresh database of the test's own on ms (named by
+// scratchNames, described by desc) and returns it, its location, a
+// connection straight to the metastore and a call on it that must
+// answer ok.
+func scratchDB(t *testing.T, ms *metastore, v, prefix, desc string) (db, loc string, direct *hmsclient.Client, mustOK func(method string, args []byte)) {
+	t.Helper()
+	db, loc = scratchNames(ms, v, prefix)
+	direct = dial(t, ms.addr)
+	mustOK = okCaller(t, direct)
+	freshDatabase(t, direct, mustOK, db, desc, loc)
+	return db, loc, direct, mustOK
+}
+
 // okCaller returns a call on c that fails the test unless the metastore
 // answers ok.
 func okCaller(t *testing.T, c *hmsclient.Client) func(method string, args []byte) {

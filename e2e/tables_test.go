@@ -43,10 +43,7 @@ func replyTableNames(t *testing.T, reply []byte, inStruct bool) []string {
 func runTableObjectsOrder(t *testing.T, v string) {
 	ms := start(t, v)
 	begin := time.Now()
-	db, dbLoc := scratchNames(ms, v, "tblorder")
-	direct := dial(t, ms.addr)
-	mustOK := okCaller(t, direct)
-	freshDatabase(t, direct, mustOK, db, "table order", dbLoc)
+	db, dbLoc, direct, mustOK := scratchDB(t, ms, v, "tblorder", "table order")
 	// Creation order differs from name order; "mid" is dropped and
 	// created again so that its row id is the newest.
 	created := []string{"zeta", "alpha_9", "m2", "mid", "b", "m10", "alpha_10", "x_1", "c3", "aa", "k", "q_z"}

@@ -77,6 +77,13 @@ func (s *Server) lookupDB(cat, db string) *dbEntry {
 	return s.dbs[db]
 }
 
+// lockTable takes s.mu and looks the table up (nil if there is none); the
+// caller releases s.mu with unlock.
+func (s *Server) lockTable(cat, db, tbl string) (te *tableEntry, unlock func()) {
+	s.mu.Lock()
+	return s.lookupTable(cat, db, tbl), s.mu.Unlock
+}
+
 func (s *Server) lookupTable(cat, db, tbl string) *tableEntry {
 	de := s.lookupDB(cat, db)
 	if de == nil {

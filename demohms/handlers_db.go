@@ -369,9 +369,8 @@ func hDropTable(c *conn, a *tval, e *wire.Encoder) error {
 	cat, db, _ := splitDBName(a.str(1))
 	tbl := hms.NormalizeString(a.str(2))
 	s := c.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	te := s.lookupTable(cat, db, tbl)
+	te, unlock := s.lockTable(cat, db, tbl)
+	defer unlock()
 	if te == nil {
 		return tableNotFound(cat, db, tbl)
 	}
@@ -415,9 +414,8 @@ func hAlterTable(cascadeArg bool) handler {
 			return invalidOperation(nt.TableName + " is not a valid object name")
 		}
 		s := c.s
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		te := s.lookupTable(cat, db, old)
+		te, unlock := s.lockTable(cat, db, old)
+		defer unlock()
 		if te == nil {
 			return invalidOperation("table " + qualified(cat, db, old) + " doesn't exist")
 		}

@@ -318,9 +318,8 @@ func (s *Server) addParts(te *tableEntry, ps []*partition, ifNotExists bool) ([]
 func hAddPartition(c *conn, a *tval, e *wire.Encoder) error {
 	p := decPartition(a.sub(1))
 	s := c.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	te := s.lookupTable(catOr(p.CatName), hms.NormalizeString(p.DBName), p.TableName)
+	te, unlock := s.lockTable(catOr(p.CatName), hms.NormalizeString(p.DBName), p.TableName)
+	defer unlock()
 	if te == nil {
 		return errNoTableForAdd()
 	}
@@ -337,9 +336,8 @@ func hAddPartitions(c *conn, a *tval, e *wire.Encoder) error {
 		return okI32(e, 0)
 	}
 	s := c.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	te := s.lookupTable(catOr(ps[0].CatName), hms.NormalizeString(ps[0].DBName), ps[0].TableName)
+	te, unlock := s.lockTable(catOr(ps[0].CatName), hms.NormalizeString(ps[0].DBName), ps[0].TableName)
+	defer unlock()
 	if te == nil {
 		return errNoTableForAdd()
 	}
@@ -354,9 +352,8 @@ func hAddPartitionsReq(c *conn, a *tval, e *wire.Encoder) error {
 	r := a.sub(1)
 	ps := decPartitions(r.list(3))
 	s := c.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	te := s.lookupTable(catOr(r.str(6)), hms.NormalizeString(r.str(1)), r.str(2))
+	te, unlock := s.lockTable(catOr(r.str(6)), hms.NormalizeString(r.str(1)), r.str(2))
+	defer unlock()
 	if te == nil {
 		return errNoTableForAdd()
 	}
@@ -379,9 +376,8 @@ func hAppendPartition(byName bool) handler {
 	return func(c *conn, a *tval, e *wire.Encoder) error {
 		cat, db, tbl := legacyTable(a)
 		s := c.s
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		te := s.lookupTable(cat, db, tbl)
+		te, unlock := s.lockTable(cat, db, tbl)
+		defer unlock()
 		if te == nil {
 			return errNoTableForAdd()
 		}
@@ -412,9 +408,8 @@ func hDropPartition(byName bool) handler {
 	return func(c *conn, a *tval, e *wire.Encoder) error {
 		cat, db, tbl := legacyTable(a)
 		s := c.s
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		te := s.lookupTable(cat, db, tbl)
+		te, unlock := s.lockTable(cat, db, tbl)
+		defer unlock()
 		vals := a.strList(3)
 		if te == nil {
 			if byName {
@@ -451,9 +446,8 @@ func hDropPartitionsReq(c *conn, a *tval, e *wire.Encoder) error {
 		return metaErr("demohms: dropping partitions by expression is not supported")
 	}
 	s := c.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	te := s.lookupTable(cat, db, tbl)
+	te, unlock := s.lockTable(cat, db, tbl)
+	defer unlock()
 	if te == nil {
 		return tableNotFound(cat, db, tbl)
 	}
@@ -523,9 +517,8 @@ func hAlterPartitions(list bool) handler {
 			ps = []*partition{decPartition(a.sub(3))}
 		}
 		s := c.s
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		te := s.lookupTable(cat, db, tbl)
+		te, unlock := s.lockTable(cat, db, tbl)
+		defer unlock()
 		if te == nil {
 			return metaErr("Unable to alter partition because table or database does not exist.")
 		}
@@ -537,9 +530,8 @@ func hAlterPartitionsReq(c *conn, a *tval, e *wire.Encoder) error {
 	r := a.sub(1)
 	ps := decPartitions(r.list(4))
 	s := c.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	te := s.lookupTable(catOr(r.str(1)), hms.NormalizeString(r.str(2)), r.str(3))
+	te, unlock := s.lockTable(catOr(r.str(1)), hms.NormalizeString(r.str(2)), r.str(3))
+	defer unlock()
 	if te == nil {
 		return metaErr("Unable to alter partition because table or database does not exist.")
 	}
@@ -556,9 +548,8 @@ func hRenamePartition(c *conn, a *tval, e *wire.Encoder) error {
 	oldVals := a.strList(3)
 	np := decPartition(a.sub(4))
 	s := c.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	te := s.lookupTable(cat, db, tbl)
+	te, unlock := s.lockTable(cat, db, tbl)
+	defer unlock()
 	if te == nil {
 		return metaErr("Unable to alter partition because table or database does not exist.")
 	}

@@ -162,6 +162,9 @@ type Config struct {
 	// hmsproxy_shadow_mismatches_total and hmsproxy_shadow_skipped_total,
 	// and the shadow validation part of the status page. Nil: left out.
 	Shadow Shadow
+	// Prune feeds hmsproxy_prune_total and the pruning row of the status
+	// page. Nil: left out.
+	Prune Prune
 
 	// WarmUp serves POST and GET /cache/warm and feeds hmsproxy_warmup_*
 	// and the warm-up on the status page. Nil: left out, and

@@ -58,6 +58,7 @@ type envOpts struct {
 	shadow   bool    // check every cache hit against the metastore
 	drain    Drainer // passed as Config.Drain when set
 	warmUp   bool    // a warm-up over two background connections of the proxy
+	prune    bool    // pass the proxy's prune counts as Config.Prune
 	// listenAll: the admin port listens on every address (0.0.0.0), not
 	// on loopback alone; e.url still dials 127.0.0.1.
 	listenAll bool
@@ -121,6 +122,9 @@ func startEnv(t testing.TB, o envOpts) *env {
 	}
 	if o.shadow {
 		cfg.Shadow = e.proxy.ShadowStats()
+	}
+	if o.prune {
+		cfg.Prune = e.proxy.PruneStats()
 	}
 	if o.warmUp {
 		e.warm = newWarmUp(t, e.proxy)

@@ -71,6 +71,8 @@ type collector struct {
 	clientsShed                                 *prometheus.Desc
 
 	shadowChecks, shadowMismatches, shadowSkipped *prometheus.Desc
+
+	prune *prometheus.Desc
 }
 
 // unknownLabel is the method label of every method outside the method
@@ -205,6 +207,10 @@ func newCollector(cfg *Config, seen func(*snapshot)) *collector {
 		shadowSkipped: prometheus.NewDesc("hmsproxy_shadow_skipped_total",
 			"Cache hits sampled for shadow validation but not checked (per-second bound or queue full), by cache kind.",
 			kind, nil),
+
+		prune: prometheus.NewDesc("hmsproxy_prune_total",
+			"Pruning reads (partitions or names by filter or partial spec) by result: local (answered from the cache), inexact (a filter the proxy does not evaluate exactly), over_limit (the metastore's partition request limit decides), or forwarded_* after a look, naming the step that gave up (table, partition_keys, name_list, name_index, evaluation, partitions, raced: an invalidation during the prune).",
+			[]string{"result"}, nil),
 	}
 }
 
@@ -253,6 +259,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	if c.cfg.Shadow != nil {
 		ds = append(ds, c.shadowChecks, c.shadowMismatches, c.shadowSkipped)
+	}
+	if c.cfg.Prune != nil {
+		ds = append(ds, c.prune)
 	}
 	for _, d := range ds {
 		ch <- d
@@ -387,6 +396,11 @@ func (c *collector) emit(s *snapshot, ch chan<- prometheus.Metric) {
 			}
 			counter(c.shadowMismatches, row[proxy.ShadowMismatched], name)
 			counter(c.shadowSkipped, row[proxy.ShadowSkipped], name)
+		}
+	}
+	if s.prune != nil {
+		for _, r := range proxy.PruneResults() {
+			counter(c.prune, s.prune[r], r.String())
 		}
 	}
 	for _, w := range s.workers {

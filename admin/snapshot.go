@@ -44,6 +44,12 @@ type Shadow interface {
 	Count(k hms.Kind, o proxy.ShadowOutcome) uint64
 }
 
+// Prune is how the proxy answered pruning reads; *proxy.PruneStats
+// implements it.
+type Prune interface {
+	Count(r proxy.PruneResult) uint64
+}
+
 // shadowOutcomes are the shadow outcomes of a check that ran; skipped
 // hits are counted apart.
 var shadowOutcomes = []proxy.ShadowOutcome{proxy.ShadowMatched, proxy.ShadowMismatched, proxy.ShadowExplained, proxy.ShadowFailed}
@@ -99,6 +105,8 @@ type snapshot struct {
 
 	hasShadow bool
 	shadow    [lastKind + 1][proxy.ShadowSkipped + 1]uint64 // by kind and outcome
+
+	prune map[proxy.PruneResult]uint64 // nil without Config.Prune
 }
 
 type storeSnap struct {
@@ -189,6 +197,12 @@ func take(cfg *Config) *snapshot {
 			for o := range s.shadow[k] {
 				s.shadow[k][o] = sh.Count(k, proxy.ShadowOutcome(o))
 			}
+		}
+	}
+	if p := cfg.Prune; p != nil {
+		s.prune = map[proxy.PruneResult]uint64{}
+		for _, r := range proxy.PruneResults() {
+			s.prune[r] = p.Count(r)
 		}
 	}
 	if w := cfg.Workers; w != nil {

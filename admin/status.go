@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/coherence/eventlog"
@@ -36,6 +37,7 @@ type status struct {
 	Scope     *scopeStatus    `json:"cache_scope"`
 	EventLog  *eventLogStatus `json:"eventlog"`
 	Shadow    *shadowStatus   `json:"shadow"`
+	Prune     *pruneStatus    `json:"prune"`
 	WarmUp    *warmUpStatus   `json:"warm_up"`
 	// Groups are every upstream group of a federated proxy, the primary
 	// first; null with one group.
@@ -59,6 +61,15 @@ type shadowStatus struct {
 	Skipped    uint64 `json:"skipped"`
 	// MismatchesByKind lists the kinds with mismatches.
 	MismatchesByKind map[string]uint64 `json:"mismatches_by_kind"`
+}
+
+// pruneStatus is how pruning reads were answered.
+type pruneStatus struct {
+	Local     uint64 `json:"local"`
+	Inexact   uint64 `json:"inexact"` // inexact and over_limit: the metastore's own answer, by design
+	Forwarded uint64 `json:"forwarded"`
+	// ForwardedBy counts the forwarded ones by the step that gave up.
+	ForwardedBy map[string]uint64 `json:"forwarded_by"`
 }
 
 type callTotals struct {
@@ -217,6 +228,9 @@ func (s *Server) status(snap *snapshot) *status {
 		}
 		st.Shadow = sh
 	}
+	if snap.prune != nil {
+		st.Prune = takePrune(snap.prune)
+	}
 	for _, w := range snap.workers {
 		ws := workerStatus{Name: w.Name, Runs: w.Runs, Failures: w.Failures, LastError: w.LastError}
 		if !w.LastSuccess.IsZero() {
@@ -225,6 +239,25 @@ func (s *Server) status(snap *snapshot) *status {
 		st.Workers = append(st.Workers, ws)
 	}
 	return st
+}
+
+// takePrune sums the prune results for the page.
+func takePrune(counts map[proxy.PruneResult]uint64) *pruneStatus {
+	p := &pruneStatus{ForwardedBy: map[string]uint64{}}
+	for r, n := range counts {
+		switch r {
+		case proxy.PruneLocal:
+			p.Local += n
+		case proxy.PruneInexact, proxy.PruneOverLimit:
+			p.Inexact += n
+		default:
+			p.Forwarded += n
+			if n > 0 {
+				p.ForwardedBy[strings.TrimPrefix(r.String(), "forwarded_")] = n
+			}
+		}
+	}
+	return p
 }
 
 // top returns the n methods with the most calls, ties by name.

@@ -79,6 +79,9 @@ type PruneStats struct {
 	// Upstream: calls made to fill the table, the name list and the
 	// partitions a prune needed.
 	Upstream atomic.Uint64
+	// results are the reads by PruneResult: the three totals above, and
+	// why each forwarded one was (Count).
+	results pruneCounts
 }
 
 // PruneStats are the server's pruning counts; nil without caching.
@@ -142,7 +145,7 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	// Exactness first: an inexact request loads nothing.
 	plan, ok := prunePlanOf(&p, tk, &k.pruneExprs, set.Version)
 	if !ok {
-		k.prune.Inexact.Add(1)
+		k.prune.count(PruneInexact)
 		return false, nil
 	}
 	c.pargs = hms.AppendPartitionNamesArgs(c.pargs[:0], p.DB, p.Table)
@@ -156,7 +159,7 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	}
 	for _, i := range plan.intKeys {
 		if i < len(idx.odd) && idx.odd[i] {
-			k.prune.Inexact.Add(1)
+			k.prune.count(PruneInexact)
 			return false, nil
 		}
 	}
@@ -180,7 +183,7 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		// The metastore refuses a request for this many partitions
 		// (hive.metastore.limit.partition.request): its answer, not one
 		// made up here.
-		k.prune.Inexact.Add(1)
+		k.prune.count(PruneOverLimit)
 		return false, nil
 	}
 	var pieces [][]byte
@@ -205,7 +208,7 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	if !k.Store.Gens().Current(&snap) {
 		return c.pruneFallback("generations", errPruneForward)
 	}
-	k.prune.Local.Add(1)
+	k.prune.count(PruneLocal)
 	c.outcome = OutcomeHit
 	c.hdr = wire.AppendHeader(c.hdr[:0], wire.Reply, m.Name(), m.SeqID)
 	c.iov, c.frame = hms.AppendPruneReply(append(c.iov[:0], c.hdr), c.frame, p.Reply, pieces, len(sel), selNames)
@@ -222,7 +225,7 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 // metastore, or its whole-reply entry), unless the client itself failed.
 func (c *clientConn) pruneFallback(at string, err error) (bool, error) {
 	if errors.Is(err, errPruneForward) {
-		c.rt.cache.prune.Raced.Add(1)
+		c.rt.cache.prune.count(pruneStep(at))
 		c.rt.cache.log.Debug("prune forwarded", "at", at)
 		return false, nil
 	}

@@ -396,13 +396,16 @@ func TestPruneRacingInvalidation(t *testing.T) {
 		})
 	}
 	armed.Store(true)
-	raced := srv.PruneStats().Raced.Load()
+	raced, racedByStep := srv.PruneStats().Raced.Load(), srv.PruneStats().Count(PruneForwardRaced)
 	got, want := call(t, c, "get_partitions_by_filter", args), call(t, direct, "get_partitions_by_filter", args)
 	if !sameButSeqID(got, want) {
 		t.Fatalf("a prune across an invalidation answered from before it\n got %x\nwant %x", got, want)
 	}
 	if srv.PruneStats().Raced.Load() != raced+1 {
 		t.Fatalf("raced prunes: got +%d; want +1", srv.PruneStats().Raced.Load()-raced)
+	}
+	if n := srv.PruneStats().Count(PruneForwardRaced); n != racedByStep+1 {
+		t.Fatalf("prunes counted as %s: got +%d; want +1", PruneForwardRaced, n-racedByStep)
 	}
 }
 
@@ -755,7 +758,17 @@ func TestPruneRangeNonCanonical(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f.take()
 			local, inexact := st.Local.Load(), st.Inexact.Load()
+			byResult := [...]uint64{st.Count(PruneLocal), st.Count(PruneInexact)}
 			sameReply(t, "", c, direct, tc.method, tc.args)
+			want := byResult
+			if tc.local {
+				want[0]++
+			} else {
+				want[1]++
+			}
+			if got := [...]uint64{st.Count(PruneLocal), st.Count(PruneInexact)}; got != want {
+				t.Errorf("counted local, inexact: got %v; want %v", got, want)
+			}
 			n := f.take()
 			if tc.local {
 				answeredLocally(t, "", n, st, local)

@@ -477,5 +477,8 @@ func (n *node) adminConfig(reg *prometheus.Registry) admin.Config {
 	if sh := srv.ShadowStats(); sh != nil { // a nil pointer in the interface would be called
 		acfg.Shadow = sh
 	}
+	if p := srv.PruneStats(); p != nil { // nil without a cache
+		acfg.Prune = p
+	}
 	return acfg
 }

@@ -81,6 +81,7 @@ type clientConn struct {
 	locks []heldLock
 
 	outcome Outcome // how the call in progress was answered
+	rec     callRec // the call in progress as the recorder sees it (record.go)
 	// writing is the group of a call in progress that may change its
 	// metastore (forward), for a Shutdown that cuts it.
 	writing atomic.Pointer[route]
@@ -294,14 +295,23 @@ func (c *clientConn) StreamTo(size int64) (io.Writer, func(error)) {
 		c.w.SetTimeout(c.nc, c.s.cfg.WriteTimeout)
 	}
 	if c.s.cfg.Transport != wire.Framed {
-		return c.nc, done
+		return c.recordingStream(c.nc), done
 	}
 	if size < 0 || size > math.MaxInt32 {
 		return nil, nil
 	}
 	f := &framedStream{Conn: c.nc}
 	binary.BigEndian.PutUint32(f.hdr[:], uint32(size))
-	return f, done
+	return c.recordingStream(f), done
+}
+
+// recordingStream is w, noting what passes for the recorder while the
+// call is recorded.
+func (c *clientConn) recordingStream(w io.Writer) io.Writer {
+	if !c.rec.on {
+		return w
+	}
+	return recordingWriter{Writer: w, r: &c.rec}
 }
 
 // framedStream writes a frame header before the first bytes of a
@@ -393,11 +403,19 @@ func (c *clientConn) serve() {
 		start := time.Now()
 		meth := hms.Lookup(m.Name())
 		c.outcome, c.rt = OutcomePassthrough, nil
+		rec := c.s.cfg.Recorder
+		recording := rec != nil && !c.background && rec.Recording()
+		if recording {
+			c.beginRecord()
+		}
 		err = c.handle(meth, m)
 		if err != nil {
 			c.outcome = OutcomeError
 		}
 		now = time.Now()
+		if recording {
+			c.endRecord(rec, meth, m, start, now, err)
+		}
 		c.s.stats.observe(meth, c.outcome, now.Sub(start))
 		if c.rt != nil && c.s.router != nil {
 			c.rt.calls[c.outcome].Add(1)

@@ -93,6 +93,11 @@ type Config struct {
 	// every call goes to the primary, as with a single group.
 	Federated []Backend
 	Router    Router
+	// Recorder, if set, is given every client call while it is
+	// Recording (background connections' aside): time, identity, method,
+	// the args as sent, and the reply's size and outcome. Not recording,
+	// it costs a call one atomic load.
+	Recorder CallRecorder
 }
 
 // CallLimiter bounds the calls of each client (per-user rate limits);
@@ -145,6 +150,8 @@ type Server struct {
 	draining atomic.Bool
 
 	wg sync.WaitGroup // one per connection goroutine
+
+	recConns atomic.Uint64 // numbers the connections a recorder has seen
 
 	// callHook, if set, runs on a connection's goroutine once a call is
 	// answered and its buffers trimmed. A seam for tests only: it sees

@@ -341,7 +341,15 @@ type Writer struct {
 	conn    interface{ SetWriteDeadline(time.Time) error } // nil: writes are not bounded
 	timeout time.Duration
 	until   time.Time // the write deadline set last
+
+	tap func(parts [][]byte) // nil: none (SetTap)
 }
+
+// SetTap has fn see the parts of every message Write sends from now on,
+// before they are sent; nil stops it. fn must not keep parts. The proxy's
+// call recorder learns each reply's size and outcome so, whichever path
+// wrote it; without a tap a Write pays one nil check.
+func (w *Writer) SetTap(fn func(parts [][]byte)) { w.tap = fn }
 
 // SetTimeout bounds each Write on conn (the connection w writes to) by d,
 // so a peer that does not read cannot hold the writer forever. The
@@ -362,6 +370,9 @@ func NewWriter(w io.Writer, t Transport) *Writer {
 
 // Write sends the concatenation of parts as one message.
 func (w *Writer) Write(parts ...[]byte) error {
+	if w.tap != nil {
+		w.tap(parts)
+	}
 	if w.conn != nil {
 		if now := time.Now(); w.until.Sub(now) < w.timeout-w.timeout/8 {
 			w.until = now.Add(w.timeout)

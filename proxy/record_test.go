@@ -1,0 +1,218 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
+	"github.com/hmsproxy/hmsproxy/trace"
+	"github.com/hmsproxy/hmsproxy/upstream"
+)
+
+// seenRecorder counts the calls the proxy handed to a recorder, so that
+// a test stops recording only once the proxy is done with its calls: a
+// call is recorded after its reply is written.
+type seenRecorder struct {
+	*trace.Recorder
+	n atomic.Int64
+}
+
+func (r *seenRecorder) Record(c *trace.Call) {
+	r.Recorder.Record(c)
+	r.n.Add(1)
+}
+
+// stopAfter stops recording once n calls were handed over.
+func (r *seenRecorder) stopAfter(t *testing.T, n int64) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%d calls handed to the recorder", n), func() bool { return r.n.Load() >= n })
+	r.Stop()
+}
+
+// recorded is one call a test made and what its client received.
+type recorded struct {
+	method string
+	args   []byte
+	reply  []byte
+	out    trace.Outcome
+	field  int16
+	served string
+}
+
+// The recorder sees every client call as the client made it: its args
+// byte for byte, its identity, and the size and outcome of the reply the
+// client received, whether the reply came from the cache, the metastore
+// whole, or streamed through (larger than upstream.HoldMax).
+func TestRecordCalls(t *testing.T) {
+	_, ms := startDemo(t, wire.Buffered)
+	for _, tc := range []struct {
+		name  string
+		cache bool
+	}{{"cached", true}, {"passthrough streamed", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "calls.trace")
+			tr, err := trace.New(trace.Config{Path: path})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			rec := &seenRecorder{Recorder: tr}
+			cfg := Config{Recorder: rec}
+			if tc.cache {
+				cfg.Cache = newCaching(t, nil)
+			}
+			g := proxytest.Group(t, upstream.Config{HoldMax: 4 << 10}, ms)
+			_, addr := serve(t, cfg, g)
+			rec.Start(0)
+
+			c := dial(t, addr, wire.Buffered)
+			var made []recorded
+			do := func(method string, args []byte, out trace.Outcome, field int16, served string) {
+				reply := bytes.Clone(call(t, c, method, args))
+				made = append(made, recorded{method, args, reply, out, field, served})
+			}
+			tableArgs := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))
+			allParts := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"), hmsreq.I16(3, -1))
+			first, again := "miss", "hit"
+			if !tc.cache {
+				first, again = "passthrough", "passthrough"
+			}
+			do("set_ugi", ugiArgs("alice", "analysts"), trace.OK, 0, "passthrough")
+			do("get_table", tableArgs, trace.OK, 0, first)
+			do("get_table", tableArgs, trace.OK, 0, again)
+			do("get_table", hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "nope")), trace.Declared, 2, first)
+			do("get_partitions", allParts, trace.OK, 0, first) // 240 partitions: streamed when not cached
+			do("no_such_method_at_all", hmsreq.Args(), trace.AppError, 0, map[bool]string{true: "write", false: "passthrough"}[tc.cache])
+			rec.stopAfter(t, int64(len(made)))
+
+			l, err := trace.Load(path, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(l.Calls) != len(made) {
+				t.Fatalf("%d calls recorded; want %d", len(l.Calls), len(made))
+			}
+			for i, got := range l.Calls {
+				want := made[i]
+				if got.Method != want.method || !bytes.Equal(got.Args, want.args) {
+					t.Errorf("call %d: %s %x; want %s %x", i, got.Method, got.Args, want.method, want.args)
+				}
+				if got.ReplySize != int64(len(want.reply)) || got.Outcome != want.out || got.ExField != want.field || got.Served != want.served {
+					t.Errorf("call %d (%s): reply %d bytes %v field %d served %s; want %d bytes %v field %d served %s", i, got.Method,
+						got.ReplySize, got.Outcome, got.ExField, got.Served, len(want.reply), want.out, want.field, want.served)
+				}
+				if got.Conn != l.Calls[0].Conn || got.Conn == 0 {
+					t.Errorf("call %d on connection %d; want all on one, numbered", i, got.Conn)
+				}
+				if i > 0 && (got.User != "alice" || got.UserKind != trace.Claimed) {
+					t.Errorf("call %d as %q (%d); want alice, claimed", i, got.User, got.UserKind)
+				}
+			}
+			if tc.cache {
+				return
+			}
+			if n := g.Stats().Streamed; n == 0 {
+				t.Fatal("no reply was streamed: the streamed path went untested")
+			}
+		})
+	}
+}
+
+// Recording stopped means nothing is recorded, and a new connection
+// after a restart of the recording gets a new number.
+func TestRecordOnlyWhileRecording(t *testing.T) {
+	_, ms := startDemo(t, wire.Buffered)
+	path := filepath.Join(t.TempDir(), "calls.trace")
+	tr, err := trace.New(trace.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	rec := &seenRecorder{Recorder: tr}
+	_, addr := serve(t, Config{Recorder: rec}, proxytest.Group(t, upstream.Config{}, ms))
+	c := dial(t, addr, wire.Buffered)
+	args := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))
+	call(t, c, "get_table", args)
+	rec.Start(0)
+	call(t, c, "get_table", args)
+	call(t, dial(t, addr, wire.Buffered), "get_table", args)
+	rec.stopAfter(t, 2)
+	call(t, c, "get_table", args)
+	call(t, c, "get_table", args) // the one before is done with
+	if n := rec.n.Load(); n != 2 {
+		t.Fatalf("%d calls handed to the recorder; want the 2 made while recording", n)
+	}
+	l, err := trace.Load(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Calls) != 2 || l.Calls[0].Conn == l.Calls[1].Conn {
+		t.Fatalf("recorded %+v; want the two calls made while recording, on two connections", l.Calls)
+	}
+}
+
+// callTimer is a client and the time its calls took.
+type callTimer struct {
+	c     *hmsclient.Client
+	total time.Duration
+}
+
+// BenchmarkRecordOverhead: cached get_table hits through three proxies
+// over one metastore, side by side in one run: no recorder, a recorder
+// that is off, and one recording. Each iteration calls each proxy once,
+// in rotating order; the client reads replies raw. Reported: ns per call
+// of each and the ratios to no recorder. Off must cost nothing
+// measurable (one atomic load a call).
+func BenchmarkRecordOverhead(b *testing.B) {
+	_, ms := startDemo(b, wire.Buffered)
+	off, err := trace.New(trace.Config{Path: filepath.Join(b.TempDir(), "off.trace")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer off.Close()
+	on, err := trace.New(trace.Config{Path: filepath.Join(b.TempDir(), "on.trace"), FileBytes: 16 << 20, MaxBytes: 64 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer on.Close()
+	on.Start(0)
+	args := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))
+	names := []string{"none", "off", "on"}
+	var conns [3]*callTimer
+	for i, r := range []CallRecorder{nil, off, on} {
+		cfg := Config{Cache: newCaching(b, nil)}
+		if r != nil {
+			cfg.Recorder = r
+		}
+		_, addr := serve(b, cfg, proxytest.Group(b, upstream.Config{}, ms))
+		conns[i] = &callTimer{c: dial(b, addr, wire.Buffered)}
+		call(b, conns[i].c, "get_table", args) // the miss
+	}
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		for j := range conns {
+			ct := conns[(n+j)%len(conns)]
+			start := time.Now()
+			if _, err := ct.c.Call(ctxT(b), "get_table", args); err != nil {
+				b.Fatal(err)
+			}
+			ct.total += time.Since(start)
+		}
+	}
+	b.StopTimer()
+	for i, ct := range conns {
+		b.ReportMetric(float64(ct.total.Nanoseconds())/float64(b.N), "ns/call-"+names[i])
+	}
+	b.ReportMetric(float64(conns[1].total)/float64(conns[0].total), "off/none")
+	b.ReportMetric(float64(conns[2].total)/float64(conns[0].total), "on/none")
+	if st := on.Stats(); st.Dropped > 0 {
+		b.Log(fmt.Sprintf("recording dropped %d calls (buffer full)", st.Dropped))
+	}
+}

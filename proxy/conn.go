@@ -311,7 +311,7 @@ func (c *clientConn) recordingStream(w io.Writer) io.Writer {
 	if !c.rec.on {
 		return w
 	}
-	return recordingWriter{Writer: w, r: &c.rec}
+	return recordingWriter{Writer: w, tap: &c.rec.tap}
 }
 
 // framedStream writes a frame header before the first bytes of a

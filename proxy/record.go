@@ -19,22 +19,14 @@ type CallRecorder interface {
 	Record(c *trace.Call)
 }
 
-// replyHead is how much of a reply the recorder looks at: the message
-// header (a method name of up to replyHead-16 bytes) and the first
-// field of its result.
-const replyHead = 256
-
 // callRec is what a connection gathers about the call in progress while
 // the server records: its reply's size and first bytes. Unused, and
 // untouched, when the server does not record.
 type callRec struct {
-	on    bool
-	id    uint64 // the connection's number in the trace; 0: none yet
-	size  int64  // reply bytes written
-	head  [replyHead]byte
-	headN int
-	tap   func(parts [][]byte) // c.tapReply, bound once
-	call  trace.Call           // reused for each call
+	on   bool
+	id   uint64 // the connection's number in the trace; 0: none yet
+	tap  wire.Tap
+	call trace.Call // reused for each call
 }
 
 // beginRecord arms the reply tap for the call about to be handled.
@@ -42,24 +34,10 @@ func (c *clientConn) beginRecord() {
 	r := &c.rec
 	if r.id == 0 {
 		r.id = c.s.recConns.Add(1)
-		r.tap = c.tapReply
 	}
-	r.on, r.size, r.headN = true, 0, 0
-	c.w.SetTap(r.tap)
-}
-
-// tapReply sees the reply's parts as the writer sends them.
-func (c *clientConn) tapReply(parts [][]byte) {
-	for _, p := range parts {
-		c.rec.note(p)
-	}
-}
-
-func (r *callRec) note(p []byte) {
-	r.size += int64(len(p))
-	if r.headN < replyHead {
-		r.headN += copy(r.head[r.headN:], p)
-	}
+	r.on = true
+	r.tap.Bytes, r.tap.HeadN = 0, 0
+	c.w.SetTap(&r.tap)
 }
 
 // endRecord hands the call to the recorder: what was asked (the args as
@@ -71,15 +49,15 @@ func (c *clientConn) endRecord(rec CallRecorder, meth *hms.Method, m wire.Messag
 	tc := &r.call
 	*tc = trace.Call{Time: start, Took: end.Sub(start), Conn: r.id, User: c.sess.User(),
 		Method: string(m.Name()), Oneway: m.Type == wire.Oneway || meth != nil && meth.Oneway,
-		Args: m.Body(), ReplySize: r.size, Served: c.outcome.String()}
+		Args: m.Body(), ReplySize: r.tap.Bytes, Served: c.outcome.String()}
 	switch {
 	case c.sess.Authenticated() != "":
 		tc.UserKind = trace.Authenticated
 	case c.sess.User() != "":
 		tc.UserKind = trace.Claimed
 	}
-	tc.Outcome, tc.ExField = replyOutcome(r.head[:r.headN])
-	if r.size == 0 || err != nil && tc.Outcome == trace.Unknown {
+	tc.Outcome, tc.ExField = replyOutcome(r.tap.Head[:r.tap.HeadN])
+	if r.tap.Bytes == 0 || err != nil && tc.Outcome == trace.Unknown {
 		tc.Outcome = trace.NoReply
 	}
 	rec.Record(tc)
@@ -115,11 +93,11 @@ func replyOutcome(b []byte) (trace.Outcome, int16) {
 // the recorder.
 type recordingWriter struct {
 	io.Writer
-	r *callRec
+	tap *wire.Tap
 }
 
 func (w recordingWriter) Write(b []byte) (int, error) {
 	n, err := w.Writer.Write(b)
-	w.r.note(b[:n])
+	w.tap.Note(b[:n])
 	return n, err
 }

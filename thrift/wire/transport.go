@@ -342,14 +342,34 @@ type Writer struct {
 	timeout time.Duration
 	until   time.Time // the write deadline set last
 
-	tap func(parts [][]byte) // nil: none (SetTap)
+	tap *Tap // nil: none (SetTap)
 }
 
-// SetTap has fn see the parts of every message Write sends from now on,
-// before they are sent; nil stops it. fn must not keep parts. The proxy's
-// call recorder learns each reply's size and outcome so, whichever path
-// wrote it; without a tap a Write pays one nil check.
-func (w *Writer) SetTap(fn func(parts [][]byte)) { w.tap = fn }
+// TapHead is how much of what it sees a Tap keeps: a message header with
+// a method name of up to TapHead-16 bytes, and the first field of the
+// body.
+const TapHead = 256
+
+// Tap notes the bytes a Writer writes: how many, and the first TapHead
+// of them. The proxy's call recorder learns each reply's size and
+// outcome so, whichever path wrote it.
+type Tap struct {
+	Bytes int64
+	Head  [TapHead]byte
+	HeadN int
+}
+
+// Note adds p to what the tap has seen.
+func (t *Tap) Note(p []byte) {
+	t.Bytes += int64(len(p))
+	if t.HeadN < TapHead {
+		t.HeadN += copy(t.Head[t.HeadN:], p)
+	}
+}
+
+// SetTap has t note every message Write sends from now on (before it is
+// sent); nil stops it. Without a tap a Write pays one nil check.
+func (w *Writer) SetTap(t *Tap) { w.tap = t }
 
 // SetTimeout bounds each Write on conn (the connection w writes to) by d,
 // so a peer that does not read cannot hold the writer forever. The
@@ -371,7 +391,9 @@ func NewWriter(w io.Writer, t Transport) *Writer {
 // Write sends the concatenation of parts as one message.
 func (w *Writer) Write(parts ...[]byte) error {
 	if w.tap != nil {
-		w.tap(parts)
+		for _, p := range parts {
+			w.tap.Note(p)
+		}
 	}
 	if w.conn != nil {
 		if now := time.Now(); w.until.Sub(now) < w.timeout-w.timeout/8 {

@@ -166,6 +166,11 @@ type Config struct {
 	// page. Nil: left out.
 	Prune Prune
 
+	// Recording serves POST, DELETE and GET /record (behind Token, as
+	// the flush API) and feeds hmsproxy_record_*. Nil: /record answers
+	// 501 and the families are left out.
+	Recording Recording
+
 	// WarmUp serves POST and GET /cache/warm and feeds hmsproxy_warmup_*
 	// and the warm-up on the status page. Nil: left out, and
 	// /cache/warm answers 501.
@@ -267,6 +272,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.WarmUp != nil {
 		optional = append(optional, newWarmUpCollector(cfg.WarmUp))
 	}
+	if cfg.Recording != nil {
+		optional = append(optional, newRecordCollector(cfg.Recording))
+	}
 	if cfg.Scope != nil {
 		optional = append(optional, newScopeCollector(cfg.Scope))
 	}
@@ -351,6 +359,11 @@ func (s *Server) handler() http.Handler {
 	drain.HandleFunc("POST /drain", s.drain)
 	drain.HandleFunc("DELETE /drain", s.resume)
 	mux.Handle("/drain", s.authorised(drain))
+	rec := http.NewServeMux()
+	rec.HandleFunc("POST /record", s.startRecording)
+	rec.HandleFunc("DELETE /record", s.stopRecording)
+	rec.HandleFunc("GET /record", s.recordingProgress)
+	mux.Handle("/record", s.authorised(rec))
 	mux.HandleFunc("GET /{$}", s.statusPage)
 	mux.HandleFunc("GET /status.json", s.statusJSON)
 	// Authorisation comes before routing, so without the token nothing

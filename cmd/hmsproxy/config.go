@@ -11,6 +11,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
+	"github.com/hmsproxy/hmsproxy/trace"
 )
 
 // fileConfig is the YAML config file, and each field is the one
@@ -34,6 +35,7 @@ type fileConfig struct {
 	Listen    string `yaml:"listen" default:":9083" doc:"client listen address"`
 	Transport string `yaml:"transport" default:"buffered" doc:"client transport, buffered or framed, as hive.metastore.thrift.framed.transport.enabled"`
 	Demo      bool   `yaml:"demo" doc:"start an embedded demo metastore with sample data and use it as the upstream"`
+	Record    string `yaml:"record" doc:"record every client call to this trace file, for hmsbench replay (docs/record-replay.md); the file holds the names clients asked for" note:"works with the cache off (cache.enabled false), so a team can record with zero risk; rotated and bounded by the recording section; POST /record and DELETE /record on the admin port start and stop it"`
 
 	Upstream struct {
 		URIs []string `yaml:"uris" old:"upstream" doc:"metastore URIs, comma-separated thrift://host:port, in failover order; required unless demo"`
@@ -119,6 +121,15 @@ type fileConfig struct {
 		Token  string    `yaml:"token" env:"HMSPROXY_ADMIN_TOKEN" doc:"bearer token of the admin write API (flush, drain, warm-up); without one they are refused beyond loopback"`
 		TLS    tlsConfig `yaml:"tls" doc:"HTTPS on the admin port"`
 	} `yaml:"admin" doc:"the admin port"`
+
+	Recording struct {
+		AtStart     bool   `yaml:"at_start" default:"true" doc:"start recording when the proxy starts; false: only on POST /record"`
+		FileBytes   int64  `yaml:"file_bytes" default:"67108864" doc:"rotate the trace file at this size"`
+		MaxBytes    int64  `yaml:"max_bytes" default:"1073741824" doc:"bound on the trace file and its rotated files together; the oldest go first"`
+		BufferBytes int    `yaml:"buffer_bytes" default:"8388608" doc:"records waiting for the disk; a call that finds no room is recorded without its args, or dropped and counted, never waited for"`
+		Redact      string `yaml:"redact" default:"off" doc:"off, names (every name, filter and user becomes a keyed hash) or bodies (no request bytes, only sizes)"`
+		RedactKey   string `yaml:"redact_key" env:"HMSPROXY_RECORD_REDACT_KEY" doc:"key of the hashes of redact names and bodies; one key gives one hash per name across recordings" note:"without one, a random key per process: hashes match within one run's files only"`
+	} `yaml:"recording" doc:"the trace file that record writes: rotation, bounds, redaction"`
 
 	TLS      tlsConfig      `yaml:"tls" doc:"TLS of the client listener; SIGHUP reloads its files"`
 	Kerberos kerberosConfig `yaml:"kerberos" doc:"Kerberos (SASL/GSSAPI, QOP auth) toward clients and metastores"`
@@ -233,6 +244,9 @@ func (c fileConfig) validate() error {
 	if c.Limits.FlushInterval >= 0 && (c.Limits.FlushBurst <= 0 || c.Limits.FlushRate <= 0) {
 		return fmt.Errorf("limits.flush_burst (%d) and flush_rate (%g) must be positive (flush_interval off turns the flush budget off)",
 			c.Limits.FlushBurst, c.Limits.FlushRate)
+	}
+	if _, err := trace.ParseRedaction(c.Recording.Redact); err != nil {
+		return fmt.Errorf("recording.redact: %w", err)
 	}
 	if len(c.Upstream.URIs) == 0 && !c.Demo {
 		return errors.New("no upstream: give --upstream.uris thrift://host:port (or --demo)")

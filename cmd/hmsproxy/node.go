@@ -22,6 +22,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/limits/ratelimit"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
+	"github.com/hmsproxy/hmsproxy/trace"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
 
@@ -45,6 +46,7 @@ type node struct {
 	caps            *ttlCaps
 	wk              *workers
 	drain           *drainer
+	recorder        *trace.Recorder // nil without record
 
 	closers []func() // run in reverse by close
 }
@@ -206,6 +208,9 @@ func (n *node) build() error {
 			return err
 		}
 	}
+	if err := n.newRecorder(); err != nil {
+		return err
+	}
 	return n.newServer()
 }
 
@@ -252,6 +257,9 @@ func (n *node) newServer() error {
 	}
 	if n.limiter != nil { // a nil *Limiter in the interface would be called
 		pcfg.Limiter = n.limiter
+	}
+	if n.recorder != nil {
+		pcfg.Recorder = n.recorder
 	}
 	if n.router != nil {
 		pcfg.Router = n.router
@@ -473,6 +481,9 @@ func (n *node) adminConfig(reg *prometheus.Registry) admin.Config {
 	}
 	if wk.warmUp != nil { // a nil pointer in the interface would be called
 		acfg.WarmUp = wk.warmUp
+	}
+	if n.recorder != nil {
+		acfg.Recording = n.recorder
 	}
 	if sh := srv.ShadowStats(); sh != nil { // a nil pointer in the interface would be called
 		acfg.Shadow = sh

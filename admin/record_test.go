@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hmsproxy/hmsproxy/trace"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
+	"github.com/hmsproxy/hmsproxy/trace"
 )
 
 func TestRecordEndpoint(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/syncbuf"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
@@ -82,15 +83,15 @@ func startBinary(t *testing.T, args ...string) *proc {
 			t.Logf("hmsproxy stderr:\n%s", p.stderr)
 		}
 	})
-	for end := time.Now().Add(20 * time.Second); !strings.Contains(p.stderr.String(), "hmsproxy is ready"); time.Sleep(10 * time.Millisecond) {
+	if !wait.Until(20*time.Second, func() bool {
 		select {
 		case <-p.done:
 			t.Fatalf("hmsproxy exited early:\n%s", p.stderr)
 		default:
 		}
-		if time.Now().After(end) {
-			t.Fatalf("hmsproxy not listening after 20s:\n%s", p.stderr)
-		}
+		return strings.Contains(p.stderr.String(), "hmsproxy is ready")
+	}) {
+		t.Fatalf("hmsproxy not listening after 20s:\n%s", p.stderr)
 	}
 	for _, line := range strings.Split(p.stderr.String(), "\n") {
 		var rec struct{ Msg, Addr string }
@@ -295,10 +296,8 @@ func TestRSSWithinBudget(t *testing.T) {
 	}
 	// The other three are waiting for budget: all four are as large as
 	// they will get.
-	for end := time.Now().Add(30 * time.Second); inflightWaits(t, p.admin) < 3; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatal("the other three requests never waited for budget")
-		}
+	if !wait.Poll(30*time.Second, 20*time.Millisecond, func() bool { return inflightWaits(t, p.admin) >= 3 }) {
+		t.Fatal("the other three requests never waited for budget")
 	}
 	grew := rssMiB(t, p.cmd.Process.Pid) - base
 	t.Logf("RSS grew %d MiB holding 4 incomplete 48 MiB requests; budget %d MiB", grew, budgetMiB)

@@ -12,6 +12,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/changes"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
@@ -41,10 +42,12 @@ func TestProxyWritesReachChangeStream(t *testing.T) {
 	}
 
 	rdb := r.Client()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var seen []changes.Change
-		keys, err := rdb.Keys(ctxT(t), "hmsproxy:changes:*").Result()
+	var keys []string
+	var seen []changes.Change
+	reached := func() bool {
+		var err error
+		seen = nil
+		keys, err = rdb.Keys(ctxT(t), "hmsproxy:changes:*").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,15 +62,15 @@ func TestProxyWritesReachChangeStream(t *testing.T) {
 					t.Fatalf("entry %s: %v", msg.ID, err)
 				}
 				if ch.Source == "proxy" && ch.Type == "create_database" && ch.DB == "lineage" && ch.OK {
-					return
+					return true
 				}
 				seen = append(seen, ch)
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the write through the proxy never reached the change stream; stream keys %v, entries %+v", keys, seen)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return false
+	}
+	if !wait.Poll(10*time.Second, 20*time.Millisecond, reached) {
+		t.Fatalf("the write through the proxy never reached the change stream; stream keys %v, entries %+v", keys, seen)
 	}
 }
 
@@ -84,12 +87,11 @@ func freeAddr(t *testing.T) string {
 // dialWhenUp connects to the proxy once run has bound its port.
 func dialWhenUp(t *testing.T, addr string, done chan error) *hmsclient.Client {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := hmsclient.Dial(ctxT(t), addr, wire.Buffered)
-		if err == nil {
-			t.Cleanup(func() { c.Close() })
-			return c
+	var c *hmsclient.Client
+	var err error
+	up := func() bool {
+		if c, err = hmsclient.Dial(ctxT(t), addr, wire.Buffered); err == nil {
+			return true
 		}
 		select {
 		case err := <-done:
@@ -97,11 +99,16 @@ func dialWhenUp(t *testing.T, addr string, done chan error) *hmsclient.Client {
 			t.Fatalf("run stopped before listening: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) || !errors.Is(err, syscall.ECONNREFUSED) {
+		if !errors.Is(err, syscall.ECONNREFUSED) {
 			t.Fatalf("dial the proxy: %v", err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		return false
 	}
+	if !wait.Poll(10*time.Second, 20*time.Millisecond, up) {
+		t.Fatalf("dial the proxy: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 var ctxT = proxytest.Ctx
@@ -149,17 +156,19 @@ func runInProcess(t *testing.T, cfg fileConfig) *hmsclient.Client {
 	if cfg.Admin.Listen != "" {
 		// run binds the admin port after the proxy's: a test that asks it
 		// right away must not find it closed.
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			ac, err := net.Dial("tcp", cfg.Admin.Listen)
-			if err == nil {
+		var err error
+		if !wait.Until(10*time.Second, func() bool {
+			var ac net.Conn
+			if ac, err = net.Dial("tcp", cfg.Admin.Listen); err == nil {
 				ac.Close()
-				break
+				return true
 			}
-			if time.Now().After(deadline) || !errors.Is(err, syscall.ECONNREFUSED) {
+			if !errors.Is(err, syscall.ECONNREFUSED) {
 				t.Fatalf("dial the admin port: %v", err)
 			}
-			time.Sleep(20 * time.Millisecond)
+			return false
+		}) {
+			t.Fatalf("dial the admin port: %v", err)
 		}
 	}
 	return c

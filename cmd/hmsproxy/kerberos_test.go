@@ -12,6 +12,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/auth/sasl"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/kdctest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
@@ -103,12 +104,7 @@ func TestKerberosFromFile(t *testing.T) {
 	}
 	defer cl.Close()
 	var nc net.Conn
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if nc, err = net.Dial("tcp", addr); err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.Poll(10*time.Second, 20*time.Millisecond, func() bool { nc, err = net.Dial("tcp", addr); return err == nil })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/auth/certs/certstest"
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/demohms"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
@@ -120,15 +121,9 @@ func TestTLSBothSides(t *testing.T) {
 	}
 	// The server counts the failure after its alert reached the client, so
 	// the count may lag the client's error by a moment.
-	for wait := time.Now().Add(10 * time.Second); ; {
-		got := handshakeFailures(tlsEP, "tls")
-		if got == before+1 {
-			break
-		}
-		if got > before+1 || time.Now().After(wait) {
-			t.Fatalf("listener handshake failures: got %d; want %d", got, before+1)
-		}
-		time.Sleep(5 * time.Millisecond)
+	wait.Until(10*time.Second, func() bool { return handshakeFailures(tlsEP, "tls") > before })
+	if got := handshakeFailures(tlsEP, "tls"); got != before+1 {
+		t.Fatalf("listener handshake failures: got %d; want %d", got, before+1)
 	}
 	ok(alice, "good client after the refusal")
 
@@ -138,18 +133,11 @@ func TestTLSBothSides(t *testing.T) {
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	wait.Eventually(t, 10*time.Second, func() bool {
 		bob, tc := connect(good)
 		ok(bob, "new client after SIGHUP")
-		if tc.ConnectionState().PeerCertificates[0].SerialNumber.Int64() == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("10s after SIGHUP new clients still get the old certificate")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return tc.ConnectionState().PeerCertificates[0].SerialNumber.Int64() == 2
+	}, "new clients after SIGHUP still get the old certificate")
 	ok(alice, "client connected before the rotation")
 }
 

@@ -73,6 +73,17 @@ func run(t *testing.T, cfg Config, n *node) *node {
 	return runTuned(t, cfg, n, nil)
 }
 
+// silent reports whether w takes its peer p for silent: not heard for a
+// heartbeat timeout, by w's own reckoning.
+func silent(w, p *node) bool {
+	for _, peer := range w.bus.Peers() {
+		if peer.Node == p.bus.NodeID() {
+			return peer.Silent
+		}
+	}
+	return false
+}
+
 // peersKnown waits until each of nodes knows all the others as peers.
 func peersKnown(t *testing.T, nodes ...*node) {
 	t.Helper()

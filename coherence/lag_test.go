@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
@@ -30,11 +29,10 @@ func TestLaggingWriterWaits(t *testing.T) {
 	t.Cleanup(func() { release.Do(func() { close(stall.gate) }); close(gate) })
 
 	// The writer reads nothing for longer than the heartbeat timeout,
-	// while the peer keeps heartbeating. Silence is measured in time: a
-	// sleep.
+	// while the peer keeps heartbeating: the peer looks silent to it.
 	stall.armed.Store(true)
 	waitFor(t, "the writer's reads stalled", stall.stalled.Load)
-	time.Sleep(2 * w.bus.timeout)
+	waitFor(t, "the live peer silent to the writer", func() bool { return silent(w, p) })
 	if !p.bus.Synced() {
 		t.Fatal("the peer is not in sync; the test needs it serving")
 	}

@@ -123,10 +123,9 @@ func TestLaggingReaderWaitsForLivePeer(t *testing.T) {
 	t.Cleanup(func() { release.Do(func() { close(stall.gate) }) })
 	stall.armed.Store(true)
 	waitFor(t, "the writer's reader stalled", stall.stalled.Load)
-	// Long enough for the peer to look silent to the writer, whose reader
-	// reads none of its heartbeats: silence is measured in time, so a
-	// sleep.
-	time.Sleep(a.bus.timeout + 2*a.bus.cfg.Heartbeat)
+	// Until the peer looks silent to the writer, whose reader reads none
+	// of its heartbeats.
+	waitFor(t, "the live peer silent to the writer", func() bool { return silent(a, b) })
 	go func() {
 		<-stall.appended // the write is on the stream: let the reader catch up
 		stall.armed.Store(false)

@@ -201,8 +201,12 @@ func TestRedisRestartBeforeRenewal(t *testing.T) {
 			// renewals, as nodes do: ones that tried once per renew
 			// period would next try 3/4 of one after the restart.
 			wait.Eventually(t, 5*time.Second, func() bool { ok, _ := els[0].IsLeader(); return ok }, "first node never led")
-			// A pause of a measured length is the point: a sleep.
-			time.Sleep(renew * 3 / 4)
+			// The phase is read on the lease, whose TTL the leader resets.
+			c := r.Client()
+			wait.Eventually(t, 2*renew, func() bool {
+				left := c.PTTL(context.Background(), "hmsproxy:leader:rr").Val()
+				return left > 0 && ttl-left >= renew*3/4
+			}, "the lease never aged 3/4 of a renew period")
 		}
 		client := r.Client()
 		el, err := leader.New(leader.Config{Client: client, Key: "hmsproxy:leader:rr", NodeID: fmt.Sprint("node", i), TTL: ttl, Renew: renew})

@@ -383,10 +383,14 @@ func expiryTakeover(t *testing.T) time.Duration {
 	first := startSlowNode(t, srv, "a")
 	old := waitLeader(t, []*node{first}, 2*time.Second)
 	// Out of phase with the leader's renewals by half a renew period, so
-	// that a follower trying once per renew period would be late by that.
-	time.Sleep(slowRenew / 2) // a pause of a measured length is the point
-	nodes := []*node{first, startSlowNode(t, srv, "b")}
+	// that a follower trying once per renew period would be late by that:
+	// the phase is read on the lease, whose TTL the leader resets.
 	c := srv.Client()
+	wait.Eventually(t, 3*slowRenew, func() bool {
+		left := c.PTTL(context.Background(), "hmsproxy:leader:test").Val()
+		return left > 0 && slowTTL-left >= slowRenew/2
+	}, "the lease never aged half a renew period")
+	nodes := []*node{first, startSlowNode(t, srv, "b")}
 	old.crash()
 	expires := time.Now().Add(c.PTTL(context.Background(), "hmsproxy:leader:test").Val())
 	rest := without(nodes, old)

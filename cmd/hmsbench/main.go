@@ -57,7 +57,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("hmsbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: hmsbench --target direct=thrift://hms:9083 --target proxy=thrift://hmsproxy:9083 [flags]\n       hmsbench --demo\n\nOperations: %s\n\n", strings.Join(bench.OpNames(), ", "))
+		fmt.Fprintf(stderr, "usage: hmsbench --target direct=thrift://hms:9083 --target proxy=thrift://hmsproxy:9083 [flags]\n       hmsbench --demo\n       hmsbench replay --trace PATH (--demo | --upstream thrift://hms:9083) [--config hmsproxy.yaml] [--speed N]\n\nOperations: %s\n\n", strings.Join(bench.OpNames(), ", "))
 		fs.PrintDefaults()
 	}
 	fs.Var(&o.targets, "target", "a target, name=thrift://host:port (repeat for several)")
@@ -167,6 +167,11 @@ func (o *options) config() (bench.Config, error) {
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "replay" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		return runReplay(ctx, args[1:], stdout, stderr)
+	}
 	o, err := parse(args, stderr)
 	if err != nil {
 		return err

@@ -363,6 +363,15 @@ func startReplayProxy(cfg ReplayConfig) (_ *replayProxy, err error) {
 		px.group.Close()
 		return nil, err
 	}
+	// A proxy that has run for a while knows its metastore's settings;
+	// until it does, it answers nothing locally.
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
+	err = px.srv.SettingsRead(sctx)
+	cancel()
+	if err != nil {
+		px.group.Close()
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		px.group.Close()

@@ -206,8 +206,12 @@ func ServeFake(t testing.TB, ln net.Listener, tr wire.Transport, answer Answer) 
 // Echo answers every call on ln with one fixed reply body under the
 // caller's method name and seqid: the floor a proxy hit is measured
 // against.
-func Echo(t testing.TB, ln net.Listener, body []byte) {
-	ServeFake(t, ln, wire.Buffered, func(c *FakeConn, m wire.Message) error {
+func Echo(t testing.TB, ln net.Listener, body []byte) { EchoOn(t, ln, wire.Buffered, body) }
+
+// EchoOn is Echo on transport tr: framed for a raw-reading client
+// (hmsclient.Raw).
+func EchoOn(t testing.TB, ln net.Listener, tr wire.Transport, body []byte) {
+	ServeFake(t, ln, tr, func(c *FakeConn, m wire.Message) error {
 		c.Scratch = wire.AppendHeader(c.Scratch[:0], wire.Reply, m.Name(), m.SeqID)
 		return c.W.Write(c.Scratch, body)
 	})

@@ -57,4 +57,3 @@ func TestRawCall(t *testing.T) {
 		}
 	})
 }
-

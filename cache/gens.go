@@ -20,6 +20,9 @@ type Generations struct {
 	seed  maphash.Seed
 	slots []atomic.Uint32
 	mask  uint64
+	// bumps counts every Bump: unchanged, no entry's counters moved
+	// (Store.Settled).
+	bumps atomic.Uint64
 }
 
 // Dep is one entity an entry depends on: the counter's index, and in
@@ -54,7 +57,10 @@ const maxGenerationBits = 30
 func (g *Generations) Load(d Dep) uint32 { return g.slots[d&depIndex].Load() }
 
 // Bump invalidates everything that depends on d.
-func (g *Generations) Bump(d Dep) { g.slots[d&depIndex].Add(1) }
+func (g *Generations) Bump(d Dep) {
+	g.slots[d&depIndex].Add(1)
+	g.bumps.Add(1)
+}
 
 // Snapshot records deps' counters.
 type Snapshot struct {

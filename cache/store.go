@@ -197,6 +197,13 @@ type Store struct {
 	scopeCap atomic.Int64
 	kindCaps [NumKinds]atomic.Int64
 
+	// reserved is what Reserve charged to the budget beyond entries and
+	// segments.
+	reserved atomic.Int64
+	// exits counts entries leaving the store (and Clears): unchanged,
+	// every entry found stored before is stored still (Settled).
+	exits atomic.Uint64
+
 	refreshMu  sync.Mutex          // guards refreshing
 	refreshing map[uint64]struct{} // key hashes with a refresh in flight
 
@@ -238,7 +245,7 @@ func New(cfg Config) (*Store, error) {
 		refreshing: map[uint64]struct{}{}, max: cfg.MaxBytes}
 	// Segments may take half the budget: the entries using them need
 	// room too.
-	s.segs = newSegTable(cfg.MaxBytes/2, func(b int64) { s.rc.UpdateMaxCost(s.max - b) })
+	s.segs = newSegTable(cfg.MaxBytes/2, func(b int64) { s.rc.UpdateMaxCost(s.max - b - s.reserved.Load()) })
 	rc, err := ristretto.NewCache(&ristretto.Config[[]byte, record]{
 		// Ten counters per entry that fits, at an assumed 1 KiB minimum.
 		NumCounters: max(cfg.MaxBytes/100, 10_000),
@@ -265,6 +272,7 @@ func New(cfg Config) (*Store, error) {
 				st.Entries.Add(-1)
 			}
 			markGone(r.p)
+			s.exits.Add(1)
 			s.release(&r)
 		},
 	})
@@ -481,6 +489,7 @@ func (s *Store) put(key []byte, kind hms.Kind, body, group []byte, runs []hms.Ru
 		st.Entries.Add(-1)
 		st.Rejected.Add(1)
 		markGone(r.p)
+		s.exits.Add(1)
 		s.release(&r)
 		return false
 	}
@@ -519,6 +528,7 @@ func (s *Store) Clear() {
 	s.clearMu.Lock()
 	defer s.clearMu.Unlock()
 	s.rc.Clear()
+	s.exits.Add(1)
 }
 
 // entryOf turns the pointer the store keeps back into the entry. A
@@ -652,6 +662,59 @@ func (s *Store) Again(r *Ref, kind hms.Kind, now time.Time) (Entry, Status) {
 	return e, Hit
 }
 
+// Epoch is a reading of the two things that can make a stored entry stop
+// being a hit before its age does: entries leaving the store, and
+// generations being bumped. A caller that found many entries current
+// together (the partitions of a batch read answered before) asks
+// Settled whether they still are, instead of checking each one again.
+type Epoch struct{ exits, bumps uint64 }
+
+// Epoch reads the store's epoch: take it before the lookups it is to
+// vouch for.
+func (s *Store) Epoch() Epoch { return Epoch{exits: s.exits.Load(), bumps: s.gens.bumps.Load()} }
+
+// Settled reports whether entries of kind that were all hits (not due
+// for a refresh) in lookups made after e was read, the oldest of them
+// loaded at oldest (Entry.Loaded), are all hits at now still: none has
+// left the store and no generation was bumped since e, and the oldest is
+// younger than its kind's refresh age and TTL. Then Held gives each back
+// as GetAt would. false: look at each (Again, GetAt).
+func (s *Store) Settled(e Epoch, kind hms.Kind, oldest uint32, now time.Time) bool {
+	if s.exits.Load() != e.exits || s.gens.bumps.Load() != e.bumps {
+		return false
+	}
+	pol := s.policy(kind)
+	age := now.Sub(s.epoch) - time.Duration(oldest)*time.Second
+	return age < pol.TTL && (pol.RefreshAfter <= 0 || age < pol.RefreshAfter)
+}
+
+// Held returns the entry r refers to while it is in the store, without
+// Again's checks of its generations and age, and counts no hit: only for
+// a caller whose Settled just vouched for it, which counts the hits
+// itself (CountHits).
+func (s *Store) Held(r *Ref) (Entry, bool) {
+	if r == nil {
+		return Entry{}, false
+	}
+	p, ss := r.entry()
+	if p == nil {
+		return Entry{}, false
+	}
+	w := lenWord(p).Load()
+	if w&goneBit != 0 || w < hdrSnap+1 {
+		return Entry{}, false
+	}
+	v := unsafe.Slice(p, w)
+	return Entry{b: v, body: hdrSnap + snapshotSize(int(v[hdrSnap])), ss: ss}, true
+}
+
+// CountHits counts n hits of kind served through Held.
+func (s *Store) CountHits(kind hms.Kind, n int) { s.stats[kind].Hits.Add(uint64(n)) }
+
+// Loaded is when the entry's load began, in the store's seconds: for
+// Settled.
+func (e Entry) Loaded() uint32 { return binary.LittleEndian.Uint32(e.b[hdrLoaded:]) }
+
 // seconds is t as whole seconds from the store's epoch: entries keep
 // their age to the second, 4 bytes each (an entry may live 136 years).
 func (s *Store) seconds(t time.Time) int64 { return int64(t.Sub(s.epoch) / time.Second) }
@@ -708,4 +771,38 @@ func (s *Store) Segments() (n, bytes int64) { return s.segs.count.Load(), s.segs
 
 // Cost is the part of the byte budget in use: what the store charges its
 // entries, ristretto's own record of each included.
-func (s *Store) Cost() int64 { return s.rc.MaxCost() - s.rc.RemainingCost() + s.segs.bytes.Load() }
+func (s *Store) Cost() int64 {
+	return s.rc.MaxCost() - s.rc.RemainingCost() + s.segs.bytes.Load() + s.reserved.Load()
+}
+
+// maxReservedShare: Reserve takes at most this share of the budget, so
+// entries always keep most of it.
+const maxReservedShare = 8
+
+// Reserve charges n bytes the caller keeps outside the store (a reply
+// assembled from entries, kept ready to write) to the budget, which
+// evicts entries to make room for them. It refuses (false) what would
+// take the reservations past an eighth of the budget. The caller gives
+// the bytes back with Unreserve once it drops them.
+func (s *Store) Reserve(n int64) bool {
+	if n <= 0 {
+		return n == 0
+	}
+	if s.reserved.Add(n) > s.max/maxReservedShare {
+		s.reserved.Add(-n)
+		return false
+	}
+	s.segs.recharge()
+	return true
+}
+
+// Unreserve gives back n bytes of a Reserve.
+func (s *Store) Unreserve(n int64) {
+	if n > 0 {
+		s.reserved.Add(-n)
+		s.segs.recharge()
+	}
+}
+
+// Reserved is what Reserve holds charged now.
+func (s *Store) Reserved() int64 { return s.reserved.Load() }

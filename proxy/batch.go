@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -70,10 +71,20 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	}
 	started := k.Store.Now()
 
-	want := r.List
-	slices.SortFunc(want, bytes.Compare)
-	want = slices.CompactFunc(want, bytes.Equal)
-	parts, missing, due := c.lookupParts(base, want, meth.Kind, started)
+	want, memo, memoKey, list := c.batchNames(base, m.Body(), r.List)
+	if memo != nil {
+		defer func() { clear(c.want); c.want = c.want[:0] }() // want's views of the request
+	}
+	again := memo != nil && memo.uses.Add(1)%memoLookup != 0
+	if again {
+		if done, err := c.flatHit(meth, m, base, memo, want, snap, started); done {
+			return true, err
+		}
+	}
+	parts, missing, due, settled := c.lookupParts(base, want, meth.Kind, started, memo, again)
+	if list != nil && memo == nil && len(missing) == 0 {
+		k.memos.put(memoKey, base, list, parts, settled)
+	}
 	defer func() { clear(parts); c.parts = parts[:0] }() // don't keep cached entries alive
 	if len(parts) > 0 && k.shadow.sample() && k.shadow.admit(meth.Kind) {
 		c.shadowOnePart(meth, m, base, parts, snap)
@@ -165,12 +176,46 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 
 // lookupParts looks each of want (sorted, distinct) up under base, all at
 // the one clock reading started. It returns the hits in name order (in
-// c.parts' array), the names missing, and the names due for a refresh
-// whose refresh this request now owns.
-func (c *clientConn) lookupParts(base []byte, want [][]byte, kind hms.Kind, started time.Time) (parts []namedPart, missing, due []string) {
+// c.parts' array), the names missing, the names due for a refresh whose
+// refresh this request now owns, and, when every name was a hit not due
+// for a refresh, what a memo needs to vouch for them.
+//
+// With a memo of the request (again: not its every memoLookup-th use,
+// which looks each entry up so the store's eviction policy sees them
+// used) that the store says is settled, the entries are taken as they
+// are (heldParts), and joined into a flat copy for the next time.
+// Otherwise each entry is first taken back through its reference
+// (cache.Store.Again); one that is not is looked up, and its reference
+// replaced.
+func (c *clientConn) lookupParts(base []byte, want [][]byte, kind hms.Kind, started time.Time, memo *batchMemo, again bool) (parts []namedPart, missing, due []string, settled *memoSettled) {
 	k := c.rt.cache
-	parts = c.parts[:0]
-	for _, name := range want {
+	parts = slices.Grow(c.parts[:0], len(want))
+	if again {
+		if st := memo.settled.Load(); st != nil && k.Store.Settled(st.epoch, kind, st.oldest, started) {
+			if parts, ok := c.heldParts(parts, memo, want); ok {
+				k.Store.CountHits(kind, len(parts))
+				if st.flat == nil {
+					c.iov = memo.settleFlat(st, parts, k.Store, c.iov)
+				}
+				return parts, nil, nil, st
+			}
+			clear(parts)
+			parts = parts[:0]
+		}
+	}
+	epoch, oldest, allHit := k.Store.Epoch(), uint32(math.MaxUint32), true
+	for i, name := range want {
+		var ref *cache.Ref
+		if memo != nil {
+			ref = memo.refs[i].Load()
+		}
+		if again {
+			if e, st := k.Store.Again(ref, kind, started); st == cache.Hit {
+				parts = append(parts, namedPart{name: name, hit: e})
+				oldest = min(oldest, e.Loaded())
+				continue
+			}
+		}
 		key := append(c.key[:0], base...)
 		key = append(key, name...)
 		c.key = key
@@ -178,14 +223,59 @@ func (c *clientConn) lookupParts(base []byte, want [][]byte, kind hms.Kind, star
 		e, st := k.Store.GetAt(key, kind, started)
 		if st == cache.Miss {
 			missing = append(missing, string(name))
+			allHit = false
 			continue
 		}
 		parts = append(parts, namedPart{name: name, hit: e})
-		if st == cache.HitRefresh && k.Store.StartRefresh(key) {
-			due = append(due, string(name))
+		oldest = min(oldest, e.Loaded())
+		if memo != nil {
+			if r := e.RefAgain(ref); r != ref {
+				memo.refs[i].Store(r)
+			}
+		}
+		if st == cache.HitRefresh {
+			allHit = false
+			if k.Store.StartRefresh(key) {
+				due = append(due, string(name))
+			}
 		}
 	}
-	return parts, missing, due
+	if allHit {
+		settled = &memoSettled{epoch: epoch, oldest: oldest}
+	}
+	if memo != nil {
+		if cur := memo.settled.Load(); settled != nil && cur != nil && k.Store.Settled(cur.epoch, kind, cur.oldest, started) {
+			settled = cur // still vouched for: its flat copy stays
+		} else {
+			memo.settle(settled, k.Store)
+		}
+	}
+	return parts, missing, due, settled
+}
+
+// heldParts appends the entries of memo's references, which the store
+// vouched for, to parts; false when one has left the store since.
+func (c *clientConn) heldParts(parts []namedPart, memo *batchMemo, want [][]byte) ([]namedPart, bool) {
+	st := c.rt.cache.Store
+	for i := range memo.refs {
+		e, ok := st.Held(memo.refs[i].Load())
+		if !ok {
+			return parts, false
+		}
+		parts = append(parts, namedPart{name: want[i], hit: e})
+	}
+	return parts, true
+}
+
+// sortedDistinct reports whether names are in ascending order, each
+// once: as planners send them, so most requests need no sort.
+func sortedDistinct(names [][]byte) bool {
+	for i := 1; i < len(names); i++ {
+		if bytes.Compare(names[i-1], names[i]) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // shadowOnePart checks one of the hits against the metastore, under the
@@ -225,7 +315,10 @@ func (c *clientConn) writeBatchReply(m wire.Message, shape *hms.Batch, parts []n
 	c.hdr = wire.AppendHeader(c.hdr[:0], wire.Reply, m.Name(), m.SeqID)
 	head, tail, frame := shape.ReplyFrame(c.frame, len(parts))
 	c.frame = frame
-	iov := append(c.iov[:0], c.hdr, head)
+	// Sized once: grown by doubling, a large reply's buffer would be
+	// allocated and copied several times over, and past maxKeptBuf it
+	// is made anew for every reply.
+	iov := append(slices.Grow(c.iov[:0], 3+piecesPerPart*len(parts)), c.hdr, head)
 	for i := range parts {
 		iov = parts[i].appendPieces(iov)
 	}
@@ -238,6 +331,10 @@ func (c *clientConn) writeBatchReply(m wire.Message, shape *hms.Batch, parts []n
 	}
 	return nil
 }
+
+// piecesPerPart is the most slices a cached partition is written as: its
+// own bytes around each of its two shared segments.
+const piecesPerPart = 5
 
 // entryFlight is one entry being loaded by some request.
 type entryFlight struct {

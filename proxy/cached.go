@@ -154,6 +154,7 @@ type cacher struct {
 	prune      PruneStats
 	pruneIdx   nameIndexes
 	pruneExprs exprCache
+	memos      *batchMemos // by-names requests answered from the cache lately
 	// pruneTableReq: the metastore answers get_table_req where get_table
 	// failed: prunes read the table that way.
 	pruneTableReq atomic.Bool
@@ -202,7 +203,7 @@ func newCacher(c Caching, log *slog.Logger) *cacher {
 	if c.PerUser {
 		c.Scope = ScopeUser
 	}
-	k := &cacher{Caching: c, txns: cache.NewTxnTracker(100_000), log: log,
+	k := &cacher{Caching: c, txns: cache.NewTxnTracker(100_000), log: log, memos: newBatchMemos(c.Store),
 		jobs: make(chan refreshJob, 1024), stop: make(chan struct{}),
 		shadow: newShadower(c.Shadow, c.Store, log)}
 	k.scoper = newScoper(c.Scope, c.ScopeInterval, log, func() {

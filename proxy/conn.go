@@ -74,6 +74,7 @@ type clientConn struct {
 	frame []byte      // their wrapper bytes
 	objs  [][]byte    // the objects of that reply
 	parts []namedPart // a by-names read's partitions being assembled
+	want  [][]byte    // and its names, sorted, when a memo answers it
 
 	// locks are the write locks the client took through this connection
 	// (locks.go): their grants invalidated what they cover, and reads of
@@ -480,6 +481,7 @@ func (c *clientConn) dropLargeBuffers() {
 	c.frame = keptBuf(c.frame)
 	c.objs = keptBuf(c.objs)
 	c.parts = keptBuf(c.parts)
+	c.want = keptBuf(c.want)
 }
 
 // keptBuf is b, or nil when it takes more than maxKeptBuf bytes.

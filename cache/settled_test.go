@@ -1,0 +1,76 @@
+package cache
+
+import (
+	"testing"
+
+	"github.com/hmsproxy/hmsproxy/thrift/hms"
+)
+
+// TestSettledFollowsGet (#24): Settled vouches for entries found current
+// after an epoch only while a Get of each would still find it current:
+// every way an entry leaves or goes stale or due (delete, replacement,
+// Clear, an invalidation, even of something else, refresh age, TTL)
+// ends it, and Held gives the entry back while it does.
+func TestSettledFollowsGet(t *testing.T) {
+	c := newClock()
+	kinds := DefaultKinds()
+	pol := kinds[hms.KindPartition]
+	for _, tc := range []struct {
+		name  string
+		leave func(s *Store, l *load)
+	}{
+		{"delete", func(s *Store, l *load) { s.Delete(l.key) }},
+		{"replace", func(s *Store, l *load) {
+			l2 := startLoad(t, s, getPartition("db0", "t1", "1"))
+			l2.put(s, "newer", false)
+			s.Wait()
+		}},
+		{"clear", func(s *Store, l *load) { s.Clear() }},
+		{"another table invalidated", func(s *Store, l *load) {
+			s.Apply("a", []Entity{{Level: LevelPartitions, Cat: "hive", DB: "db0", Table: "t2"}})
+		}},
+		{"refresh age", func(s *Store, l *load) { c.Advance(pol.RefreshAfter) }},
+		{"ttl", func(s *Store, l *load) { c.Advance(pol.TTL) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newTestStore(t, Config{Kinds: kinds, Now: c.Now})
+			epoch := s.Epoch()
+			l, ref := refOf(t, s, getPartition("db0", "t1", "1"), "older")
+			e, _ := s.Get(l.key, l.kind)
+			if !s.Settled(epoch, l.kind, e.Loaded(), s.Now()) {
+				t.Fatal("Settled right after the lookup: false; want true")
+			}
+			if got, ok := s.Held(ref); !ok || string(got.Body()) != "older" {
+				t.Fatalf("Held: got %q, %v; want the entry", got.Body(), ok)
+			}
+			tc.leave(s, &l)
+			if s.Settled(epoch, l.kind, e.Loaded(), s.Now()) {
+				t.Fatalf("Settled after %s: true; want false", tc.name)
+			}
+		})
+	}
+}
+
+// TestReserve (#24): reservations count in the budget's cost, stop at an
+// eighth of the budget, and go back whole.
+func TestReserve(t *testing.T) {
+	const maxBytes = 8 << 20
+	s := newTestStore(t, Config{MaxBytes: maxBytes})
+	cost := s.Cost()
+	if !s.Reserve(maxBytes / 16) {
+		t.Fatal("Reserve of a sixteenth of the budget refused")
+	}
+	if got := s.Cost() - cost; got != maxBytes/16 {
+		t.Fatalf("cost grew by %d; want %d", got, maxBytes/16)
+	}
+	if s.Reserve(maxBytes/16 + 1) {
+		t.Fatal("Reserve past an eighth of the budget granted")
+	}
+	if s.Reserved() != maxBytes/16 {
+		t.Fatalf("reserved %d after a refusal; want %d", s.Reserved(), maxBytes/16)
+	}
+	s.Unreserve(maxBytes / 16)
+	if s.Reserved() != 0 || s.Cost() != cost {
+		t.Fatalf("after Unreserve: reserved %d, cost %d; want 0, %d", s.Reserved(), s.Cost(), cost)
+	}
+}

@@ -1,0 +1,138 @@
+package proxy
+
+import (
+	"testing"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/thrift/hms"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
+)
+
+// plannerNames are the names of every seeded partition of demo_db0.t0, out
+// of order and with one twice, as a planner might send them.
+func plannerNames() []string {
+	names := []string{partName(7), partName(7)}
+	for i := 19; i >= 0; i-- {
+		names = append(names, partName(i))
+	}
+	return names
+}
+
+// memoRounds makes enough identical by-names reads for the request to be
+// answered from its memo's flat copy (a miss, a memoised hit, a hit that
+// joins the copy, a hit from it), each compared with the metastore's
+// reply, and reports whether a flat copy is held then (the store's
+// reservation): the seam that shows the fast path ran.
+func memoRounds(t *testing.T, c, direct *hmsclient.Client, st *cache.Store, args []byte, when string) bool {
+	t.Helper()
+	for i := 0; i < 4; i++ {
+		if !sameButSeqID(call(t, c, "get_partitions_by_names", args), call(t, direct, "get_partitions_by_names", args)) {
+			t.Fatalf("%s, read %d: the proxy's reply differs from the metastore's", when, i)
+		}
+		st.Wait()
+	}
+	return st.Reserved() > 0
+}
+
+// TestBatchMemoFollowsWrites (#24): a by-names read answered from its
+// memo (the entries it found last, and their bytes joined ready to
+// write) follows every write that changes one of its partitions, made
+// through this proxy or applied from a peer over the bus: the next read
+// equals the metastore's reply, and the joined copy's budget is given
+// back when it is dropped.
+func TestBatchMemoFollowsWrites(t *testing.T) {
+	alter := func(hr string) []byte {
+		return hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"), hmsreq.Partition{DB: "demo_db0", Table: "t0",
+			Values: []string{"2024-01-01", hr}, SD: hmsreq.TextSD("file:/tmp/x"), Params: map[string]string{"altered": hr}}.Field(3))
+	}
+	args := byNamesReq("get_partitions_by_names", plannerNames()...)
+	for _, path := range []string{"proxy", "bus"} {
+		t.Run(path, func(t *testing.T) {
+			_, addr := startDemo(t, wire.Buffered)
+			caching := newCaching(t, nil)
+			var srv *Server
+			paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { return up }, func(s *Server) { srv = s })
+			c, direct := dial(t, paddr, wire.Buffered), dial(t, addr, wire.Buffered)
+			st := caching.Store
+			for i, hr := range []string{"3", "4", "3"} {
+				if !memoRounds(t, c, direct, st, args, "before write "+hr) {
+					t.Fatalf("round %d: no joined copy was made: the memo's fast path did not run", i)
+				}
+				hits := st.Stats(hms.KindPartitions).Hits.Load()
+				if path == "proxy" {
+					call(t, c, "alter_partition", alter(hr))
+				} else {
+					call(t, direct, "alter_partition", alter(hr))
+					srv.ApplyRemote([]cache.Entity{{Level: cache.LevelPartitions, Cat: "hive", DB: "demo_db0", Table: "t0"}})
+				}
+				if !sameButSeqID(call(t, c, "get_partitions_by_names", args), call(t, direct, "get_partitions_by_names", args)) {
+					t.Fatalf("after write %s: the proxy's reply differs from the metastore's", hr)
+				}
+				if n := st.Reserved(); n != 0 {
+					t.Fatalf("after write %s: %d bytes still reserved for a joined copy that was dropped", hr, n)
+				}
+				if st.Stats(hms.KindPartitions).Hits.Load()-hits >= 20 {
+					t.Fatalf("after write %s: the read after it was all hits", hr)
+				}
+			}
+		})
+	}
+}
+
+// TestBatchMemoFollowsRefresh (#24): a partition changed behind the
+// proxy's back is served from the memo until its entry is due for a
+// refresh, and once refreshed, the memo serves the new bytes: the
+// replaced entry ended what the memo vouched for.
+func TestBatchMemoFollowsRefresh(t *testing.T) {
+	_, addr := startDemo(t, wire.Buffered)
+	clock := newClock()
+	caching := newCaching(t, clock)
+	var srv *Server
+	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { return up }, func(s *Server) { srv = s })
+	c, direct := dial(t, paddr, wire.Buffered), dial(t, addr, wire.Buffered)
+	st := caching.Store
+	args := byNamesReq("get_partitions_by_names", plannerNames()...)
+	if !memoRounds(t, c, direct, st, args, "first") {
+		t.Fatal("no joined copy was made: the memo's fast path did not run")
+	}
+	before := call(t, c, "get_partitions_by_names", args)
+	call(t, direct, "alter_partition", hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"), hmsreq.Partition{DB: "demo_db0", Table: "t0",
+		Values: []string{"2024-01-01", "5"}, SD: hmsreq.TextSD("file:/tmp/y"), Params: map[string]string{"behind": "yes"}}.Field(3)))
+	if !sameButSeqID(call(t, c, "get_partitions_by_names", args), before) {
+		t.Fatal("a write behind the proxy's back showed before any refresh: the test does not test the memo")
+	}
+	clock.Advance(st.Policy(hms.KindPartitions).RefreshAfter + time.Second)
+	call(t, c, "get_partitions_by_names", args) // served, and the due entries refreshed
+	if n := refreshesSettled(t, srv); n != 1 {
+		t.Fatalf("%d refresh jobs; want 1", n)
+	}
+	st.Wait()
+	if !memoRounds(t, c, direct, st, args, "after the refresh") {
+		t.Fatal("no joined copy after the refresh")
+	}
+}
+
+// TestListBytes: the memo key is the name list as sent only when the
+// resolved names lie in the request back to back; anything else has no
+// memo.
+func TestListBytes(t *testing.T) {
+	body := byNamesReq("get_partitions_by_names", "a=1", "a=2", "a=3")
+	var r hms.Resolved
+	meth := hms.Lookup([]byte("get_partitions_by_names"))
+	if err := meth.Resolve(&r, body); err != nil {
+		t.Fatal(err)
+	}
+	list := listBytes(body, r.List)
+	if want := "\x00\x00\x00\x03a=1\x00\x00\x00\x03a=2\x00\x00\x00\x03a=3"; string(list) != want {
+		t.Fatalf("got %q; want %q", list, want)
+	}
+	if listBytes(body, [][]byte{r.List[0], r.List[2]}) != nil {
+		t.Fatal("names that are not back to back gave a list")
+	}
+	if listBytes(body, [][]byte{[]byte("a=1")}) != nil {
+		t.Fatal("a name from elsewhere gave a list")
+	}
+}

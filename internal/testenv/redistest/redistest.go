@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -56,12 +57,8 @@ func (s *Server) start() {
 	}
 	c := redis.NewClient(&redis.Options{Addr: s.Addr})
 	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
-		if time.Now().After(deadline) {
-			s.t.Fatal("redistest: redis-server did not answer within 10s")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !wait.Poll(10*time.Second, 20*time.Millisecond, func() bool { return c.Ping(context.Background()).Err() == nil }) {
+		s.t.Fatal("redistest: redis-server did not answer within 10s")
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -92,15 +93,12 @@ func (s *Sentinel) waitFor(limit time.Duration, what string, ok func(*redis.Sent
 	deadline := time.Now().Add(limit)
 	for _, addr := range s.Sentinels {
 		c := redis.NewSentinelClient(&redis.Options{Addr: addr})
-		for !ok(c) {
-			if time.Now().After(deadline) {
-				c.Close()
-				s.dumpLogs()
-				s.t.Fatalf("redistest: waited %v for %s", limit, what)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		held := wait.Poll(time.Until(deadline), 50*time.Millisecond, func() bool { return ok(c) })
 		c.Close()
+		if !held {
+			s.dumpLogs()
+			s.t.Fatalf("redistest: waited %v for %s", limit, what)
+		}
 	}
 }
 
@@ -177,18 +175,15 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	deadline := time.Now().Add(20 * time.Second)
 	for _, s := range c.Nodes {
 		rc := redis.NewClient(&redis.Options{Addr: s.Addr})
-		for {
-			info, _ := rc.ClusterInfo(context.Background()).Result()
-			if strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(n)) {
-				break
-			}
-			if time.Now().After(deadline) {
-				rc.Close()
-				t.Fatalf("redistest: the cluster is not ok after 20s: %s", info)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		var info string
+		ok := wait.Poll(time.Until(deadline), 50*time.Millisecond, func() bool {
+			info, _ = rc.ClusterInfo(context.Background()).Result()
+			return strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(n))
+		})
 		rc.Close()
+		if !ok {
+			t.Fatalf("redistest: the cluster is not ok after 20s: %s", info)
+		}
 	}
 	return c
 }

@@ -101,7 +101,7 @@ func TestClusterReadYourWrites(t *testing.T) {
 		t.Skip("long cluster run")
 	}
 	r := redistest.Start(t)
-	_, metastore := startDemo(t, wire.Buffered)
+	demo, metastore := startDemo(t, wire.Buffered)
 	nodes := startCluster(t, r, 3, metastore, clusterOpts{})
 	setup := dial(t, nodes[0].addr, wire.Buffered)
 	call(t, setup, "create_table", tableArgs("demo_db0", "cl"))
@@ -126,6 +126,9 @@ func TestClusterReadYourWrites(t *testing.T) {
 	// operations: a slow machine does fewer reads between two writes and
 	// still checks every one.
 	const writes = 8_000
+	// Writes answered while Redis is down, which no node can publish:
+	// each waits up to a heartbeat timeout for acknowledgements.
+	const downWrites = 3
 	res := fleetReadYourWrites(t, nodes, len(nodes), "cl_load", writes, 3*time.Second, func(write func()) {
 		r.Stop()
 		killed := time.Now()
@@ -135,8 +138,19 @@ func TestClusterReadYourWrites(t *testing.T) {
 			}
 		}
 		t.Logf("redis killed at write %d; every node noticed within %v", writes/2, time.Since(killed).Round(time.Millisecond))
-		// Redis stays down a measured while, writes going on: a sleep.
-		go func() { time.Sleep(300 * time.Millisecond); r.Restart() }()
+		// Redis stays down while the writer goes on (writes answered
+		// that no node can publish), and comes back as writes go on.
+		down := demo.CallCount("alter_table")
+		restarted := make(chan struct{})
+		t.Cleanup(func() { <-restarted })
+		go func() {
+			defer close(restarted)
+			if !wait.Until(time.Minute, func() bool { return demo.CallCount("alter_table") >= down+downWrites }) {
+				t.Errorf("fewer than %d writes answered in the minute after Redis died", downWrites)
+			}
+			r.Restart()
+			t.Logf("redis restarted %v after it died, %d writes later", time.Since(killed).Round(time.Millisecond), demo.CallCount("alter_table")-down)
+		}()
 	})
 	var lags, waits []time.Duration
 	rejoins := uint64(0)

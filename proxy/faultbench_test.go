@@ -192,9 +192,20 @@ func openFaults(b *testing.B, e *faultEnv) {
 			e.srv.Clients(), e.demo.CallCount("get_partitions"), e.demo.CallCount("create_database"))
 	}
 	openIssue22Faults(b, e)
-	// Let the non-readers' socket buffers fill: nothing tells when they
-	// are full, so a measured pause.
-	time.Sleep(200 * time.Millisecond)
+	// Until the non-readers' socket buffers are full: the proxy, its
+	// writes to them blocked, then forwards none of their queued calls,
+	// and the metastore's count of them stops rising.
+	seen := -1
+	if !wait.Poll(20*time.Second, 100*time.Millisecond, func() bool {
+		n := e.demo.CallCount("get_partitions")
+		still := n == seen
+		seen = n
+		return still
+	}) {
+		b.Logf("the non-readers' calls still reach the metastore after 20s: %d get_partitions", seen)
+	} else {
+		b.Logf("the non-readers' buffers full after %d get_partitions", seen)
+	}
 }
 
 // openIssue22Faults adds the rest of issue 22's hostile clients that

@@ -167,6 +167,8 @@ func TestFleetSentinelFailover(t *testing.T) {
 	s := redistest.StartSentinel(t, time.Second, nil)
 	_, metastore := startDemo(t, wire.Buffered)
 	const heartbeat, timeout = 100 * time.Millisecond, 300 * time.Millisecond
+	// Hits each node serves after the failover before writes resume.
+	const recoveredHits = 50
 	nodes := startCluster(t, nil, 3, metastore, clusterOpts{heartbeat: heartbeat, timeout: timeout,
 		client: func() redis.UniversalClient { return s.Client() }})
 	var killed, promoted, recovered time.Time
@@ -195,8 +197,20 @@ func TestFleetSentinelFailover(t *testing.T) {
 			return true
 		})
 		recovered = time.Now()
-		// Writes go on for a measured while after the recovery: a sleep.
-		time.Sleep(300 * time.Millisecond)
+		// No write until every node served hits again: one that did not
+		// drop what it cached before the failover would serve it stale.
+		served := make([]uint64, len(nodes))
+		for i, nd := range nodes {
+			served[i] = nd.st.Stats(hms.KindTable).Hits.Load()
+		}
+		eventually(t, "cache hits on every node after the failover", func() bool {
+			for i, nd := range nodes {
+				if nd.st.Stats(hms.KindTable).Hits.Load() < served[i]+recoveredHits {
+					return false
+				}
+			}
+			return true
+		})
 	})
 	t.Logf("%d writes, %d reads, %d cache hits, %d stale; primary killed at write 1500, %d writes in the next second: sentinels promoted the replica after %v, every node served its cache again after %v",
 		res.writes, res.reads, res.hits, res.stale, outageWrites, promoted.Sub(killed).Round(time.Millisecond), recovered.Sub(killed).Round(time.Millisecond))

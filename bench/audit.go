@@ -119,10 +119,14 @@ func (f *auditFiller) call(ctx context.Context, l *trace.AuditLine) (trace.Call,
 	case "get_tables":
 		c.Args = hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, l.Pattern))
 	case "get_table":
-		// get_table_req logs as get_table too; the reply is the same table.
-		c.Args = hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl))
+		// get_table and get_table_req both log as get_table; 4.0.1 has
+		// no get_table, and every version since 2.3 has get_table_req.
+		c.Method, c.Args = "get_table_req", getTableReqArgs(db, tbl)
 	case "get_partition_names":
 		c.Args = partNamesArgs(db, tbl, -1)
+	case "fetch_partition_names_req":
+		// 4.0's get_partition_names_req; its request is not logged.
+		c.Method, c.Args, approx = "get_partition_names", partNamesArgs(db, tbl, -1), true
 	case "get_partitions_names_ps":
 		c.Method, c.Args = "get_partition_names_ps", partNamesPsArgs(db, tbl, l.Values)
 	case "get_partition":
@@ -167,12 +171,12 @@ func (f *auditFiller) facts(ctx context.Context, db, tbl string) *tableFacts {
 	f.tables[key] = t
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	m, err := f.cl.Call(ctx, "get_table", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, tbl)))
+	m, err := f.cl.Call(ctx, "get_table_req", getTableReqArgs(db, tbl))
 	if err != nil {
 		t.err = err
 		return t
 	}
-	if t.cols, t.err = tableColumns(m); t.err != nil {
+	if t.cols, t.err = tableColumns(m, true); t.err != nil {
 		return t
 	}
 	m, err = f.cl.Call(ctx, "get_partition_names", partNamesArgs(db, tbl, -1))
@@ -187,14 +191,20 @@ func (f *auditFiller) facts(ctx context.Context, db, tbl string) *tableFacts {
 }
 
 // tableColumns reads the column names of a get_table reply: success
-// (0) Table, its sd (7), the sd's cols (1), each FieldSchema's name (1).
-func tableColumns(m wire.Message) ([]string, error) {
+// (0) Table, its sd (7), the sd's cols (1), each FieldSchema's name (1);
+// of a get_table_req reply (req), the Table is field 1 of the success.
+func tableColumns(m wire.Message, req bool) ([]string, error) {
 	if m.Type != wire.Reply {
 		return nil, fmt.Errorf("bench: get_table answered with message type %d", m.Type)
 	}
 	d := wire.NewDecoder(m.Body())
 	if typ, id := d.FieldBegin(); typ != wire.TStruct || id != 0 {
 		return nil, fmt.Errorf("bench: get_table answered with result field %d: no such table", id)
+	}
+	if req {
+		if typ, id := d.FieldBegin(); typ != wire.TStruct || id != 1 {
+			return nil, fmt.Errorf("bench: get_table_req answered without a table (field %d)", id)
+		}
 	}
 	var cols []string
 	d.Fields(func(id int16, typ byte) bool {

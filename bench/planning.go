@@ -49,7 +49,7 @@ func (p Planning) Run(ctx context.Context, cl *hmsclient.Client) (int, error) {
 			if err != nil {
 				return n, err
 			}
-			cols, err := tableColumns(m)
+			cols, err := tableColumns(m, false)
 			if err != nil {
 				return n, err
 			}

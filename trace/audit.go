@@ -38,6 +38,10 @@ type AuditLine struct {
 	// Close: the line ends the thread's connection ("Cleaning up thread
 	// local RawStore"), not a call.
 	Close bool
+	// MaxPartitions: the line states a partition limit ("Max partitions
+	// =-1", Hive 4.0), as 4.0 does on the outer line of a call that logs
+	// an inner one too.
+	MaxPartitions bool
 }
 
 // maxAuditLine bounds a line the parser takes: create_table lines print
@@ -49,6 +53,7 @@ const maxAuditLine = 1 << 20
 func ParseAudit(r io.Reader) (lines []AuditLine, skipped int, err error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxAuditLine)
+	last := map[string]AuditLine{} // each thread's previous call line
 	for sc.Scan() {
 		text := sc.Text()
 		if !strings.Contains(text, "HiveMetaStore.audit") && !strings.Contains(text, "ugi=") {
@@ -59,12 +64,31 @@ func ParseAudit(r io.Reader) (lines []AuditLine, skipped int, err error) {
 			skipped++
 			continue
 		}
+		if prev, ok := last[l.Thread]; ok && nested(&prev, &l) {
+			delete(last, l.Thread)
+			continue
+		}
 		lines = append(lines, l)
+		last[l.Thread] = l
+		if l.Close {
+			delete(last, l.Thread)
+		}
 	}
 	if err := sc.Err(); err != nil {
 		return lines, skipped, fmt.Errorf("trace: read audit log: %w", err)
 	}
 	return lines, skipped, nil
+}
+
+// nested reports whether l is the inner line of the call prev logged:
+// Hive 4.0 logs get_partition_names as itself with its limit, then as
+// fetch_partition_names_req, and get_partition_names_ps twice, the
+// second time without the limit. One client call, one call.
+func nested(prev, l *AuditLine) bool {
+	if !prev.MaxPartitions || l.MaxPartitions || prev.DB != l.DB || prev.Table != l.Table {
+		return false
+	}
+	return l.Cmd == prev.Cmd || prev.Cmd == "get_partition_names" && l.Cmd == "fetch_partition_names_req"
 }
 
 // ParseAuditLine reads one audit line; false when it is none.
@@ -114,14 +138,24 @@ func ParseAuditLine(text string) (AuditLine, bool) {
 }
 
 // auditArgs reads "tbl=cat.db.t[v1,v2]", "db=d tbl=t", "db=d pat=p",
-// "table=cat.db.t" or a bare pattern.
+// "table=cat.db.t" or a bare pattern, and 4.0's further ": "-separated
+// parts ("Max partitions =-1", "Partitions = [v1, v2]").
 func (l *AuditLine) auditArgs(args string) {
 	if !strings.Contains(args, "=") {
 		l.Pattern = args
 		return
 	}
-	for _, kv := range strings.Fields(args) {
-		k, v, ok := strings.Cut(kv, "=")
+	parts := strings.Split(args, ": ")
+	for _, p := range parts[1:] {
+		switch {
+		case strings.HasPrefix(p, "Max partitions"):
+			l.MaxPartitions = true
+		case strings.HasPrefix(p, "Partitions = [") && strings.HasSuffix(p, "]"):
+			l.Values = splitValues(p[len("Partitions = [") : len(p)-1])
+		}
+	}
+	for _, kv := range strings.Fields(parts[0]) {
+		k, v, ok := strings.Cut(strings.TrimSuffix(kv, ":"), "=")
 		if !ok {
 			continue
 		}
@@ -131,23 +165,38 @@ func (l *AuditLine) auditArgs(args string) {
 		case "pat":
 			l.Pattern = v
 		case "tbl", "table":
-			if i := strings.IndexByte(v, '['); i >= 0 && strings.HasSuffix(v, "]") {
-				if vals := v[i+1 : len(v)-1]; vals != "" {
-					l.Values = strings.Split(vals, ",")
-				}
-				v = v[:i]
-			}
-			parts := strings.Split(v, ".")
-			switch {
-			case len(parts) >= 3 && l.DB == "":
-				l.Catalog, l.DB, l.Table = parts[0], parts[1], strings.Join(parts[2:], ".")
-			case len(parts) == 2 && l.DB == "":
-				l.DB, l.Table = parts[0], parts[1]
-			default:
-				l.Table = v
-			}
+			l.tableArg(v)
 		}
 	}
+}
+
+// tableArg reads "cat.db.t", "db.t" or "t", each with partition values
+// in brackets or not.
+func (l *AuditLine) tableArg(v string) {
+	if i := strings.IndexByte(v, '['); i >= 0 && strings.HasSuffix(v, "]") {
+		l.Values = splitValues(v[i+1 : len(v)-1])
+		v = v[:i]
+	}
+	parts := strings.Split(v, ".")
+	switch {
+	case len(parts) >= 3 && l.DB == "":
+		l.Catalog, l.DB, l.Table = parts[0], parts[1], strings.Join(parts[2:], ".")
+	case len(parts) == 2 && l.DB == "":
+		l.DB, l.Table = parts[0], parts[1]
+	default:
+		l.Table = v
+	}
+}
+
+func splitValues(s string) []string {
+	if s == "" {
+		return nil
+	}
+	vals := strings.Split(s, ",")
+	for i := range vals {
+		vals[i] = strings.TrimSpace(vals[i])
+	}
+	return vals
 }
 
 // auditTime reads the ISO 8601 time log4j writes at the start of a line

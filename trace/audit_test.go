@@ -49,29 +49,63 @@ func TestParseAuditLine(t *testing.T) {
 	}
 }
 
-// The lines a test-bed HMS 3.1 wrote (testbed/hms.sh logs the audit
-// logger at INFO into hms.log) all parse.
+// The lines the test bed's metastores wrote (testbed/hms.sh logs the
+// audit logger at INFO into hms.log) all parse, and one call is one call
+// where 4.0 logs an inner line too.
 func TestParseAuditOfTheTestBed(t *testing.T) {
-	f, err := os.Open("testdata/hms31-audit.log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	lines, skipped, err := ParseAudit(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := os.ReadFile("testdata/hms31-audit.log")
-	done := strings.Count(string(raw), "Done cleaning up")
-	if skipped != done || len(lines)+skipped != strings.Count(string(raw), "\n") {
-		t.Fatalf("%d lines, %d skipped; want all but the %d 'Done cleaning up' lines", len(lines), skipped, done)
+	for _, tc := range []struct {
+		file                string
+		calls               map[string]int
+		values, tbl, nested int
+	}{
+		{"hms23-audit.log", map[string]int{"get_table": 2, "get_partitions_names_ps": 2}, 2, 0, 0},
+		{"hms31-audit.log", map[string]int{"get_partitions_by_names": 6, "get_partitions_names_ps": 6}, 6, 0, 0},
+		{"hms40-audit.log", map[string]int{"get_partition_names": 2, "fetch_partition_names_req": 0, "get_partitions_names_ps": 2}, 2, 0, 4},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			raw, err := os.ReadFile("testdata/" + tc.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines, skipped, err := ParseAudit(strings.NewReader(string(raw)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := strings.Count(string(raw), "Done cleaning up")
+			if skipped != done || len(lines)+skipped+tc.nested != strings.Count(string(raw), "\n") {
+				t.Fatalf("%d lines, %d skipped; want all but the %d 'Done cleaning up' and %d nested lines", len(lines), skipped, done, tc.nested)
+			}
+			got, values := map[string]int{}, 0
+			for _, l := range lines {
+				got[l.Cmd]++
+				if l.Time.IsZero() || l.Thread == "" || l.User != "root" {
+					t.Errorf("line %+v: no time, thread or user", l)
+				}
+				if strings.HasPrefix(l.Cmd, "get_") && strings.Contains(l.Cmd, "partition") && (l.DB != "bench_db0" || !strings.HasPrefix(l.Table, "bench_t")) {
+					t.Errorf("line %+v: table not read", l)
+				}
+				if len(l.Values) == 1 && strings.HasPrefix(l.Values[0], "2024-01-0") {
+					values++
+				}
+			}
+			for cmd, n := range tc.calls {
+				if got[cmd] != n {
+					t.Errorf("%d %s calls; want %d (all: %v)", got[cmd], cmd, n, got)
+				}
+			}
+			if values != tc.values {
+				t.Errorf("%d lines with partition values [2024-01-0x]; want %d", values, tc.values)
+			}
+		})
 	}
 }
 
 func FuzzParseAuditLine(f *testing.F) {
-	raw, _ := os.ReadFile("testdata/hms31-audit.log")
-	for _, l := range strings.Split(string(raw), "\n") {
-		f.Add(l)
+	for _, file := range []string{"hms23-audit.log", "hms31-audit.log", "hms40-audit.log"} {
+		raw, _ := os.ReadFile("testdata/" + file)
+		for _, l := range strings.Split(string(raw), "\n") {
+			f.Add(l)
+		}
 	}
 	f.Fuzz(func(t *testing.T, line string) {
 		l, ok := ParseAuditLine(line)

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+
 	"github.com/hmsproxy/hmsproxy/trace"
 )
 
@@ -15,6 +19,10 @@ func (n *node) newRecorder() error {
 	redact, err := trace.ParseRedaction(cfg.Recording.Redact)
 	if err != nil {
 		return err
+	}
+	// Said at start, not found by the first write hours later.
+	if fi, err := os.Stat(filepath.Dir(cfg.Record)); err != nil || !fi.IsDir() {
+		return fmt.Errorf("record %s: its directory is not there: %v", cfg.Record, err)
 	}
 	rec, err := trace.New(trace.Config{Path: cfg.Record, FileBytes: cfg.Recording.FileBytes, MaxBytes: cfg.Recording.MaxBytes,
 		BufferBytes: cfg.Recording.BufferBytes, Redact: redact, Key: []byte(cfg.Recording.RedactKey),

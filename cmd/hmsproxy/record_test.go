@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
@@ -45,5 +46,13 @@ func TestRecordWiring(t *testing.T) {
 		if len(l.Calls) < 3 || l.Calls[0].Method != "get_table" || l.Calls[0].Served != "passthrough" {
 			t.Fatalf("at_start %v: recorded %d calls, first %+v; want the 3 get_table calls first, passed through", atStart, len(l.Calls), l.Calls[0])
 		}
+	}
+}
+
+func TestRecordNeedsItsDirectory(t *testing.T) {
+	cfg := demoConfig(t)
+	cfg.Record = filepath.Join(t.TempDir(), "no-such-dir", "calls.trace")
+	if err := run(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "no-such-dir") {
+		t.Fatalf("run: %v; want an error naming the missing directory", err)
 	}
 }

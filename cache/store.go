@@ -574,6 +574,11 @@ type Ref struct {
 	// n counts the Agains through the Ref: every againLookup-th is a
 	// Miss (see Again).
 	n atomic.Uint32
+	// checked is one more than the store's count of generation bumps
+	// read before Again last found the entry's generations current:
+	// while no bump came since, they still are, and Again skips
+	// reading them (scattered counters, a cache miss each).
+	checked atomic.Uint64
 }
 
 // againLookup: one Again in this many through a Ref answers Miss, so
@@ -647,9 +652,18 @@ func (s *Store) Again(r *Ref, kind hms.Kind, now time.Time) (Entry, Status) {
 	}
 	pol := s.policy(kind)
 	age := now.Sub(s.epoch) - time.Duration(binary.LittleEndian.Uint32(v[hdrLoaded:]))*time.Second
-	current, size := s.gens.currentEncoded(v[hdrSnap:])
-	if !current || age >= pol.TTL {
+	if age >= pol.TTL {
 		return Entry{}, Miss
+	}
+	size := snapshotSize(int(v[hdrSnap]))
+	// A bump increments its counter before the count, so a count read
+	// before the check that has not moved since vouches for it.
+	if b := s.gens.bumps.Load(); r.checked.Load() != b+1 {
+		current, _ := s.gens.currentEncoded(v[hdrSnap:])
+		if !current {
+			return Entry{}, Miss
+		}
+		r.checked.Store(b + 1)
 	}
 	if r.n.Add(1)%againLookup == 0 {
 		return Entry{}, Miss

@@ -212,6 +212,7 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	c.outcome = OutcomeHit
 	c.hdr = wire.AppendHeader(c.hdr[:0], wire.Reply, m.Name(), m.SeqID)
 	c.iov, c.frame = hms.AppendPruneReply(append(c.iov[:0], c.hdr), c.frame, p.Reply, pieces, len(sel), selNames)
+	c.iov = c.joinSmall(c.iov)
 	err = c.writeParts(c.iov)
 	clear(c.iov) // don't keep cached entries alive through the buffers
 	if err != nil {
@@ -924,4 +925,31 @@ func (x *nameIndexes) get(key string, body []byte) (*nameIndex, bool) {
 	x.m[key] = idx
 	x.names += len(names)
 	return idx, true
+}
+
+// maxJoined is the largest reply body joinSmall copies into one piece.
+const maxJoined = 64 << 10
+
+// joinSmall joins the body pieces of a reply of at most maxJoined bytes
+// (iov[0] is its header) into one, in the connection's buffer: for a
+// reply of a few kilobytes in dozens of pieces, the copy costs less than
+// the kernel's walk over the pieces.
+func (c *clientConn) joinSmall(iov [][]byte) [][]byte {
+	if len(iov) <= 2 || c.rename != nil {
+		return iov
+	}
+	n := 0
+	for _, p := range iov[1:] {
+		n += len(p)
+	}
+	if n > maxJoined {
+		return iov
+	}
+	flat := c.flat[:0]
+	for _, p := range iov[1:] {
+		flat = append(flat, p...)
+	}
+	c.flat = flat
+	clear(iov[1:])
+	return append(iov[:1], flat)
 }

@@ -166,8 +166,11 @@ type cacher struct {
 	// not yet checked its generations. A seam for tests only: an
 	// invalidation there is one that races the prune.
 	pruneHook func()
-	scoper    *scoper
-	unknown   *unknownMethods
+	// statsUnproven: a partition statistics reply came in an order
+	// this proxy would not lay out; such reads are cached whole.
+	statsUnproven atomic.Bool
+	scoper        *scoper
+	unknown       *unknownMethods
 	// flushes gates the invalidations of everything in the group that
 	// clients cause; nil: each is made at once.
 	flushes *flushgate.Gate
@@ -369,6 +372,11 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 	sc := k.scope(c.sess)
 	if handled, err := c.pruneRead(meth, m, sc); handled {
 		return err
+	}
+	if meth.PartStats != nil {
+		if handled, err := c.statsRead(meth, m, sc); handled {
+			return err
+		}
 	}
 	if b := meth.Batch; b != nil {
 		read := c.batchRead

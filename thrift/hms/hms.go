@@ -238,6 +238,10 @@ type Method struct {
 	// keep one entry each for (get_partitions_by_names[_req],
 	// get_table_objects_by_name[_req]).
 	Batch *Batch
+	// PartStats is set for get_partitions_statistics_req: where its
+	// partition and column lists are, so that a cache may keep one entry
+	// per partition and set of columns (stats.go).
+	PartStats *StatsShape
 
 	idem bool
 	plan []target // Resolve's paths, for Read methods // the call changes no metastore state: safe to retry, read timeouts apply

@@ -22,16 +22,20 @@ type Resolved struct {
 	// list when the path ends in Each).
 	Cat, DB []byte
 	Tables  [][]byte
-	// List is, for a read whose Batch splits partitions into entries, the
-	// strings of its list of names, in request order; empty when the
-	// request has none.
+	// List is, for a read whose Batch splits partitions into entries (or
+	// a partition statistics read, PartStats), the strings of its list
+	// of names, in request order; empty when the request has none.
 	List [][]byte
+	// Cols is, for a partition statistics read, the strings of its list
+	// of column names, in request order.
+	Cols [][]byte
 	// Rest is the args without the fields at Target.Cat, Target.DB and
 	// Target.Table: with the names, the rest of the read's cache key, so
 	// every other field that can change the reply counts as sent.
 	Rest []byte
-	// Cuts are the spans of Rest that hold the Batch list field: an
-	// entry's key is Rest without them.
+	// Cuts are the spans of Rest that hold the Batch list field (and a
+	// statistics read's column list): an entry's key is Rest without
+	// them.
 	Cuts []Span
 	// Bad: a name field has a wire type the metastore would not read as
 	// a name (a list where a string belongs). Such a request must not be
@@ -47,7 +51,8 @@ func (r *Resolved) Forget() {
 	r.Cat, r.DB = nil, nil
 	clear(r.Tables[:cap(r.Tables)])
 	clear(r.List[:cap(r.List)])
-	r.Tables, r.List = r.Tables[:0], r.List[:0]
+	clear(r.Cols[:cap(r.Cols)])
+	r.Tables, r.List, r.Cols = r.Tables[:0], r.List[:0], r.Cols[:0]
 }
 
 // Span is a range of bytes, From inclusive, To exclusive.
@@ -61,6 +66,7 @@ const (
 	slotDB
 	slotTable
 	slotList // a Batch list: kept in Rest, its spans cut
+	slotCols // a statistics read's column list: kept in Rest, cut
 	slotDrop // only left out (DropField, request surgery)
 )
 
@@ -98,6 +104,10 @@ func resolvePlan(m *Method) []target {
 	if b := m.Batch; b != nil && b.Of == BatchPartitions {
 		add(append(b.Names[:len(b.Names):len(b.Names)], Each), slotList)
 	}
+	if s := m.PartStats; s != nil {
+		add(append(s.Parts[:len(s.Parts):len(s.Parts)], Each), slotList)
+		add(append(s.Cols[:len(s.Cols):len(s.Cols)], Each), slotCols)
+	}
 	return ts
 }
 
@@ -110,7 +120,7 @@ func resolvePlan(m *Method) []target {
 // is absent. Rest leaves out every occurrence of a name field.
 func (m *Method) Resolve(r *Resolved, args []byte) error {
 	r.Cat, r.DB = nil, nil
-	r.Tables, r.List, r.Cuts = r.Tables[:0], r.List[:0], r.Cuts[:0]
+	r.Tables, r.List, r.Cols, r.Cuts = r.Tables[:0], r.List[:0], r.Cols[:0], r.Cuts[:0]
 	r.Bad = false
 	c := copier{src: args, out: r.Rest[:0], r: r}
 	c.d.Reset(args)
@@ -164,7 +174,7 @@ func (c *copier) structBody(ts []target, depth int, active uint8) {
 				}
 				continue
 			}
-			if t.slot == slotList {
+			if t.slot == slotList || t.slot == slotCols {
 				list = true
 			} else {
 				drop = true
@@ -226,6 +236,8 @@ func (c *copier) reset(s slot) {
 		c.r.Tables = c.r.Tables[:0]
 	case slotList:
 		c.r.List = c.r.List[:0]
+	case slotCols:
+		c.r.Cols = c.r.Cols[:0]
 	}
 }
 
@@ -240,7 +252,7 @@ func (c *copier) leaf(t *target, typ byte, v []byte) {
 		if typ != wire.TList && typ != wire.TSet {
 			// Not a list: absent, as for Walk; a name list of another
 			// type is not what the metastore reads as names.
-			r.Bad = r.Bad || t.slot != slotList
+			r.Bad = r.Bad || t.slot != slotList && t.slot != slotCols
 			return
 		}
 		c.reset(t.slot)
@@ -262,9 +274,12 @@ func (c *copier) leaf(t *target, typ byte, v []byte) {
 			}
 			s := v[pos : pos+l : pos+l]
 			pos += l
-			if t.slot == slotList {
+			switch t.slot {
+			case slotList:
 				r.List = append(r.List, s)
-			} else {
+			case slotCols:
+				r.Cols = append(r.Cols, s)
+			default:
 				r.Tables = append(r.Tables, s)
 			}
 		}

@@ -73,6 +73,13 @@ func (m Method) batch(of BatchOf, names Path, inStruct bool) Method {
 	return m
 }
 
+// partStats marks a partition statistics read: its partition names at
+// parts, its column names at cols.
+func (m Method) partStats(parts, cols Path) Method {
+	m.PartStats = &StatsShape{Parts: parts, Cols: cols}
+	return m
+}
+
 // gone marks the version a method was removed in.
 func (m Method) gone(v string) Method { m.Gone = v; return m }
 
@@ -234,7 +241,7 @@ var table = []Method{
 	rd("get_table_column_statistics", "2.3", KindStatistics).at(argTable),
 	rd("get_partition_column_statistics", "2.3", KindStatistics).at(argPartVals),
 	rd("get_table_statistics_req", "2.3", KindStatistics).at(Effect{Scope: ScopeTable, Cat: Path{1, 4}, DB: Path{1, 1}, Table: Path{1, 2}}),
-	rd("get_partitions_statistics_req", "2.3", KindStatistics).at(reqPartStats),
+	rd("get_partitions_statistics_req", "2.3", KindStatistics).at(reqPartStats).partStats(Path{1, 4}, Path{1, 3}),
 	rd("get_aggr_stats_for", "2.3", KindStatistics).at(reqPartStats),
 
 	// ---- §3.7 functions -------------------------------------------------

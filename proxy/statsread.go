@@ -1,0 +1,216 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/thrift/hms"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
+	"github.com/hmsproxy/hmsproxy/upstream"
+)
+
+// Partition statistics (get_partitions_statistics_req) are cached per
+// partition, as by-names reads are: a planner asks for the statistics of
+// the partitions a query reads, a set that changes from query to query
+// and comes in any order, so whole replies would rarely be asked for
+// again. Each partition's entry is its entry of the reply's map for the
+// request's set of columns (their order, case and repeats aside), or
+// nothing when the metastore holds no statistics of those columns for
+// it; the reply is laid out again in the order the metastore's own
+// java.util.HashMap writes it (hms.JavaHashOrder). The order of the
+// columns inside an entry is the database's (HMS 3.1 on Derby lists them
+// in descending name order, and the table's in ascending), which is why
+// an entry holds a set of columns as the metastore answered it rather
+// than one column each.
+//
+// The layout is checked on every load: a reply whose map is not in the
+// order this proxy would lay it out stops the per-partition answers for
+// good (statsUnproven), loudly; such reads are then cached whole.
+
+// statsRead serves a partition statistics read per partition, from the
+// request resolved in c.res. It reports false when the request does not
+// fit (the caller caches the reply whole).
+func (c *clientConn) statsRead(meth *hms.Method, m wire.Message, sc cache.Scope) (bool, error) {
+	k := c.rt.cache
+	r, shape := &c.res, meth.PartStats
+	if len(r.List) == 0 || len(r.List) > hms.MaxStatsNames || len(r.Tables) != 1 || k.statsUnproven.Load() {
+		return false, nil
+	}
+	base, ok := cache.EntryKeyPrefix(c.ekey[:0], sc, meth, r, k.DefaultCatalog)
+	if ok {
+		base, ok = hms.AppendColumnSet(base, r.Cols)
+	}
+	c.ekey = base
+	if !ok {
+		return false, nil
+	}
+	base = append(base, 0xff)
+	c.ekey = base
+	base = base[:len(base):len(base)] // entry keys are appended to copies
+	want := make([]string, 0, len(r.List))
+	for _, p := range r.List {
+		if !hms.StoredPartName(string(p)) {
+			// The metastore converts such a name (its keys lower-cased)
+			// and answers under the stored one: only it can say which.
+			return false, nil
+		}
+		want = append(want, string(p))
+	}
+	slices.Sort(want)
+	want = slices.Compact(want)
+	names := cache.ReadNames(meth, r, k.DefaultCatalog)
+	snap, ok := c.takeGens(sc, meth, &names)
+	if !ok {
+		return false, nil
+	}
+	started := k.Store.Now()
+
+	var parts []namedPart // partitions with statistics, in any order
+	var missing []string
+	for _, name := range want {
+		key := append(c.key[:0], base...)
+		key = append(key, name...)
+		c.key = key
+		e, st := k.Store.GetAt(key, hms.KindStatistics, started)
+		switch {
+		case st == cache.Miss:
+			missing = append(missing, name)
+		case e.Len() > 0: // an empty entry: no statistics of these columns
+			parts = append(parts, namedPart{name: []byte(name), hit: e})
+		}
+	}
+	defer clear(parts) // don't keep cached entries alive
+	outcome := OutcomeHit
+	if len(missing) > 0 {
+		outcome = OutcomeCoalesced
+	}
+	own, joined := k.entries.claim(base, &snap, missing)
+	defer k.entries.abandon(own) // those not finished below: their waiters load them themselves
+	if k.joinHook != nil && len(joined.names) > 0 {
+		k.joinHook(len(joined.names))
+	}
+	load := func(chunkOf []string, flights []*entryFlight) (bool, error) {
+		for len(chunkOf) > 0 {
+			outcome = OutcomeMiss
+			chunk := chunkOf[:min(len(chunkOf), k.BatchChunk)]
+			chunkOf = chunkOf[len(chunk):]
+			req := shape.AppendRequest(nil, m.Header(), m.Body(), chunk)
+			got, failed, err := k.fetchStats(c.s.ctx, c.rt.up, c.sess, req, chunk)
+			if err != nil {
+				return true, err
+			}
+			if failed != nil {
+				c.outcome = OutcomeMiss
+				if f, err := wire.ResultField(failed.body); failed.typ == wire.Reply && err == nil && f <= 0 {
+					// A success this code does not take apart: only the
+					// metastore can answer the whole request.
+					return true, c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
+				}
+				return true, c.replyWith(m, failed.typ, failed.body)
+			}
+			k.putStats(base, chunk, got, &snap, started)
+			if flights != nil {
+				k.entries.finish(flights[:len(chunk)], chunk, got)
+				flights = flights[len(chunk):]
+			}
+			for _, p := range got {
+				parts = append(parts, namedPart{name: []byte(p.Name), body: p.Body})
+			}
+		}
+		return false, nil
+	}
+	if done, err := load(own.names, own.flights); done {
+		return true, err
+	}
+	parts, retry, err := c.awaitJoined(joined, parts)
+	if err != nil {
+		return true, err
+	}
+	if done, err := load(retry, nil); done {
+		return true, err
+	}
+	// The metastore put them in its map in name order (ORDER BY
+	// PARTITION_NAME; the names are ASCII).
+	slices.SortFunc(parts, func(a, b namedPart) int { return bytes.Compare(a.name, b.name) })
+	keys := make([]string, len(parts))
+	for i := range parts {
+		keys[i] = string(parts[i].name)
+	}
+	order, ok := hms.JavaHashOrder(keys)
+	if !ok {
+		// A map the metastore turns into trees: its order is its own.
+		c.outcome = OutcomeMiss
+		return true, c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
+	}
+	c.outcome = outcome
+	return true, c.writeStatsReply(m, parts, order)
+}
+
+// writeStatsReply sends parts, in the order given, as the reply to m.
+func (c *clientConn) writeStatsReply(m wire.Message, parts []namedPart, order []int) error {
+	c.hdr = wire.AppendHeader(c.hdr[:0], wire.Reply, m.Name(), m.SeqID)
+	head, tail, frame := hms.PartStatsFrame(c.frame, len(parts))
+	c.frame = frame
+	iov := append(c.iov[:0], c.hdr, head)
+	for _, i := range order {
+		iov = parts[i].appendPieces(iov)
+	}
+	iov = append(iov, tail)
+	err := c.writeParts(iov)
+	clear(iov) // don't keep cached entries alive through the buffers
+	c.iov = iov[:0]
+	if err != nil {
+		return errors.Join(errClientWrite, err)
+	}
+	return nil
+}
+
+// fetchStats sends a partition statistics request and returns the
+// entries of its reply, or the reply when that was not a success this
+// code takes apart. A reply whose map is not in the order an assembled
+// one would be in turns per-partition answers off.
+func (k *cacher) fetchStats(ctx context.Context, up Forwarder, sess *upstream.Session, req []byte, names []string) ([]hms.Object, *loaded, error) {
+	msg, err := wire.Parse(req, wire.Limits{MaxMessage: len(req)})
+	if err != nil {
+		return nil, nil, err
+	}
+	var sink captureSink
+	if err := up.Do(ctx, upstream.Call{Session: sess, Class: upstream.Read, Msg: msg}, &sink); err != nil {
+		return nil, nil, err
+	}
+	got, ok := hms.SplitPartStats(sink.res.typ, sink.res.body, names)
+	if !ok {
+		return nil, &sink.res, nil
+	}
+	keys := make([]string, len(got))
+	for i := range got {
+		keys[i] = got[i].Name
+	}
+	if !hms.JavaOrdered(keys) {
+		if k.statsUnproven.CompareAndSwap(false, true) {
+			k.log.Warn("the metastore's partition statistics are not in the order this proxy lays them out: they are cached whole from now on",
+				"partitions", len(keys))
+		}
+		return nil, &sink.res, nil
+	}
+	return got, nil, nil
+}
+
+// putStats admits the entries of names loaded under snap: each
+// partition's map entry, or an empty entry for a partition the reply
+// left out (no statistics of the columns, or no such partition). Both
+// depend on the table's partition set: an added partition may be one
+// that was absent.
+func (k *cacher) putStats(base []byte, names []string, got []hms.Object, snap *cache.Snapshot, started time.Time) {
+	found := make(map[string][]byte, len(got))
+	for _, p := range got {
+		found[p.Name] = p.Body
+	}
+	for _, name := range names {
+		k.Store.Put(append(base, name...), hms.KindStatistics, found[name], snap, started, false)
+	}
+}

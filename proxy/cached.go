@@ -389,6 +389,9 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 	}
 	key, _ := cache.ReadKey(c.key[:0], sc, meth, r, k.DefaultCatalog)
 	c.key = key
+	if s := meth.PartStats; s != nil && s.Parts == nil {
+		key = c.columnSetKey(meth, r, sc, key)
+	}
 	// A hit sampled for shadow validation needs the generations of its
 	// dependencies from before the lookup: an invalidation after it then
 	// explains any difference the re-read finds.

@@ -33,7 +33,8 @@ import (
 
 // statsRead serves a partition statistics read per partition, from the
 // request resolved in c.res. It reports false when the request does not
-// fit (the caller caches the reply whole).
+// fit, or the metastore's reply to it is not one this code takes apart:
+// the caller then answers it whole, and caches it so.
 func (c *clientConn) statsRead(meth *hms.Method, m wire.Message, sc cache.Scope) (bool, error) {
 	k := c.rt.cache
 	r, shape := &c.res, meth.PartStats
@@ -93,7 +94,10 @@ func (c *clientConn) statsRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	if k.joinHook != nil && len(joined.names) > 0 {
 		k.joinHook(len(joined.names))
 	}
-	load := func(chunkOf []string, flights []*entryFlight) (bool, error) {
+	// load fetches names. It returns whether it answered the request
+	// itself (an error, or the metastore's refusal), or found that the
+	// request must be answered whole (a success it does not take apart).
+	load := func(chunkOf []string, flights []*entryFlight) (answered, whole bool, err error) {
 		for len(chunkOf) > 0 {
 			outcome = OutcomeMiss
 			chunk := chunkOf[:min(len(chunkOf), k.BatchChunk)]
@@ -101,16 +105,16 @@ func (c *clientConn) statsRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 			req := shape.AppendRequest(nil, m.Header(), m.Body(), chunk)
 			got, failed, err := k.fetchStats(c.s.ctx, c.rt.up, c.sess, req, chunk)
 			if err != nil {
-				return true, err
+				return true, false, err
 			}
 			if failed != nil {
-				c.outcome = OutcomeMiss
 				if f, err := wire.ResultField(failed.body); failed.typ == wire.Reply && err == nil && f <= 0 {
-					// A success this code does not take apart: only the
-					// metastore can answer the whole request.
-					return true, c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
+					return false, true, nil
 				}
-				return true, c.replyWith(m, failed.typ, failed.body)
+				// The metastore refused: the client gets its answer, as it
+				// would have for the whole request.
+				c.outcome = OutcomeMiss
+				return true, false, c.replyWith(m, failed.typ, failed.body)
 			}
 			k.putStats(base, chunk, got, &snap, started)
 			if flights != nil {
@@ -121,20 +125,19 @@ func (c *clientConn) statsRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 				parts = append(parts, namedPart{name: []byte(p.Name), body: p.Body})
 			}
 		}
-		return false, nil
+		return false, false, nil
 	}
-	if done, err := load(own.names, own.flights); done {
-		return true, err
+	// Neither answered nor whole: on to the next step.
+	if answered, whole, err := load(own.names, own.flights); answered || whole {
+		return answered, err
 	}
 	parts, retry, err := c.awaitJoined(joined, parts)
 	if err != nil {
 		return true, err
 	}
-	if done, err := load(retry, nil); done {
-		return true, err
+	if answered, whole, err := load(retry, nil); answered || whole {
+		return answered, err
 	}
-	// The metastore put them in its map in name order (ORDER BY
-	// PARTITION_NAME; the names are ASCII).
 	slices.SortFunc(parts, func(a, b namedPart) int { return bytes.Compare(a.name, b.name) })
 	keys := make([]string, len(parts))
 	for i := range parts {
@@ -142,12 +145,29 @@ func (c *clientConn) statsRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	}
 	order, ok := hms.JavaHashOrder(keys)
 	if !ok {
-		// A map the metastore turns into trees: its order is its own.
-		c.outcome = OutcomeMiss
-		return true, c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
+		// A map the metastore turns into trees: its order is its own,
+		// and the request is answered whole.
+		return false, nil
 	}
 	c.outcome = outcome
 	return true, c.writeStatsReply(m, parts, order)
+}
+
+// columnSetKey is the key of a table statistics read: the request with
+// its column names as the set the metastore reads them as, so that a
+// planner asking for them in another order, case or with repeats hits
+// the same entry; key (the request as sent) when the names do not fit
+// (hms.AppendColumnSet).
+func (c *clientConn) columnSetKey(meth *hms.Method, r *hms.Resolved, sc cache.Scope, key []byte) []byte {
+	set, ok := cache.EntryKeyPrefix(c.ekey[:0], sc, meth, r, c.rt.cache.DefaultCatalog)
+	if ok {
+		set, ok = hms.AppendColumnSet(set, r.Cols)
+	}
+	c.ekey = set
+	if !ok {
+		return key
+	}
+	return set
 }
 
 // writeStatsReply sends parts, in the order given, as the reply to m.

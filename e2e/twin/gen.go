@@ -209,6 +209,27 @@ func (g *gen) vals(keys []Col) []string {
 
 // partNames draws partition names for a by-names read: as Hive writes
 // them, or as a client might (unescaped, another key, upper-case key).
+// statCols are the columns of a statistics read: the data columns in
+// any order, sometimes in upper case, repeated, or with one the table
+// does not have (the metastore reads them as a lower-cased set).
+func (g *gen) statCols() []string {
+	var out []string
+	for _, i := range g.rnd.Perm(len(dataCols))[:1+g.pick(len(dataCols))] {
+		name := dataCols[i].Name
+		if g.chance(0.2) {
+			name = strings.ToUpper(name)
+		}
+		out = append(out, name)
+	}
+	if g.chance(0.2) {
+		out = append(out, out[0])
+	}
+	if g.chance(0.2) {
+		out = append(out, "nope")
+	}
+	return out
+}
+
 func (g *gen) partNames(keys []Col) ([]string, string) {
 	n := 1 + g.pick(4)
 	out := make([]string, 0, n+1)
@@ -469,14 +490,14 @@ func (g *gen) read() Step {
 		return both(GetPartitionsByFilter{DB: db, Table: tbl, Filter: f, Max: pickOf(g, []int16{-1, -1, -1, 3}), Count: g.chance(0.2)}, tag)
 	case 22:
 		dn, _ := g.name(dbb)
-		return both(GetTableColStats{DB: dn, Table: tbl, Cols: []string{"id", "name"}[:1+g.pick(2)]}, "stats")
+		return both(GetTableColStats{DB: dn, Table: tbl, Cols: g.statCols()}, "stats")
 	case 23:
 		dn, _ := g.name(dbb)
 		var parts []string
 		if len(keys) > 0 {
 			parts, _ = g.partNames(keys)
 		}
-		return both(GetPartColStats{DB: dn, Table: tbl, Cols: []string{"id"}, Parts: parts, Aggr: g.chance(0.3)}, "stats")
+		return both(GetPartColStats{DB: dn, Table: tbl, Cols: g.statCols(), Parts: parts, Aggr: g.chance(0.3)}, "stats")
 	case 24:
 		fn, tag := g.name(g.fnBase())
 		if g.chance(0.3) {

@@ -238,9 +238,10 @@ type Method struct {
 	// keep one entry each for (get_partitions_by_names[_req],
 	// get_table_objects_by_name[_req]).
 	Batch *Batch
-	// PartStats is set for get_partitions_statistics_req: where its
-	// partition and column lists are, so that a cache may keep one entry
-	// per partition and set of columns (stats.go).
+	// PartStats is set for the statistics reads whose replies depend on
+	// their column names only as a set (stats.go): where that list is,
+	// and for get_partitions_statistics_req where its partitions are, so
+	// that a cache may keep one entry per partition and set of columns.
 	PartStats *StatsShape
 
 	idem bool

@@ -105,7 +105,9 @@ func resolvePlan(m *Method) []target {
 		add(append(b.Names[:len(b.Names):len(b.Names)], Each), slotList)
 	}
 	if s := m.PartStats; s != nil {
-		add(append(s.Parts[:len(s.Parts):len(s.Parts)], Each), slotList)
+		if s.Parts != nil {
+			add(append(s.Parts[:len(s.Parts):len(s.Parts)], Each), slotList)
+		}
 		add(append(s.Cols[:len(s.Cols):len(s.Cols)], Each), slotCols)
 	}
 	return ts

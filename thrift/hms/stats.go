@@ -9,6 +9,12 @@ import (
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
+// Table statistics (get_table_statistics_req: TableStatsRequest {1
+// dbName, 2 tblName, 3 colNames, 4 catName, 5 validWriteIdList, 6
+// engine}) are one list of the columns' statistics in the database's
+// order (ascending names on 3.1's Derby), whatever the order, case or
+// repeats of the names asked for: their key holds the set.
+//
 // The shape of get_partitions_statistics_req: PartitionsStatsRequest
 // {1 dbName, 2 tblName, 3 colNames, 4 partNames, 5 catName,
 // 6 validWriteIdList, 7 engine} answered by PartitionsStatsResult
@@ -35,8 +41,8 @@ import (
 
 // StatsShape is where a partition statistics read keeps its lists.
 type StatsShape struct {
-	// Parts is the list of partition names, Cols the list of column
-	// names in the args (field ids, no Each).
+	// Parts is the list of partition names (nil for table statistics),
+	// Cols the list of column names in the args (field ids, no Each).
 	Parts, Cols Path
 }
 

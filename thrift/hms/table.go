@@ -240,7 +240,8 @@ var table = []Method{
 	// ---- §3.6 column statistics -----------------------------------------
 	rd("get_table_column_statistics", "2.3", KindStatistics).at(argTable),
 	rd("get_partition_column_statistics", "2.3", KindStatistics).at(argPartVals),
-	rd("get_table_statistics_req", "2.3", KindStatistics).at(Effect{Scope: ScopeTable, Cat: Path{1, 4}, DB: Path{1, 1}, Table: Path{1, 2}}),
+	rd("get_table_statistics_req", "2.3", KindStatistics).at(Effect{Scope: ScopeTable, Cat: Path{1, 4}, DB: Path{1, 1}, Table: Path{1, 2}}).
+		partStats(nil, Path{1, 3}),
 	rd("get_partitions_statistics_req", "2.3", KindStatistics).at(reqPartStats).partStats(Path{1, 4}, Path{1, 3}),
 	rd("get_aggr_stats_for", "2.3", KindStatistics).at(reqPartStats),
 

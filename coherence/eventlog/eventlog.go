@@ -4,16 +4,11 @@
 package eventlog
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -417,35 +412,11 @@ func Entities(ev Event, defaultCat string) []cache.Entity {
 	return []cache.Entity{{Level: cache.LevelAll}}
 }
 
-// messageJSON decodes the message body: plain JSON, or base64 of gzip in
-// 4.0's gzip(json-2.0) format.
-func messageJSON(ev Event) map[string]json.RawMessage {
-	raw := []byte(ev.Message)
-	if strings.HasPrefix(ev.Format, "gzip") {
-		z, err := base64.StdEncoding.DecodeString(ev.Message)
-		if err != nil {
-			return nil
-		}
-		r, err := gzip.NewReader(bytes.NewReader(z))
-		if err != nil {
-			return nil
-		}
-		if raw, err = io.ReadAll(io.LimitReader(r, 64<<20)); err != nil {
-			return nil
-		}
-	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil {
-		return nil
-	}
-	return m
-}
-
 // renameNames finds (db, table) pairs in an ALTER_TABLE message: the
 // before and after Table objects (Thrift JSON: field 1 tableName, 2
 // dbName), and the plain keys some producers use.
 func renameNames(ev Event) [][2]string {
-	m := messageJSON(ev)
+	m := hms.NotificationJSON(ev.Message, ev.Format)
 	if m == nil {
 		return nil
 	}
@@ -478,7 +449,7 @@ func renameNames(ev Event) [][2]string {
 }
 
 func commitTables(ev Event, cat string) []cache.Entity {
-	m := messageJSON(ev)
+	m := hms.NotificationJSON(ev.Message, ev.Format)
 	var dbs, tbls []string
 	if m != nil {
 		json.Unmarshal(m["databases"], &dbs)

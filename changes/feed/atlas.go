@@ -120,7 +120,7 @@ func (b *atlasBuilder) db(c *Change, d *Database) atlasEntity {
 func (b *atlasBuilder) table(db, name string, t *Table) atlasEntity {
 	qn := qnTable(db, name, b.cluster)
 	e := atlasEntity{TypeName: "hive_table", GUID: b.nextGUID(), Status: "ACTIVE",
-		Attributes: map[string]any{"qualifiedName": qn, "name": name},
+		Attributes:             map[string]any{"qualifiedName": qn, "name": name},
 		RelationshipAttributes: map[string]any{"db": byQN("hive_db", qnDB(db, b.cluster), "hive_table_db")}}
 	if t == nil {
 		return e

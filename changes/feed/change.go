@@ -40,9 +40,9 @@ type Change struct {
 	EventID int64  `json:"event_id,omitempty"`
 	// Type is the notification-log event type the change is, or would
 	// be (CREATE_TABLE, ALTER_PARTITION, ...).
-	Type   string `json:"type"`
-	Method string `json:"method,omitempty"` // the Thrift call, source "proxy"
-	User   string `json:"user,omitempty"`   // who, where known
+	Type   string    `json:"type"`
+	Method string    `json:"method,omitempty"` // the Thrift call, source "proxy"
+	User   string    `json:"user,omitempty"`   // who, where known
 	Time   time.Time `json:"time"`
 	Cat    string    `json:"cat,omitempty"`
 	DB     string    `json:"db,omitempty"`

@@ -79,6 +79,7 @@ type Outbox struct {
 	sizes   map[uint64]int64
 	w       *os.File // the newest segment, open for appends
 	acked   Pos      // the first record not acknowledged
+	read    Pos      // the first record not yet read: at or after acked
 	waiting int64    // bytes from acked to the end
 	records int64    // records from acked to the end
 	closed  bool
@@ -151,6 +152,7 @@ func (o *Outbox) load() error {
 		o.waiting += size - from
 		o.records += n
 	}
+	o.read = o.acked
 	if len(o.segs) == 0 {
 		return o.roll(max(o.acked.Seg, 1))
 	}
@@ -229,7 +231,7 @@ func (o *Outbox) roll(seq uint64) error {
 	o.segs = append(o.segs, seq)
 	o.sizes[seq] = 0
 	if len(o.segs) == 1 {
-		o.acked = Pos{Seg: seq}
+		o.acked, o.read = Pos{Seg: seq}, Pos{Seg: seq}
 	}
 	return nil
 }
@@ -365,16 +367,23 @@ func (r *reader) next() (Record, error) {
 	return rec, nil
 }
 
-// Peek returns up to max records from the first one not acknowledged,
-// and the position after the last returned (for Ack). It does not move
-// the cursor: a producer that fails sends the same records again.
-func (o *Outbox) Peek(max int) ([]Record, Pos, error) {
+// Entry is a record read, and the position after it (for Ack).
+type Entry struct {
+	Record
+	End Pos
+}
+
+// Read returns up to max records after the last one read, and moves the
+// read position past them. What Read returned is not acknowledged: a
+// producer that failed calls Rewind and reads the same records again.
+// One goroutine reads.
+func (o *Outbox) Read(max int) ([]Entry, error) {
 	o.mu.Lock()
 	if o.closed {
 		o.mu.Unlock()
-		return nil, Pos{}, ErrClosed
+		return nil, ErrClosed
 	}
-	at := o.acked
+	at := o.read
 	segs := slices.Clone(o.segs)
 	sizes := make(map[uint64]int64, len(segs))
 	for _, s := range segs {
@@ -382,9 +391,9 @@ func (o *Outbox) Peek(max int) ([]Record, Pos, error) {
 	}
 	o.mu.Unlock()
 	// Reading without the lock: appends only add after sizes[], and the
-	// segments read are not deleted before an Ack past them, which only
-	// this reader makes.
-	var out []Record
+	// segments read are not deleted before an Ack past them, which the
+	// reader makes.
+	var out []Entry
 	for _, seq := range segs {
 		if seq < at.Seg || len(out) >= max {
 			continue
@@ -397,24 +406,35 @@ func (o *Outbox) Peek(max int) ([]Record, Pos, error) {
 		}
 		f, err := os.Open(o.segPath(seq))
 		if err != nil {
-			return nil, Pos{}, fmt.Errorf("outbox: %w", err)
+			return nil, fmt.Errorf("outbox: %w", err)
 		}
 		r := &reader{f: f, off: at.Off}
 		for len(out) < max && r.off < sizes[seq] {
 			rec, err := r.next()
 			if err != nil {
 				f.Close()
-				return nil, Pos{}, fmt.Errorf("outbox: read segment %d at %d: %w", seq, r.off, err)
+				return nil, fmt.Errorf("outbox: read segment %d at %d: %w", seq, r.off, err)
 			}
-			out = append(out, rec)
+			out = append(out, Entry{Record: rec, End: Pos{Seg: seq, Off: r.off}})
 		}
 		at.Off = r.off
 		f.Close()
 	}
-	return out, at, nil
+	o.mu.Lock()
+	o.read = at
+	o.mu.Unlock()
+	return out, nil
 }
 
-// Ack acknowledges every record before p (from Peek) and deletes the
+// Rewind moves the read position back to the first record not
+// acknowledged.
+func (o *Outbox) Rewind() {
+	o.mu.Lock()
+	o.read = o.acked
+	o.mu.Unlock()
+}
+
+// Ack acknowledges every record before p (an Entry.End) and deletes the
 // segments passed.
 func (o *Outbox) Ack(p Pos, n int) error {
 	o.mu.Lock()
@@ -434,9 +454,14 @@ func (o *Outbox) Ack(p Pos, n int) error {
 		}
 	}
 	o.acked = p
+	if posLess(o.read, p) {
+		o.read = p
+	}
 	o.records -= int64(n)
 	return o.writeCursor(p)
 }
+
+func posLess(a, b Pos) bool { return a.Seg < b.Seg || a.Seg == b.Seg && a.Off < b.Off }
 
 // offIn is where the acknowledged part of segment seq ends.
 func (o *Outbox) offIn(seq uint64) int64 {
@@ -446,7 +471,7 @@ func (o *Outbox) offIn(seq uint64) int64 {
 	return 0
 }
 
-// Ready has a token after appends: a drainer waits on it when Peek
+// Ready has a token after appends: a drainer waits on it when Read
 // returned nothing.
 func (o *Outbox) Ready() <-chan struct{} { return o.notify }
 

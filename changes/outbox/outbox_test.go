@@ -27,7 +27,7 @@ func drain(t *testing.T, o *Outbox, n int) []string {
 	t.Helper()
 	var keys []string
 	for {
-		recs, at, err := o.Peek(n)
+		recs, err := o.Read(n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,7 +37,7 @@ func drain(t *testing.T, o *Outbox, n int) []string {
 		for _, r := range recs {
 			keys = append(keys, string(r.Key))
 		}
-		if err := o.Ack(at, len(recs)); err != nil {
+		if err := o.Ack(recs[len(recs)-1].End, len(recs)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -89,11 +89,11 @@ func TestOutboxReopenKeepsUnacknowledged(t *testing.T) {
 	for i := range 30 {
 		o.Append(rec(i))
 	}
-	recs, at, _ := o.Peek(12)
-	if err := o.Ack(at, len(recs)); err != nil {
+	recs, _ := o.Read(12)
+	if err := o.Ack(recs[len(recs)-1].End, len(recs)); err != nil {
 		t.Fatal(err)
 	}
-	o.Peek(5) // read but not acknowledged: must come again
+	o.Read(5) // read but not acknowledged: must come again
 	o.Close()
 	o2 := open(t, dir, 1<<20, 200)
 	if st := o2.Stats(); st.Waiting != 18 {
@@ -125,8 +125,8 @@ func TestOutboxBoundCountsLoss(t *testing.T) {
 	if st := o.Stats(); st.Lost != 5 || st.Bytes > 1000 {
 		t.Fatalf("got %+v; want 5 lost and at most 1000 bytes", st)
 	}
-	recs, at, _ := o.Peek(3)
-	o.Ack(at, len(recs))
+	recs, _ := o.Read(3)
+	o.Ack(recs[2].End, 3)
 	if n, _ := o.Append(rec(900), rec(901), rec(902)); n != 3 {
 		t.Fatalf("after acknowledging 3, kept %d of 3", n)
 	}
@@ -174,5 +174,24 @@ func TestOutboxClosed(t *testing.T) {
 	}
 	if st := o.Stats(); st.Lost != 1 {
 		t.Fatalf("lost %d; want 1", st.Lost)
+	}
+}
+
+// TestOutboxRewind: a rewind reads again from the first record not
+// acknowledged; an acknowledgement of part of what was read keeps the
+// rest for the next read.
+func TestOutboxRewind(t *testing.T) {
+	o := open(t, t.TempDir(), 1<<20, 128)
+	for i := range 10 {
+		o.Append(rec(i))
+	}
+	first, _ := o.Read(6)
+	o.Ack(first[1].End, 2)
+	if next, _ := o.Read(2); string(next[0].Key) != "k6" {
+		t.Fatalf("after reading 6, read %s; want k6", next[0].Key)
+	}
+	o.Rewind()
+	if keys := drain(t, o, 3); len(keys) != 8 || keys[0] != "k2" {
+		t.Fatalf("after a rewind got %v; want k2..k9", keys)
 	}
 }

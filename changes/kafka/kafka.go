@@ -97,10 +97,10 @@ type Stats struct {
 	ProduceErrors uint64 // records Kafka refused (and that were sent again)
 	// Stalled: the oldest record sent has waited for Kafka's
 	// acknowledgement longer than DeliveryTimeout.
-	Stalled bool
-	FromWrites    uint64 // changes of writes through this node, appended
-	FromLog       uint64 // changes from the notification log, appended
-	Claimed       uint64 // log events skipped: a node published their write
+	Stalled    bool
+	FromWrites uint64 // changes of writes through this node, appended
+	FromLog    uint64 // changes from the notification log, appended
+	Claimed    uint64 // log events skipped: a node published their write
 	// Lost counts changes the feed will never carry: the queue was full,
 	// the outbox was full or failed, or the log lost events before the
 	// feed read them (a gap).

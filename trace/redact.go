@@ -81,32 +81,40 @@ var errRedact = errors.New("trace: args are not a Thrift struct")
 // and booleans are kept, so the request still resolves as the same call
 // shape.
 func redactArgs(dst []byte, key []byte, args []byte) ([]byte, error) {
-	d := wire.NewDecoder(args)
-	e := wire.Encoder{B: dst}
-	redactStruct(d, &e, key, 0)
-	if d.Err() != nil || d.Pos() != len(args) {
+	w := redactor{d: wire.NewDecoder(args), e: wire.Encoder{B: dst}, key: key, src: args}
+	w.structure(0)
+	if w.d.Err() != nil || w.d.Pos() != len(args) {
 		return dst, errRedact
 	}
-	return e.B, nil
+	return w.e.B, nil
 }
 
 // maxRedactDepth bounds the nesting redactArgs follows; the proxy reads
 // requests under a depth bound of 64 by default.
 const maxRedactDepth = 64
 
-func redactStruct(d *wire.Decoder, e *wire.Encoder, key []byte, depth int) {
-	for d.Err() == nil {
-		typ, id := d.FieldBegin()
+// redactor copies a struct from src, strings hashed.
+type redactor struct {
+	d   *wire.Decoder
+	e   wire.Encoder
+	key []byte
+	src []byte
+}
+
+func (w *redactor) structure(depth int) {
+	for w.d.Err() == nil {
+		typ, id := w.d.FieldBegin()
 		if typ == wire.TStop {
-			e.Stop()
+			w.e.Stop()
 			return
 		}
-		e.FieldBegin(typ, id)
-		redactValue(d, e, key, typ, depth+1)
+		w.e.FieldBegin(typ, id)
+		w.value(typ, depth+1)
 	}
 }
 
-func redactValue(d *wire.Decoder, e *wire.Encoder, key []byte, typ byte, depth int) {
+func (w *redactor) value(typ byte, depth int) {
+	d, e := w.d, &w.e
 	if depth > maxRedactDepth {
 		d.Skip(0xff) // an invalid type: the decoder fails, and so the walk
 		return
@@ -115,35 +123,29 @@ func redactValue(d *wire.Decoder, e *wire.Encoder, key []byte, typ byte, depth i
 	case wire.TString:
 		s := d.Bytes()
 		var buf [1 + hashedLen]byte
-		e.Bytes(hashName(buf[:0], key, s))
+		e.Bytes(hashName(buf[:0], w.key, s))
 	case wire.TStruct:
-		redactStruct(d, e, key, depth)
+		w.structure(depth)
 	case wire.TList, wire.TSet:
 		elem, n := d.ListBegin()
 		e.ListBegin(elem, n)
 		for i := 0; i < n && d.Err() == nil; i++ {
-			redactValue(d, e, key, elem, depth+1)
+			w.value(elem, depth+1)
 		}
 	case wire.TMap:
 		kt, vt, n := d.MapBegin()
 		e.MapBegin(kt, vt, n)
 		for i := 0; i < n && d.Err() == nil; i++ {
-			redactValue(d, e, key, kt, depth+1)
-			redactValue(d, e, key, vt, depth+1)
+			w.value(kt, depth+1)
+			w.value(vt, depth+1)
 		}
-	case wire.TBool:
-		e.Bool(d.Bool())
-	case wire.TByte:
-		e.Byte(d.Byte())
-	case wire.TI16:
-		e.I16(d.I16())
-	case wire.TI32:
-		e.I32(d.I32())
-	case wire.TI64:
-		e.I64(d.I64())
-	case wire.TDouble:
-		e.Double(d.Double())
 	default:
+		// Numbers, booleans and any type this walker does not know are
+		// copied as they are: they name nothing.
+		from := d.Pos()
 		d.Skip(typ)
+		if d.Err() == nil {
+			e.B = append(e.B, w.src[from:d.Pos()]...)
+		}
 	}
 }

@@ -41,7 +41,7 @@ type krbBed struct {
 	refused   []error  // handshakes the proxy refused
 }
 
-func newKrbBed(t *testing.T, caching *Caching) *krbBed {
+func newKrbBed(t *testing.T, caching *Caching, opts ...func(*Config)) *krbBed {
 	t.Helper()
 	b := &krbBed{kdc: kdctest.Start(t), caching: caching}
 	// the metastore
@@ -75,7 +75,11 @@ func newKrbBed(t *testing.T, caching *Caching) *krbBed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Transport: wire.Framed, Logger: testLogger(t), Cache: caching}, g)
+	pcfg := Config{Transport: wire.Framed, Logger: testLogger(t), Cache: caching}
+	for _, o := range opts {
+		o(&pcfg)
+	}
+	s, err := New(pcfg, g)
 	if err != nil {
 		t.Fatal(err)
 	}

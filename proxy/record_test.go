@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/internal/testenv/kdctest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
@@ -274,5 +275,37 @@ func BenchmarkRecordParallel(b *testing.B) {
 	b.ReportMetric(float64(totals[1].Load())/float64(totals[0].Load()), "on/none")
 	if st := on.Stats(); st.Dropped > 0 {
 		b.Logf("recording dropped %d calls (buffer full)", st.Dropped)
+	}
+}
+
+// Under Kerberos the recorded identity is the authenticated principal, of
+// kind Authenticated, and a set_ugi claim changes it no more than it
+// changes the session.
+func TestRecordKerberosIdentity(t *testing.T) {
+	tr, err := trace.New(trace.Config{Path: filepath.Join(t.TempDir(), "calls.trace")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	rec := &seenRecorder{Recorder: tr}
+	b := newKrbBed(t, nil, func(c *Config) { c.Recorder = rec })
+	rec.Start(0)
+	alice := b.mustDial(t, "alice", kdctest.Alice)
+	get := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))
+	call(t, alice, "get_table", get)
+	call(t, alice, "set_ugi", ugiArgs("bob"))
+	call(t, alice, "get_table", get)
+	rec.stopAfter(t, 3)
+	l, err := trace.Load(tr.Path(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Calls) != 3 {
+		t.Fatalf("%d calls recorded; want 3", len(l.Calls))
+	}
+	for _, c := range l.Calls {
+		if c.UserKind != trace.Authenticated || c.User == "" || c.User == "bob" || c.User != l.Calls[0].User {
+			t.Fatalf("%s recorded as %q (kind %d); want alice's principal, authenticated, throughout", c.Method, c.User, c.UserKind)
+		}
 	}
 }

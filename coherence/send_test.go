@@ -36,10 +36,13 @@ func TestPublishSettledBySilence(t *testing.T) {
 
 	relay.Cut()
 	cut := time.Now()
-	// Publish half a timeout into the silence: the peer falls silent about
-	// half a timeout later, the deadline comes a whole timeout later.
-	// A pause of a measured length is the point: a sleep.
-	time.Sleep(cfg.HeartbeatTimeout / 2)
+	// Publish half a timeout into the silence, as the writer reckons it
+	// (since it last heard the peer): the peer falls silent half a
+	// timeout later, the deadline comes a whole timeout later.
+	waitFor(t, "half a timeout of silence", func() bool {
+		ps := a.bus.Peers()
+		return len(ps) == 1 && time.Since(ps[0].Heard) >= cfg.HeartbeatTimeout/2
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*cfg.HeartbeatTimeout)
 	defer cancel()
 	if err := a.bus.Publish(ctx, []cache.Entity{tbl}); err != nil {

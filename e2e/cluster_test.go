@@ -190,8 +190,13 @@ func TestRedisRestartReal(t *testing.T) {
 					// Followers start out of phase with the leader's
 					// renewals: one that tried once per renew period would
 					// next try three quarters of one after the restart.
-					// A pause of a measured length is the point: a sleep.
-					time.Sleep(renew * 3 / 4)
+					// The phase is read on the lease, whose TTL the leader
+					// resets.
+					c := r.Client()
+					wait.Eventually(t, 2*renew, func() bool {
+						left := c.PTTL(ctx, leaseKey).Val()
+						return left > 0 && ttl-left >= renew*3/4
+					}, "the lease never aged 3/4 of a renew period")
 				}
 				client := r.Client()
 				bus, err := coherence.New(coherence.Config{Client: client, Group: ms.addr, Heartbeat: 200 * time.Millisecond})

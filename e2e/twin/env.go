@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 )
 
 // The twin's world: one real metastore per version, started by the test
@@ -278,22 +279,23 @@ func (f *Fleet) start(i int) (*Node, error) {
 		logf.Close()
 		close(n.exited)
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if ready(n.Admin) {
-			return n, nil
-		}
+	exited := false
+	if wait.Poll(30*time.Second, 50*time.Millisecond, func() bool {
 		select {
 		case <-n.exited:
-			return nil, fmt.Errorf("twin: hmsproxy %d exited at start: %v\n%s", i, n.err, n.LogTail(40))
+			exited = true
+			return true
 		default:
 		}
-		if time.Now().After(deadline) {
-			n.stop()
-			return nil, fmt.Errorf("twin: hmsproxy %d not ready in 30s\n%s", i, n.LogTail(40))
-		}
-		time.Sleep(50 * time.Millisecond)
+		return ready(n.Admin)
+	}) && !exited {
+		return n, nil
 	}
+	if exited {
+		return nil, fmt.Errorf("twin: hmsproxy %d exited at start: %v\n%s", i, n.err, n.LogTail(40))
+	}
+	n.stop()
+	return nil, fmt.Errorf("twin: hmsproxy %d not ready in 30s\n%s", i, n.LogTail(40))
 }
 
 func ready(admin string) bool {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
@@ -366,8 +367,13 @@ func (o IcebergCommit) run(r *runner, s *session, st Step) *Diff {
 			r.unlock(s, held)
 		}
 	}()
-	for deadline := time.Now().Add(3 * time.Second); state == lockWaiting && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
+	// A client polling check_lock until the lock is granted, as an
+	// Iceberg commit does.
+	var unexpected *Diff
+	wait.Poll(3*time.Second, 5*time.Millisecond, func() bool {
+		if state != lockWaiting {
+			return true
+		}
 		var c enc
 		c.begin(1)
 		c.I64Field(1, id)
@@ -375,8 +381,13 @@ func (o IcebergCommit) run(r *runner, s *session, st Step) *Diff {
 		c.Stop()
 		rp = r.lockCall(s, st.Via, o.DB.Base, "check_lock", c.B)
 		if _, state, ok = lockResponse(rp); !ok {
-			return r.afterPath(s, st, rp)
+			unexpected = r.afterPath(s, st, rp)
+			return true
 		}
+		return state != lockWaiting
+	})
+	if unexpected != nil {
+		return unexpected
 	}
 	if state != lockAcquired {
 		return r.record(st, nil)

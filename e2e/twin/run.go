@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
@@ -248,8 +249,9 @@ func (r *runner) connect(s *session) error {
 	s.closeConns()
 	s.st, s.locks, s.ice, s.claims = state{}, nil, nil, nil
 	var err error
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	wait.Poll(30*time.Second, 100*time.Millisecond, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
 		var pc, dc, dm *hmsclient.Client
 		if pc, err = hmsclient.Dial(ctx, r.fleet.Nodes[s.node].Addr, wire.Buffered); err == nil {
 			if dc, err = hmsclient.Dial(ctx, r.ms.Addr, wire.Buffered); err == nil {
@@ -257,20 +259,17 @@ func (r *runner) connect(s *session) error {
 					dm, err = hmsclient.Dial(ctx, r.fed.ms.Addr, wire.Buffered)
 				}
 				if err == nil {
-					cancel()
 					s.pc, s.dc, s.dm = pc, dc, dm
-					return nil
+					return true
 				}
 				dc.Close()
 			}
 			pc.Close()
 		}
-		cancel()
-		if time.Now().After(deadline) {
-			return err
-		}
 		r.dead() // a node that crashed is started again
-	}
+		return false
+	})
+	return err
 }
 
 func (s *session) closeConns() {
@@ -337,7 +336,7 @@ func callWithin(c *hmsclient.Client, method string, args []byte, within time.Dur
 // do runs one step and returns the difference it found, if any.
 func (r *runner) do(s *session, st Step) *Diff {
 	if st.Wait > 0 {
-		time.Sleep(st.Wait)
+		time.Sleep(st.Wait) // the step's pause, part of the recorded client's behaviour
 	}
 	start := time.Now()
 	defer func() {
@@ -551,17 +550,13 @@ const visibleWithin = 15 * time.Second
 // direct writes to the databases a read touches.
 func (r *runner) waitVisible(touch []string) {
 	need := r.needs(touch)
-	start := time.Now()
-	for !r.appliedAll(need) {
-		if time.Since(start) > visibleWithin {
-			r.mu.Lock()
-			r.diffs = append(r.diffs, &Diff{Method: "notification log", Why: fmt.Sprintf(
-				"a direct write's event %v not applied by every node within %v", need, visibleWithin)})
-			r.settle(need)
-			r.mu.Unlock()
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !wait.Until(visibleWithin, func() bool { return r.appliedAll(need) }) {
+		r.mu.Lock()
+		r.diffs = append(r.diffs, &Diff{Method: "notification log", Why: fmt.Sprintf(
+			"a direct write's event %v not applied by every node within %v", need, visibleWithin)})
+		r.settle(need)
+		r.mu.Unlock()
+		return
 	}
 	r.mu.Lock()
 	r.settle(need)

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 )
 
 // Config is one twin run.
@@ -274,11 +276,13 @@ func replay(ms *Metastore, fleet *Fleet, steps []Step, ns string) *Diff {
 	for i, st := range steps {
 		st.Racy = false
 		d := r.do(r.sessions[st.S], st)
-		if i == len(steps)-1 && d == nil {
-			// A crash shows at the node's next scrape, a moment later.
-			time.Sleep(200 * time.Millisecond)
+		dead := r.dead()
+		if !dead && i == len(steps)-1 && d == nil {
+			// A crash the last step caused shows a moment later, when the
+			// node's process has exited.
+			dead = wait.Until(200*time.Millisecond, r.dead)
 		}
-		if r.dead() {
+		if dead {
 			r.mu.Lock()
 			d = r.diffs[len(r.diffs)-1]
 			r.mu.Unlock()

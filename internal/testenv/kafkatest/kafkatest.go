@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hmsproxy/hmsproxy/internal/testenv/module"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 )
 
 // SASL is the user and password of the broker's SASL_PLAINTEXT listener
@@ -142,14 +143,10 @@ func (b *Broker) start() error {
 		return err
 	}
 	defer cl.Close()
-	for {
-		if err := cl.Ping(ctx); err == nil {
-			return nil
-		} else if ctx.Err() != nil {
-			return fmt.Errorf("broker on %s did not answer: %w", b.Addr, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if wait.Poll(60*time.Second, 100*time.Millisecond, func() bool { err = cl.Ping(ctx); return err == nil }) {
+		return nil
 	}
+	return fmt.Errorf("broker on %s did not answer: %w", b.Addr, err)
 }
 
 func (b *Broker) stop() {

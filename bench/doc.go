@@ -32,4 +32,15 @@
 // upstream call (hits and coalesced calls over hits, misses and coalesced
 // calls, from hmsproxy_requests_total). Rendered as a text table, JSON, CSV
 // and an SVG chart.
+//
+// # Replay
+//
+// Replay takes calls recorded by hmsproxy (package trace), or made from a
+// metastore's audit log (FromAudit), and replays them twice: straight to
+// the metastore and through an in-process proxy with a given cache. Each
+// recorded connection is one connection, its calls in order at their
+// recorded times scaled by a speed; replies are read raw. The report
+// gives per method the calls, hits, metastore calls saved (counted where
+// the proxy calls its metastore) and latency each way. Writes are skipped
+// unless asked for. Planning is a repeated-query workload to record.
 package bench

@@ -208,12 +208,14 @@ func TestChaos(t *testing.T) {
 	}
 	mon.watch("reference proxy", ref.cmd.Process.Pid)
 	common := []string{"CHAOS_ADDR=" + p.addr, "CHAOS_ADMIN=" + p.admin, "CHAOS_CA=" + files.CA}
-	vic := startRole(t, exe, "victim", false, append(common, "CHAOS_REF_ADDR="+ref.addr,
+	vic := startRole(t, exe, "victim", false, append(common, "CHAOS_REF_ADDR="+ref.addr, "CHAOS_REF_ADMIN="+ref.admin,
 		"CHAOS_FEDERATION="+strconv.FormatBool(feats["federation"])))
 	mon.watch("victim", vic.cmd.Process.Pid)
-	if _, ok := vic.await("ready", 90*time.Second, p); !ok {
+	ready, ok := vic.await("ready", 90*time.Second, p)
+	if !ok {
 		t.Fatalf("the victim never got ready: %s\nproxy log:\n%s", vic.why(), p.log.tail(60))
 	}
+	t.Logf("victim: caches warm after %d cycles (the last one made no miss)", ready.I)
 
 	mon.phase("quiet")
 	vic.send("quiet")

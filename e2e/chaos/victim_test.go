@@ -5,10 +5,12 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"net"
+	"net/http"
 	"os"
 	"slices"
 	"sync/atomic"
@@ -91,6 +93,28 @@ func victimKinds(federation bool) []victimKind {
 		ks = slices.DeleteFunc(ks, func(k victimKind) bool { return k.name == "get_table cached (ro group)" })
 	}
 	return ks
+}
+
+// cacheMisses is the sum of the cache misses the admin ports report, over
+// every kind.
+func cacheMisses(admins []string) (uint64, error) {
+	var n uint64
+	for _, admin := range admins {
+		resp, err := http.Get("http://" + admin + "/status.json")
+		if err != nil {
+			return 0, err
+		}
+		var st struct{ Kinds []struct{ Misses uint64 } }
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if err != nil {
+			return 0, fmt.Errorf("%s/status.json: %w", admin, err)
+		}
+		for _, k := range st.Kinds {
+			n += k.Misses
+		}
+	}
+	return n, nil
 }
 
 // batchArgs are get_partitions_by_names args of about size bytes: the
@@ -193,13 +217,28 @@ func runVictim() int {
 		lat:     map[string]map[string][]sample{}, errs: map[string]int{}}
 
 	v.phase.Store("warm-up")
-	for i := range 3 { // fill the cache (and the pools)
-		v.cycle(i)
-		// The proxy fills its cache after it replies; this process sees no
-		// seam of it, so a pause lets the fills land before the next cycle.
-		time.Sleep(200 * time.Millisecond)
+	// Fill the caches (and the pools). A proxy fills its cache after it
+	// replies, so cycles go on until one made no cache miss on either
+	// proxy: every read they cache is then a hit, as in the phases
+	// measured next.
+	admins := []string{os.Getenv("CHAOS_ADMIN"), os.Getenv("CHAOS_REF_ADMIN")}
+	cycles := 0
+	for {
+		before, err := cacheMisses(admins)
+		if err == nil {
+			v.cycle(cycles)
+			cycles++
+			var after uint64
+			if after, err = cacheMisses(admins); err == nil && after == before {
+				break
+			}
+		}
+		if err != nil || cycles == 50 {
+			out.emit(event{Ev: "error", Err: fmt.Sprintf("warm-up: %d cycles, still missing the cache: %v", cycles, err)})
+			return 1
+		}
 	}
-	out.emit(event{Ev: "ready"})
+	out.emit(event{Ev: "ready", I: cycles})
 	// Commands take effect at the next call: a stalled proxy can hold
 	// one call for victimCallLimit, never a whole cycle.
 	sc := bufio.NewScanner(os.Stdin)

@@ -247,10 +247,13 @@ func TestKafkaClaims(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		claims Claims
-		expire func()
+		expire func(t *testing.T)
 	}{
-		{"redis", &RedisClaims{Client: r.Client(), Prefix: "c:", TTL: 300 * time.Millisecond}, func() { time.Sleep(400 * time.Millisecond) }},
-		{"memory", &MemClaims{TTL: time.Minute, Now: clock}, func() { now = now.Add(2 * time.Minute) }},
+		{"redis", &RedisClaims{Client: r.Client(), Prefix: "c:", TTL: 300 * time.Millisecond}, func(t *testing.T) {
+			wait.Eventually(t, 5*time.Second, func() bool { return r.Client().Exists(context.Background(), "c:B|d|t").Val() == 0 },
+				"the claim's key outlived its TTL")
+		}},
+		{"memory", &MemClaims{TTL: time.Minute, Now: clock}, func(*testing.T) { now = now.Add(2 * time.Minute) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -273,7 +276,7 @@ func TestKafkaClaims(t *testing.T) {
 				}
 			}
 			c.Claim(ctx, []string{"B|d|t"})
-			tc.expire()
+			tc.expire(t)
 			if got, _ := c.Take(ctx, []string{"B|d|t"}); got {
 				t.Fatal("an expired claim was taken")
 			}

@@ -51,12 +51,15 @@ const (
 var errUnsupported = errors.New("bench: method not supported by target")
 
 // conn is one connection to a target, redialled after a transport error.
-// Not safe for concurrent use.
+// On framed transport it reads replies raw (hmsclient.Raw): the bench
+// then times the targets, not its own decoding of their replies. Not
+// safe for concurrent use.
 type conn struct {
 	addr    string
 	tr      wire.Transport
 	timeout time.Duration
 	c       *hmsclient.Client
+	raw     *hmsclient.Raw
 }
 
 func (c *conn) close() {
@@ -64,6 +67,40 @@ func (c *conn) close() {
 		c.c.Close()
 		c.c = nil
 	}
+	if c.raw != nil {
+		c.raw.Close()
+		c.raw = nil
+	}
+}
+
+// roundTrip makes one call and returns the reply's type and body.
+func (c *conn) roundTrip(ctx context.Context, method string, args []byte) (byte, []byte, error) {
+	if c.tr == wire.Framed {
+		if c.raw == nil {
+			r, err := hmsclient.DialRaw(ctx, c.addr)
+			if err != nil {
+				return 0, nil, err
+			}
+			c.raw = r
+		}
+		msg, typ, err := c.raw.Call(ctx, method, args)
+		if err != nil {
+			return 0, nil, err
+		}
+		return typ, msg[12+len(method):], nil // after the strict header
+	}
+	if c.c == nil {
+		cl, err := hmsclient.Dial(ctx, c.addr, c.tr)
+		if err != nil {
+			return 0, nil, err
+		}
+		c.c = cl
+	}
+	m, err := c.c.Call(ctx, method, args)
+	if err != nil {
+		return 0, nil, err
+	}
+	return m.Type, m.Body(), nil
 }
 
 // call makes one call and classifies its reply. existsField is the result
@@ -75,34 +112,27 @@ func (c *conn) call(ctx context.Context, method string, args []byte, existsField
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
-	if c.c == nil {
-		cl, err := hmsclient.Dial(ctx, c.addr, c.tr)
-		if err != nil {
-			return outTransport, nil, err
-		}
-		c.c = cl
-	}
-	m, err := c.c.Call(ctx, method, args)
+	typ, body, err := c.roundTrip(ctx, method, args)
 	if err != nil {
 		c.close()
 		return outTransport, nil, err
 	}
-	switch m.Type {
+	switch typ {
 	case wire.Reply:
-		f, err := wire.ResultField(m.Body())
+		f, err := wire.ResultField(body)
 		if err != nil {
 			c.close()
 			return outTransport, nil, fmt.Errorf("bench: %s: bad reply: %w", method, err)
 		}
 		switch {
 		case f <= 0:
-			return outOK, m.Body(), nil
+			return outOK, body, nil
 		case f == existsField:
-			return outExists, m.Body(), nil
+			return outExists, body, nil
 		}
-		return outException, m.Body(), fmt.Errorf("bench: %s: exception in result field %d: %s", method, f, exceptionMessage(m.Body()))
+		return outException, body, fmt.Errorf("bench: %s: exception in result field %d: %s", method, f, exceptionMessage(body))
 	case wire.Exception:
-		ex, err := wire.DecodeApplicationException(m.Body())
+		ex, err := wire.DecodeApplicationException(body)
 		if err != nil {
 			c.close()
 			return outTransport, nil, fmt.Errorf("bench: %s: bad exception: %w", method, err)
@@ -113,7 +143,7 @@ func (c *conn) call(ctx context.Context, method string, args []byte, existsField
 		return outAppError, nil, fmt.Errorf("bench: %s: %w", method, ex)
 	}
 	c.close()
-	return outTransport, nil, fmt.Errorf("bench: %s: unexpected message type %d", method, m.Type)
+	return outTransport, nil, fmt.Errorf("bench: %s: unexpected message type %d", method, typ)
 }
 
 // exceptionMessage reads field 1 (message) of the exception struct in a

@@ -13,6 +13,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/demohms"
 	"github.com/hmsproxy/hmsproxy/proxy"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
 
@@ -26,6 +27,9 @@ type DemoConfig struct {
 	CacheBytes int64
 	// Logger receives the components' logs. Default: discard.
 	Logger *slog.Logger
+	// Transport is how the metastore and the proxy frame messages.
+	// Default Buffered, as HMS.
+	Transport wire.Transport
 }
 
 // Demo is an in-process demo metastore with an hmsproxy in front of it,
@@ -65,7 +69,7 @@ func StartDemo(cfg DemoConfig) (_ *Demo, err error) {
 			d.Close()
 		}
 	}()
-	d.metastore = demohms.New(demohms.Config{Logger: log.With("component", "demo-metastore")})
+	d.metastore = demohms.New(demohms.Config{Logger: log.With("component", "demo-metastore"), Transport: cfg.Transport})
 	d.metastore.Seed(3, 4, 240)
 	if cfg.Delay > 0 {
 		for _, m := range demohms.MethodNames() {
@@ -80,7 +84,7 @@ func StartDemo(cfg DemoConfig) (_ *Demo, err error) {
 	uri := "thrift://" + dl.Addr().String()
 	d.Direct = Target{Name: "direct", Addr: dl.Addr().String()}
 
-	d.group, err = upstream.New(upstream.Config{URIs: []string{uri}, Logger: log.With("component", "upstream")})
+	d.group, err = upstream.New(upstream.Config{URIs: []string{uri}, Transport: cfg.Transport, Logger: log.With("component", "upstream")})
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +92,7 @@ func StartDemo(cfg DemoConfig) (_ *Demo, err error) {
 	if err != nil {
 		return nil, err
 	}
-	d.srv, err = proxy.New(proxy.Config{Logger: log.With("component", "proxy"),
+	d.srv, err = proxy.New(proxy.Config{Logger: log.With("component", "proxy"), Transport: cfg.Transport,
 		Cache: &proxy.Caching{Store: d.store, Upstream: uri}}, d.group)
 	if err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ type Hist struct {
 	sorted      bool
 	Errors      int64 // calls that failed (transport error or exception)
 	Unsupported int64 // calls skipped because the target answered UNKNOWN_METHOD
+	Bytes       int64 // reply body bytes of the recorded calls
 }
 
 // Record adds one successful call's latency.
@@ -32,6 +33,7 @@ func (h *Hist) Merge(o *Hist) {
 	h.sorted = false
 	h.Errors += o.Errors
 	h.Unsupported += o.Unsupported
+	h.Bytes += o.Bytes
 }
 
 func (h *Hist) sort() {

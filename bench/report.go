@@ -36,6 +36,9 @@ type Row struct {
 	// upstream call; both only for targets with a metrics URL.
 	Reads int64    `json:"reads,omitempty"`
 	Saved *float64 `json:"saved,omitempty"`
+	// ReplyBytes is the mean size of a call's reply bodies: a ratio
+	// reads by the bytes moved.
+	ReplyBytes float64 `json:"reply_bytes"`
 }
 
 // Report is the result of a run.
@@ -58,6 +61,9 @@ func newRow(op, phase, load, target string, h *Hist, elapsed time.Duration) Row 
 		P999: ms(h.Percentile(99.9)), Max: ms(h.Max()), Mean: ms(h.Mean())}
 	if elapsed > 0 {
 		r.Throughput = float64(h.Count()) / elapsed.Seconds()
+	}
+	if h.Count() > 0 {
+		r.ReplyBytes = float64(h.Bytes) / float64(h.Count())
 	}
 	return r
 }
@@ -105,7 +111,7 @@ func fmtMS(v float64) string {
 // WriteTable renders the report as an aligned text table.
 func (rep *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "operation\tphase\tload\ttarget\tcount\terr\tskip\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tmean ms\tops/s\tp50 vs %s\tsaved\t\n", rep.Baseline)
+	fmt.Fprintf(tw, "operation\tphase\tload\ttarget\tcount\terr\tskip\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tmean ms\tops/s\tbytes\tp50 vs %s\tsaved\t\n", rep.Baseline)
 	for _, r := range rep.Rows {
 		ratio := "-"
 		if r.RatioP50 > 0 {
@@ -115,10 +121,10 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		if r.Saved != nil {
 			saved = fmt.Sprintf("%.1f%%", 100**r.Saved)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.0f\t%s\t%s\t\n",
 			r.Op, r.Phase, r.Load, r.Target, r.Count, r.Errors, r.Unsupported,
 			fmtMS(r.P50), fmtMS(r.P90), fmtMS(r.P99), fmtMS(r.P999), fmtMS(r.Max), fmtMS(r.Mean),
-			r.Throughput, ratio, saved)
+			r.Throughput, r.ReplyBytes, ratio, saved)
 	}
 	return tw.Flush()
 }
@@ -141,7 +147,7 @@ func ReadJSON(r io.Reader) (*Report, error) {
 
 // CSVHeader is the first line WriteCSV writes.
 var CSVHeader = []string{"op", "phase", "load", "target", "count", "errors", "unsupported",
-	"p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms", "throughput_per_s", "ratio_p50", "reads", "saved"}
+	"p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms", "throughput_per_s", "ratio_p50", "reads", "saved", "reply_bytes"}
 
 // WriteCSV writes one line per row under CSVHeader.
 func (rep *Report) WriteCSV(w io.Writer) error {
@@ -156,7 +162,7 @@ func (rep *Report) WriteCSV(w io.Writer) error {
 		cw.Write([]string{r.Op, r.Phase, r.Load, r.Target, strconv.Itoa(r.Count),
 			strconv.FormatInt(r.Errors, 10), strconv.FormatInt(r.Unsupported, 10),
 			f(r.P50), f(r.P90), f(r.P99), f(r.P999), f(r.Max), f(r.Mean), f(r.Throughput),
-			f(r.RatioP50), strconv.FormatInt(r.Reads, 10), saved})
+			f(r.RatioP50), strconv.FormatInt(r.Reads, 10), saved, f(r.ReplyBytes)})
 	}
 	cw.Flush()
 	return cw.Error()

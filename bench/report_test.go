@@ -64,7 +64,7 @@ func TestReportCSV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantHeader := "op,phase,load,target,count,errors,unsupported,p50_ms,p90_ms,p99_ms,p999_ms,max_ms,mean_ms,throughput_per_s,ratio_p50,reads,saved"
+	wantHeader := "op,phase,load,target,count,errors,unsupported,p50_ms,p90_ms,p99_ms,p999_ms,max_ms,mean_ms,throughput_per_s,ratio_p50,reads,saved,reply_bytes"
 	if got := strings.Join(recs[0], ","); got != wantHeader {
 		t.Errorf("header: got %s; want %s", got, wantHeader)
 	}

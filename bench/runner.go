@@ -334,9 +334,13 @@ func (r *runner) run(ctx context.Context, o *op, l load, workers []*worker, phas
 			mu.Unlock()
 			t := int((slot + pair) % int64(nt))
 			w := workers[wi]
-			_, err := r.runOp(ctx, o, w, t, k)
+			_, n, err := r.runOp(ctx, o, w, t, k)
 			r.calls[t].Add(1)
-			return w.hist(o.name, t), err
+			h := w.hist(o.name, t)
+			if err == nil {
+				h.Bytes += n
+			}
+			return h, err
 		})
 	default:
 		deadline := start.Add(d)
@@ -361,11 +365,12 @@ func (r *runner) closedRound(ctx context.Context, o *op, w *worker, k, round int
 	nt := len(r.cfg.Targets)
 	for i := 0; i < nt; i++ {
 		t := (round + i) % nt
-		total, err := r.runOp(ctx, o, w, t, k)
+		total, n, err := r.runOp(ctx, o, w, t, k)
 		h := w.hist(o.name, t)
 		switch {
 		case err == nil:
 			h.Record(total)
+			h.Bytes += n
 		case errors.Is(err, errUnsupported):
 			h.Unsupported++
 		default:
@@ -377,8 +382,9 @@ func (r *runner) closedRound(ctx context.Context, o *op, w *worker, k, round int
 
 // runOp runs the steps of one operation on target t and returns the sum
 // of its timed calls. Step rows of a mix are recorded here.
-func (r *runner) runOp(ctx context.Context, o *op, w *worker, t, k int) (time.Duration, error) {
+func (r *runner) runOp(ctx context.Context, o *op, w *worker, t, k int) (time.Duration, int64, error) {
 	var total time.Duration
+	var bytes int64
 	for _, s := range o.steps(r.env, k, w.ws[t]) {
 		var h *Hist
 		if s.label != "" {
@@ -391,15 +397,17 @@ func (r *runner) runOp(ctx context.Context, o *op, w *worker, t, k int) (time.Du
 			continue
 		}
 		start := time.Now()
-		out, _, err := w.conns[t].call(ctx, s.method, s.args, s.exists)
+		out, body, err := w.conns[t].call(ctx, s.method, s.args, s.exists)
 		d := time.Since(start)
 		switch out {
 		case outOK:
 			if h != nil {
 				h.Record(d)
+				h.Bytes += int64(len(body))
 			}
 			if s.timed {
 				total += d
+				bytes += int64(len(body))
 			}
 			if s.onOK != nil {
 				s.onOK()
@@ -413,14 +421,14 @@ func (r *runner) runOp(ctx context.Context, o *op, w *worker, t, k int) (time.Du
 			if o.mix {
 				continue
 			}
-			return 0, errUnsupported
+			return 0, 0, errUnsupported
 		}
 		if h != nil {
 			h.Errors++
 		}
-		return 0, err
+		return 0, 0, err
 	}
-	return total, nil
+	return total, bytes, nil
 }
 
 // progress prints live progress every second until the returned func is

@@ -29,6 +29,7 @@ type options struct {
 	targets, metrics                listFlag
 	baseline, setupTarget           string
 	setup, demo, quiet, pruneMix    bool
+	echo                            bool
 	demoDelay                       time.Duration
 	spec                            bench.Spec
 	ops, concurrency, rates, phases string
@@ -90,6 +91,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.svgFile, "svg", "", "write a p50/p99 chart as SVG to this file")
 	fs.BoolVar(&o.demo, "demo", false, "start an in-process demo metastore and hmsproxy, and compare them (targets direct and proxy)")
 	fs.DurationVar(&o.demoDelay, "demo-delay", 0, "demo: latency added to every metastore call (stands in for its database)")
+	fs.BoolVar(&o.echo, "echo", false, "add a target \"echo\" answering each call with the bytes the first target gave to it (asked once), the floor to compare with, and make it the baseline; needs --transport framed, where replies are read raw on every target")
 	fs.BoolVar(&o.quiet, "quiet", false, "no live progress on stderr")
 	fs.BoolVar(&o.pruneMix, "prune-mix", false, "run the pruning mix (Trino-style planning, Zipf filter values, new days over time) against whole-reply caching and local pruning in one run, in process; --seed and --zipf-s apply")
 	if err := fs.Parse(args); err != nil {
@@ -197,7 +199,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if len(cfg.Targets) > 0 {
 			return errors.New("--demo picks its own targets; drop --target")
 		}
-		d, err := bench.StartDemo(bench.DemoConfig{Delay: o.demoDelay})
+		d, err := bench.StartDemo(bench.DemoConfig{Delay: o.demoDelay, Transport: cfg.Transport})
 		if err != nil {
 			return err
 		}
@@ -208,6 +210,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	if len(cfg.Targets) == 0 {
 		return errors.New("no targets: give --target name=thrift://host:port (or --demo)")
+	}
+	if o.echo {
+		e, err := startEcho(&cfg)
+		if err != nil {
+			return err
+		}
+		defer e.Close()
 	}
 	if o.setup {
 		name := o.setupTarget
@@ -253,6 +262,21 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return runErr
+}
+
+// startEcho adds an echo of the first target to cfg's targets, as the
+// baseline.
+func startEcho(cfg *bench.Config) (*bench.Echo, error) {
+	if cfg.Transport != wire.Framed {
+		return nil, errors.New("--echo compares replies read raw: add --transport framed (and serve it)")
+	}
+	e, err := bench.StartEcho(cfg.Targets[0], cfg.Transport)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Targets = append(cfg.Targets, e.Target)
+	cfg.Baseline = e.Name
+	return e, nil
 }
 
 func writeFile(name string, write func(io.Writer) error) error {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
@@ -55,6 +56,11 @@ var ErrRawReply = errors.New("hmsclient: raw reply does not answer the call")
 func (r *Raw) Call(ctx context.Context, method string, args []byte) (msg []byte, typ byte, err error) {
 	if d, ok := ctx.Deadline(); ok {
 		r.nc.SetDeadline(d)
+	}
+	if ctx.Done() != nil {
+		// A cancelled ctx ends the call at once, not at its deadline.
+		stop := context.AfterFunc(ctx, func() { r.nc.SetDeadline(time.Unix(1, 0)) })
+		defer stop()
 	}
 	r.seq++
 	out := append(r.out[:0], 0, 0, 0, 0)

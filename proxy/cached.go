@@ -135,6 +135,14 @@ type WriteObserver interface {
 	Wrote(method string, ents []cache.Entity, ok bool)
 }
 
+// RequestObserver is a WriteObserver that is also told of each write's
+// request and who made it (the change feed describes the objects a
+// write sets). It runs on the client's path right after Wrote: it must
+// not block, nor keep args after it returns.
+type RequestObserver interface {
+	WroteRequest(method string, args []byte, user string, ok bool)
+}
+
 // Allower is the never-cache policy (filter.Patterns implements it).
 type Allower interface {
 	Allowed(db, table string) bool
@@ -573,6 +581,9 @@ func (c *clientConn) write(meth *hms.Method, m wire.Message) error {
 	}
 	if k.Writes != nil && len(ents) > 0 {
 		k.Writes.Wrote(meth.Name, ents, sink.ok)
+		if ro, ok := k.Writes.(RequestObserver); ok {
+			ro.WroteRequest(meth.Name, m.Body(), c.sess.User(), sink.ok)
+		}
 	}
 	return err
 }

@@ -21,7 +21,9 @@ package kafka
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -193,6 +195,11 @@ func New(cfg Config) (*Feed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka: client: %w", err)
 	}
+	// The write keys name this process, not only the node: a node that
+	// restarts counts its writes from 1 again.
+	var inc [4]byte
+	rand.Read(inc[:])
+	cfg.Node += "." + hex.EncodeToString(inc[:])
 	f := &Feed{cfg: cfg, log: cfg.Logger, client: client, q: make(chan pending, cfg.Queue)}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.wg.Add(2)
@@ -305,6 +312,7 @@ func (f *Feed) Event(ctx context.Context, ev feed.Event, fetched time.Time) {
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+		case <-f.ctx.Done():
 		case <-t.C:
 		}
 		t.Stop()

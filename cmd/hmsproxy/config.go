@@ -76,6 +76,8 @@ type fileConfig struct {
 
 	Federation federationConfig `yaml:"federation" doc:"further metastore groups behind the listener (docs/federation.md); absent: one group"`
 
+	ChangeFeed changeFeedConfig `yaml:"change_feed" doc:"the metastore change feed for lineage and catalog tools, on Kafka (docs/change-feed.md); off without brokers"`
+
 	EventLog struct {
 		Interval       time.Duration `yaml:"interval" old:"eventlog-interval" default:"250ms" off:"no poller" zerooff:"1" doc:"poll interval of the metastore notification log"`
 		Batch          int32         `yaml:"batch" old:"eventlog-batch" default:"500" doc:"events asked for per get_next_notification"`

@@ -215,6 +215,10 @@ func (n *node) startGroupWorkers(w *workers, i int) error {
 			return err
 		}
 		tasks = append(tasks, more...)
+		if more, err = n.feedTasks(w, g, el); err != nil {
+			return err
+		}
+		tasks = append(tasks, more...)
 	}
 	if len(tasks) == 0 {
 		return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/admin"
 	"github.com/hmsproxy/hmsproxy/auth/sasl"
 	"github.com/hmsproxy/hmsproxy/changes"
+	"github.com/hmsproxy/hmsproxy/changes/kafka"
 	"github.com/hmsproxy/hmsproxy/demohms"
 	"github.com/hmsproxy/hmsproxy/federation"
 	"github.com/hmsproxy/hmsproxy/limits/inflight"
@@ -38,6 +39,7 @@ type node struct {
 	budget          *inflight.Budget
 	rdb             redis.UniversalClient // nil without Redis
 	changes         *changes.Stream       // nil without Redis
+	feed            *kafka.Feed           // nil without change_feed.kafka.brokers
 	limiter         *ratelimit.Limiter    // nil without a limit
 	groups          []*metastoreGroup     // [0] is the primary
 	router          *federation.Router    // nil without federated groups
@@ -201,6 +203,9 @@ func (n *node) build() error {
 	// Runs after the proxy's shutdown: its last writes still land.
 	n.onClose(func() { closeChanges(n.changes) })
 	if err := n.newGroups(n.upstreamConfig(), caching); err != nil {
+		return err
+	}
+	if err := n.newFeed(); err != nil {
 		return err
 	}
 	if cfg.Federation.enabled() {

@@ -14,6 +14,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/admin"
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/changes"
+	"github.com/hmsproxy/hmsproxy/changes/kafka"
 	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/coherence/eventlog"
 	"github.com/hmsproxy/hmsproxy/coherence/leader"
@@ -50,6 +51,7 @@ func closeChanges(st *changes.Stream) {
 // runs, and writes before that only miss a check that has not started.
 type writeObservers struct {
 	changes *changes.Stream // nil without Redis
+	feed    *kafka.Feed     // nil without the Kafka feed; set before the proxy exists
 	health  atomic.Pointer[eventlog.Health]
 }
 
@@ -59,6 +61,14 @@ func (o *writeObservers) Wrote(method string, ents []cache.Entity, ok bool) {
 	}
 	if h := o.health.Load(); h != nil {
 		h.Wrote(method, ents, ok)
+	}
+}
+
+// WroteRequest gives the Kafka feed the request of each write through
+// the proxy (proxy.RequestObserver).
+func (o *writeObservers) WroteRequest(method string, args []byte, user string, ok bool) {
+	if o.feed != nil {
+		o.feed.Wrote(method, args, user, ok)
 	}
 }
 

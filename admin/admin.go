@@ -144,6 +144,9 @@ type Config struct {
 	RateLimit RateLimits
 	// Kerberos feeds hmsproxy_kerberos_handshakes_total. Nil: left out.
 	Kerberos KerberosSource
+	// ChangeFeed feeds hmsproxy_changefeed_* and the change feed on the
+	// status page. Nil: left out.
+	ChangeFeed ChangeFeed
 	// Federation feeds hmsproxy_federation_*{group}. Nil: left out.
 	Federation Federation
 	// Groups are every upstream group of a federated proxy, the primary
@@ -283,6 +286,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Kerberos != nil {
 		optional = append(optional, newKerberosCollector(cfg.Kerberos))
+	}
+	if cfg.ChangeFeed != nil {
+		optional = append(optional, newChangeFeedCollector(cfg.ChangeFeed))
 	}
 	if cfg.Federation != nil {
 		optional = append(optional, newFederationCollector(cfg.Federation))

@@ -59,6 +59,8 @@ type envOpts struct {
 	drain    Drainer // passed as Config.Drain when set
 	warmUp   bool    // a warm-up over two background connections of the proxy
 	prune    bool    // pass the proxy's prune counts as Config.Prune
+	// changeFeed is passed as Config.ChangeFeed when set.
+	changeFeed ChangeFeed
 	// listenAll: the admin port listens on every address (0.0.0.0), not
 	// on loopback alone; e.url still dials 127.0.0.1.
 	listenAll bool
@@ -125,6 +127,9 @@ func startEnv(t testing.TB, o envOpts) *env {
 	}
 	if o.prune {
 		cfg.Prune = e.proxy.PruneStats()
+	}
+	if o.changeFeed != nil {
+		cfg.ChangeFeed = o.changeFeed
 	}
 	if o.warmUp {
 		e.warm = newWarmUp(t, e.proxy)

@@ -77,14 +77,14 @@ func TestAlertRulesMetricsExist(t *testing.T) {
 		"HmsproxyInvalidationLosses", "HmsproxyBusPeersSilent", "HmsproxyBusNotSynced",
 		"HmsproxyBusLayoutMismatch", "HmsproxyUpstreamDown", "HmsproxyNoHealthyUpstream",
 		"HmsproxyShadowMismatches", "HmsproxyHitRatioCollapse", "HmsproxyEventLogLagging",
-		"HmsproxyEventLogUnhealthy",
+		"HmsproxyEventLogUnhealthy", "HmsproxyChangeFeedLosses", "HmsproxyChangeFeedStalled",
 	} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("no alert %s in %s", want, alertsFile)
 		}
 	}
 
-	e := startEnv(t, envOpts{bus: true, workers: newFakeWorkers(), eventLog: true, shadow: true})
+	e := startEnv(t, envOpts{bus: true, workers: newFakeWorkers(), eventLog: true, shadow: true, changeFeed: fixedFeed{}})
 	traffic(t, e)
 	series, families := scrape(t, e.url)
 	for n, rules := range used {

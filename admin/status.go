@@ -39,6 +39,8 @@ type status struct {
 	Shadow    *shadowStatus   `json:"shadow"`
 	Prune     *pruneStatus    `json:"prune"`
 	WarmUp    *warmUpStatus   `json:"warm_up"`
+	// ChangeFeed is the Kafka change feed; null when off.
+	ChangeFeed *changeFeedStatus `json:"change_feed"`
 	// Groups are every upstream group of a federated proxy, the primary
 	// first; null with one group.
 	Groups []groupStatus `json:"groups"`
@@ -155,7 +157,7 @@ func (s *Server) statusJSON(w http.ResponseWriter, r *http.Request) {
 // status renders snap, with the events recorded so far.
 func (s *Server) status(snap *snapshot) *status {
 	st := &status{Time: snap.at, Upstreams: snap.upstreams, Events: s.events.recent(), Workers: []workerStatus{},
-		Scope: takeScope(s.cfg.Scope), WarmUp: takeWarmUp(s.cfg.WarmUp, snap.at)}
+		Scope: takeScope(s.cfg.Scope), WarmUp: takeWarmUp(s.cfg.WarmUp, snap.at), ChangeFeed: takeChangeFeed(s.cfg.ChangeFeed)}
 	if snap.hasClients {
 		st.Clients = &snap.clients
 	}

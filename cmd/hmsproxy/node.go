@@ -471,6 +471,9 @@ func (n *node) adminConfig(reg *prometheus.Registry) admin.Config {
 	if n.limiter != nil {
 		acfg.RateLimit = n.limiter
 	}
+	if n.feed != nil {
+		acfg.ChangeFeed = n.feed
+	}
 	if krb, _ := n.ln.(*sasl.Listener); krb != nil { // nil without kerberos.enabled
 		acfg.Kerberos = krb
 	}

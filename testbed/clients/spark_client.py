@@ -2,13 +2,21 @@
 """Spark SQL (PySpark, its built-in Hive 2.3 metastore client) against a real
 metastore: DDL, partitioned writes, pruned reads, alter, rename, drop.
 
-    spark_client.py thrift://127.0.0.1:9083 WORKDIR [--db NAME] [--keep]
+    spark_client.py thrift://127.0.0.1:9083 WORKDIR [--db NAME] [--keep] [--planning ROUNDS]
 
 Exits non-zero on the first mismatch; prints one summary line on stdout.
 --keep leaves database NAME with table `sales` (3 partitions) behind.
+--planning ROUNDS then, in the same session, makes a table of 12 partitions
+with statistics (ANALYZE), and plans ten dashboard queries over it ROUNDS
+times, each round also asking through Hive's own client what a planner that
+reads column statistics asks (HivePlanner). Before each round it prints
+`planning: round N ready` and
+waits for a line on stdin, so that whoever reads the proxy's counters can
+take them between rounds; after the last, `planning: done`.
 """
 import argparse
 import os
+import random
 import sys
 import time
 
@@ -18,6 +26,112 @@ STEPS = []
 def check(cond, what):
     if not cond:
         raise AssertionError(what)
+
+
+# The dashboard: ten queries a BI tool sends again on every refresh, each
+# planned against the metastore (table, partitions pruned by filter).
+DASHBOARD = [
+    "SELECT region, sum(amount) FROM {t} WHERE dt = '2024-02-01' GROUP BY region",
+    "SELECT count(*) FROM {t} WHERE dt >= '2024-02-03'",
+    "SELECT dt, count(*) FROM {t} WHERE region = 'eu' GROUP BY dt",
+    "SELECT max(amount) FROM {t} WHERE dt = '2024-02-02' AND region = 'us'",
+    "SELECT dt, region, avg(amount) FROM {t} WHERE dt BETWEEN '2024-02-01' AND '2024-02-02' GROUP BY dt, region",
+    "SELECT count(DISTINCT id) FROM {t} WHERE region IN ('eu', 'apac')",
+    "SELECT sum(amount) FROM {t}",
+    "SELECT region, count(*) FROM {t} WHERE dt = '2024-02-04' GROUP BY region",
+    "SELECT id, amount FROM {t} WHERE dt = '2024-02-03' AND region = 'eu' ORDER BY id LIMIT 5",
+    "SELECT dt, sum(amount) FROM {t} WHERE dt <> '2024-02-01' AND region <> 'us' GROUP BY dt",
+]
+
+
+def planning(spark, sql, uri, db, rounds):
+    t = f"{db}.dash"
+    t0 = time.time()
+    sql(f"CREATE TABLE {t} (id INT, amount DOUBLE, note STRING) "
+        "PARTITIONED BY (dt STRING, region STRING) STORED AS PARQUET")
+    rows = ", ".join(f"({i}, {i * 1.5}, 'n{i}', '2024-02-0{1 + i % 4}', '{('eu', 'us', 'apac')[i % 3]}')"
+                     for i in range(36))
+    sql(f"INSERT INTO {t} PARTITION (dt, region) SELECT * FROM VALUES {rows}")
+    parts = sorted(r[0] for r in sql(f"SHOW PARTITIONS {t}"))
+    check(len(parts) == 12, f"dashboard partitions {len(parts)}")
+    sql(f"ANALYZE TABLE {t} PARTITION (dt, region) COMPUTE STATISTICS")
+    sql(f"ANALYZE TABLE {t} COMPUTE STATISTICS FOR COLUMNS id, amount")
+    answers = [sql(q.format(t=t)) for q in DASHBOARD]
+    hive = HivePlanner(spark, uri, db, "dash", parts)
+    for r in range(1, rounds + 1):
+        # A call on the metastore connection: once answered, the proxy has
+        # counted every call before it (it counts a call before reading
+        # the next), so the counts taken now end with the last round.
+        spark.catalog.databaseExists(db)
+        print(f"planning: round {r} ready", flush=True)
+        sys.stdin.readline()
+        for q in DASHBOARD:
+            # Planning only: the metastore is read while the plan is made
+            # (the table, its partitions pruned by the filter).
+            spark.sql(q.format(t=t))._jdf.queryExecution().executedPlan()
+        hive.round(r)
+    spark.catalog.databaseExists(db)
+    print("planning: done", flush=True)
+    check([sql(q.format(t=t)) for q in DASHBOARD] == answers, "the dashboard answered otherwise after the rounds")
+    hive.close()
+    sql(f"DROP TABLE {t}")
+    print(f"planning: {rounds} rounds in {time.time() - t0:.1f}s", file=sys.stderr)
+
+
+class HivePlanner:
+    """What a planner that reads column statistics (Trino, Impala, Hive) asks
+    of the metastore, through the Hive 2.3 client inside Spark's JVM: the
+    partitions a query reads by name, and their and the table's column
+    statistics, for a column set and a partition set that change from
+    query to query and come in another order each round."""
+
+    QUERIES = [(["id", "amount"], 0, 12), (["amount"], 0, 3), (["id"], 3, 9),
+               (["amount", "id"], 6, 12), (["ID", "amount"], 2, 5), (["id", "note"], 0, 6)]
+
+    def __init__(self, spark, uri, db, table, parts):
+        jvm = spark._jvm
+        self.jvm, self.db, self.table, self.parts = jvm, db, table, parts
+        conf = jvm.org.apache.hadoop.hive.conf.HiveConf()
+        conf.set("hive.metastore.uris", uri)
+        self.client = jvm.org.apache.hadoop.hive.metastore.HiveMetaStoreClient(conf)
+        api = jvm.org.apache.hadoop.hive.metastore.api
+        for i, part in enumerate(parts):
+            desc = api.ColumnStatisticsDesc(False, db, table)
+            desc.setPartName(part)
+            self.client.updatePartitionColumnStatistics(api.ColumnStatistics(desc, self.objs(api, i)))
+        self.client.updateTableColumnStatistics(api.ColumnStatistics(api.ColumnStatisticsDesc(True, db, table), self.objs(api, 99)))
+
+    def objs(self, api, n):
+        out = self.jvm.java.util.ArrayList()
+        data = api.ColumnStatisticsData()
+        data.setLongStats(api.LongColumnStatsData(0, n + 1))
+        out.add(api.ColumnStatisticsObj("id", "int", data))
+        data = api.ColumnStatisticsData()
+        data.setDoubleStats(api.DoubleColumnStatsData(0, n + 2))
+        out.add(api.ColumnStatisticsObj("amount", "double", data))
+        return out
+
+    def jlist(self, xs):
+        out = self.jvm.java.util.ArrayList()
+        for x in xs:
+            out.add(x)
+        return out
+
+    def round(self, r):
+        rnd = random.Random(r)
+        for cols, lo, hi in self.QUERIES:
+            names = self.parts[lo:hi]
+            rnd.shuffle(names)
+            cols = list(cols)
+            rnd.shuffle(cols)
+            got = self.client.getPartitionsByNames(self.db, self.table, self.jlist(names))
+            check(got.size() == len(names), f"by names: {got.size()} of {len(names)}")
+            stats = self.client.getPartitionColumnStatistics(self.db, self.table, self.jlist(names), self.jlist(cols))
+            check(stats.size() == len(names), f"partition statistics of {stats.size()} of {len(names)} partitions")
+            self.client.getTableColumnStatistics(self.db, self.table, self.jlist(cols))
+
+    def close(self):
+        self.client.close()
 
 
 def main():
@@ -35,6 +149,8 @@ def main():
                     help="with --hive-version and maven jars: only download the Hive "
                          "client into the Ivy cache (the test bed's fetch does, so that "
                          "a timed run does not), then exit; uri may point nowhere")
+    ap.add_argument("--planning", type=int, default=0, metavar="ROUNDS",
+                    help="after the steps, run the planning workload ROUNDS times (see above)")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                     help="extra Spark conf, repeatable (e.g. spark.hadoop.hive.metastore.use.SSL=true)")
     a = ap.parse_args()
@@ -136,6 +252,8 @@ def main():
         r = sql(f"SELECT count(*), sum(amount) FROM {db}.sales2")[0]
         check((r[0], r[1]) == (3, 60.0), f"after drop partition {r}")
         sql(f"ALTER TABLE {db}.sales2 RENAME TO {db}.sales")
+        if a.planning:
+            planning(spark, sql, a.uri, db, a.planning)
         if not a.keep:
             sql(f"DROP TABLE {db}.sales")
             check(sql(f"SHOW TABLES IN {db}") == [], "table still listed")

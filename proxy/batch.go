@@ -86,6 +86,9 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		k.memos.put(memoKey, base, list, parts, settled)
 	}
 	defer func() { clear(parts); c.parts = parts[:0] }() // don't keep cached entries alive
+	if len(missing) > 0 && c.wholeCached(meth, sc) {
+		return false, nil // a reply not taken apart before, cached whole
+	}
 	if len(parts) > 0 && k.shadow.sample() && k.shadow.admit(meth.Kind) {
 		c.shadowOnePart(meth, m, base, parts, snap)
 	}
@@ -126,8 +129,11 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 					if f, err := wire.ResultField(failed.body); err == nil && f <= 0 {
 						// A success this code cannot take apart (a field it
 						// does not know, a partition it cannot name): only
-						// the metastore can answer the whole request.
-						return true, c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
+						// the metastore can answer the whole request, and
+						// its answer is cached whole, so that the same
+						// request again is a hit rather than a miss for
+						// good.
+						return false, errWhole
 					}
 				}
 				// The metastore refused: the client gets its answer, as it
@@ -147,8 +153,8 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		}
 		return false, nil
 	}
-	if done, err := load(own.names, own.flights); done {
-		return true, err
+	if done, err := load(own.names, own.flights); done || err != nil {
+		return answered(done, err)
 	}
 	// Only now wait for the others: a batch never waits while holding
 	// loads others wait for, so batches cannot wait on each other in a
@@ -157,8 +163,8 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	if err != nil {
 		return true, err
 	}
-	if done, err := load(retry, nil); done {
-		return true, err
+	if done, err := load(retry, nil); done || err != nil {
+		return answered(done, err)
 	}
 	if len(due) > 0 {
 		// One bulk call for all of this request's due partitions.
@@ -172,6 +178,31 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		slices.SortFunc(parts, func(a, b namedPart) int { return bytes.Compare(a.name, b.name) })
 	}
 	return true, c.writeBatchReply(m, shape, parts)
+}
+
+// wholeCached reports whether the reply to the request resolved in
+// c.res is cached whole: one the per-entry path could not take apart
+// before. It is asked only when entries are missing, so a request all of
+// whose entries hit never pays the lookup.
+func (c *clientConn) wholeCached(meth *hms.Method, sc cache.Scope) bool {
+	key, ok := cache.ReadKey(nil, sc, meth, &c.res, c.rt.cache.DefaultCatalog) // a miss path: one allocation
+	if !ok {
+		return false
+	}
+	_, st := c.rt.cache.Store.Get(key, meth.Kind)
+	return st != cache.Miss
+}
+
+// errWhole says that a request is to be answered, and cached, whole.
+var errWhole = errors.New("proxy: answer the request whole")
+
+// answered is what batchRead reports for a load that answered the
+// request (done) or failed: errWhole hands the request to the caller.
+func answered(done bool, err error) (bool, error) {
+	if errors.Is(err, errWhole) {
+		return false, nil
+	}
+	return done, err
 }
 
 // lookupParts looks each of want (sorted, distinct) up under base, all at

@@ -182,8 +182,9 @@ func TestBatchRefreshIsBulk(t *testing.T) {
 // get_partitions_by_names_req reply, as a 4.0 server that sends a
 // dictionary would.
 type dictForwarder struct {
-	up Forwarder
-	on *atomic.Bool
+	up    Forwarder
+	on    *atomic.Bool
+	calls *atomic.Int64 // by-names calls made
 }
 
 type dictSink struct{ to upstream.ReplySink }
@@ -208,15 +209,20 @@ func (s dictSink) Reply(m wire.Message) error {
 }
 
 func (f dictForwarder) Do(ctx context.Context, c upstream.Call, sink upstream.ReplySink) error {
-	if string(c.Msg.Name()) == "get_partitions_by_names_req" && f.on.Load() {
-		sink = dictSink{sink}
+	if string(c.Msg.Name()) == "get_partitions_by_names_req" {
+		f.calls.Add(1)
+		if f.on.Load() {
+			sink = dictSink{sink}
+		}
 	}
 	return f.up.Do(ctx, c, sink)
 }
 
 // TestBatchUnknownReplyForwardsWhole: when a chunk's success reply has a
 // shape the proxy cannot take apart, the client gets the metastore's
-// answer to its whole request, never the chunk's answer alone.
+// answer to its whole request, never the chunk's answer alone; and that
+// answer is cached whole, so the same request again is a hit (issue 24:
+// it was forwarded uncached, a miss on every repeat).
 func TestBatchUnknownReplyForwardsWhole(t *testing.T) {
 	_, addr := startDemo(t, wire.Buffered)
 	g, err := upstream.New(upstream.Config{URIs: []string{"thrift://" + addr}, HealthInterval: time.Hour})
@@ -226,7 +232,8 @@ func TestBatchUnknownReplyForwardsWhole(t *testing.T) {
 	t.Cleanup(func() { g.Close() })
 	caching := newCaching(t, nil)
 	on := new(atomic.Bool)
-	s, err := New(Config{Cache: caching, Logger: testLogger(t)}, dictForwarder{g, on})
+	calls := new(atomic.Int64)
+	s, err := New(Config{Cache: caching, Logger: testLogger(t)}, dictForwarder{g, on, calls})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,6 +249,16 @@ func TestBatchUnknownReplyForwardsWhole(t *testing.T) {
 		if !strings.Contains(string(got), want) {
 			t.Fatalf("reply lacks partition %q: only part of the request was answered", want)
 		}
+	}
+	caching.Store.Wait()
+	hits, made := s.Stats().Method("get_partitions_by_names_req", OutcomeHit), calls.Load()
+	if again := call(t, c, "get_partitions_by_names_req", byNamesReq("get_partitions_by_names_req", partName(1), partName(2))); !sameButSeqID(again, got) {
+		t.Fatalf("the same request again:\n got %x\nwant %x", again, got)
+	}
+	call(t, c, "get_all_databases", hmsreq.Args()) // counted once the next call is read
+	if s.Stats().Method("get_partitions_by_names_req", OutcomeHit) != hits+1 || calls.Load() != made {
+		t.Fatalf("the same request again: hits +%d, metastore calls +%d; want a hit and no call",
+			s.Stats().Method("get_partitions_by_names_req", OutcomeHit)-hits, calls.Load()-made)
 	}
 }
 

@@ -85,6 +85,9 @@ func (c *clientConn) statsRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		}
 	}
 	defer clear(parts) // don't keep cached entries alive
+	if len(missing) > 0 && c.wholeCached(meth, sc) {
+		return false, nil // a reply not taken apart before, cached whole
+	}
 	outcome := OutcomeHit
 	if len(missing) > 0 {
 		outcome = OutcomeCoalesced

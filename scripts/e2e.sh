@@ -14,6 +14,10 @@ for v in ${versions//,/ } clients; do
   bash testbed/hms.sh fetch "$v"
   echo "e2e: fetched $v in $((SECONDS - s))s"
 done
+s=$SECONDS
+bash testbed/kafka.sh fetch
+bash testbed/clients/atlas_reader.sh --build
+echo "e2e: fetched Kafka and the Atlas reader in $((SECONDS - s))s"
 echo "e2e: dependencies ready in $((SECONDS - t0))s"
 s=$SECONDS
 set +e

@@ -46,7 +46,13 @@ case "${1:-}" in
         else
           echo "prefetch: $v FAILED (see '"$log"')"
         fi
-      done' >"$log" 2>&1 </dev/null &
+      done
+      s=$SECONDS
+      if bash testbed/kafka.sh fetch && bash testbed/clients/atlas_reader.sh --build; then
+        echo "prefetch: Kafka and the Atlas reader in $((SECONDS - s))s"
+      else
+        echo "prefetch: Kafka or the Atlas reader FAILED (see '"$log"')"
+      fi' >"$log" 2>&1 </dev/null &
     echo $! >"$pidf"
     echo "prefetch: fetching the e2e test bed in the background (log: $log)"
     ;;

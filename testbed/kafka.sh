@@ -38,6 +38,12 @@ port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 fetch() {
   local sum; sum=$(sha1sum < "$POM/pom.xml" | cut -c1-12)
   if [[ -f "$DIR/.stamp-$sum" && -f "$DIR/classpath" ]]; then return 0; fi
+  # Test packages start brokers in parallel: one fetch at a time, and the
+  # others find its stamp.
+  mkdir -p "$CACHE"
+  exec 9>"$CACHE/.kafka-fetch.lock"
+  flock 9
+  if [[ -f "$DIR/.stamp-$sum" && -f "$DIR/classpath" ]]; then flock -u 9; return 0; fi
   log "resolving Apache Kafka $KAFKA_VERSION with Maven into $DIR/lib"
   rm -rf "$DIR"; mkdir -p "$DIR"
   local out rc=0
@@ -46,6 +52,7 @@ fetch() {
   if (( rc != 0 )); then printf '%s\n' "$out" >&2; die "maven failed"; fi
   echo "$DIR/lib/*" > "$DIR/classpath"
   touch "$DIR/.stamp-$sum"
+  flock -u 9
 }
 
 classpath() { fetch; cat "$DIR/classpath"; }

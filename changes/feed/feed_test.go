@@ -44,6 +44,8 @@ func TestFromWrite(t *testing.T) {
 			typ: "ALTER_TABLE", db: "sales", tbl: "orders", newTbl: "orders_v2", claims: []string{"ALTER_TABLE|sales|orders"}},
 		{name: "drop table", method: "drop_table", args: hmsreq.Args(hmsreq.Str(1, "SALES"), hmsreq.Str(2, "Orders"), hmsreq.Bool(3, true)), ok: true,
 			typ: "DROP_TABLE", db: "sales", tbl: "orders", claims: []string{"DROP_TABLE|sales|orders"}},
+		{name: "catalog folded into the db", method: "drop_table", args: hmsreq.Args(hmsreq.Str(1, "@hive#Sales"), hmsreq.Str(2, "orders")), ok: true,
+			typ: "DROP_TABLE", db: "sales", tbl: "orders", claims: []string{"DROP_TABLE|sales|orders"}},
 		{name: "add partitions", method: "add_partitions", args: hmsreq.Args(hmsreq.Partitions(1, part("1"), part("2"))), ok: true,
 			typ: "ADD_PARTITION", db: "sales", tbl: "orders", parts: [][]string{{"1"}, {"2"}},
 			claims: []string{"ADD_PARTITION|sales|orders|1", "ADD_PARTITION|sales|orders|2"}},

@@ -36,9 +36,9 @@ var writes = map[string]kind{
 			c.DB = c.After.Database.Name
 		}
 	}},
-	"drop_database": {"DROP_DATABASE", func(a tstruct, c *Change) { c.DB = norm(a.str(1)) }},
+	"drop_database": {"DROP_DATABASE", func(a tstruct, c *Change) { c.DB = c.dbName(a.str(1)) }},
 	"alter_database": {"ALTER_DATABASE", func(a tstruct, c *Change) {
-		c.DB = norm(a.str(1))
+		c.DB = c.dbName(a.str(1))
 		c.After = &Objects{Database: fromDatabase(a.rec(2))}
 	}},
 	"create_table":                          {"CREATE_TABLE", createTable(func(a tstruct) tstruct { return a.rec(1) })},
@@ -86,16 +86,16 @@ var writes = map[string]kind{
 	}},
 	"rename_partition": {"ALTER_PARTITION", func(a tstruct, c *Change) {
 		// The log keys the event by the partition's old values.
-		c.DB, c.Table = norm(a.str(1)), norm(a.str(2))
+		c.DB, c.Table = c.dbName(a.str(1)), norm(a.str(2))
 		c.Partitions = [][]string{a.strs(3)}
 		c.After = &Objects{Partitions: []Partition{fromPartition(a.rec(4))}}
 	}},
 	"create_function": {"CREATE_FUNCTION", func(a tstruct, c *Change) { c.DB = norm(a.rec(1).str(2)) }},
-	"drop_function":   {"DROP_FUNCTION", func(a tstruct, c *Change) { c.DB = norm(a.str(1)) }},
+	"drop_function":   {"DROP_FUNCTION", func(a tstruct, c *Change) { c.DB = c.dbName(a.str(1)) }},
 }
 
 func names(db, tbl int16) func(tstruct, *Change) {
-	return func(a tstruct, c *Change) { c.DB, c.Table = norm(a.str(db)), norm(a.str(tbl)) }
+	return func(a tstruct, c *Change) { c.DB, c.Table = c.dbName(a.str(db)), norm(a.str(tbl)) }
 }
 
 func createTable(tbl func(tstruct) tstruct) func(tstruct, *Change) {
@@ -109,7 +109,7 @@ func createTable(tbl func(tstruct) tstruct) func(tstruct, *Change) {
 
 func alterTable(db, tbl, newTbl int16) func(tstruct, *Change) {
 	return func(a tstruct, c *Change) {
-		c.DB, c.Table = norm(a.str(db)), norm(a.str(tbl))
+		c.DB, c.Table = c.dbName(a.str(db)), norm(a.str(tbl))
 		t := fromTable(a.rec(newTbl))
 		if t == nil {
 			return
@@ -142,23 +142,41 @@ func addPartitions(parts func(tstruct) []tstruct) func(tstruct, *Change) {
 
 func alterPartitions(parts func(tstruct) []tstruct) func(tstruct, *Change) {
 	return func(a tstruct, c *Change) {
-		c.DB, c.Table = norm(a.str(1)), norm(a.str(2))
+		c.DB, c.Table = c.dbName(a.str(1)), norm(a.str(2))
 		addPartitions(parts)(a, c)
 	}
 }
 
 func byValues(id int16) func(tstruct, *Change) {
 	return func(a tstruct, c *Change) {
-		c.DB, c.Table = norm(a.str(1)), norm(a.str(2))
+		c.DB, c.Table = c.dbName(a.str(1)), norm(a.str(2))
 		c.Partitions = [][]string{a.strs(id)}
 	}
 }
 
 func byName(id int16) func(tstruct, *Change) {
 	return func(a tstruct, c *Change) {
-		c.DB, c.Table = norm(a.str(1)), norm(a.str(2))
+		c.DB, c.Table = c.dbName(a.str(1)), norm(a.str(2))
 		c.Partitions = [][]string{ValuesOf(a.str(id))}
 	}
+}
+
+// dbName is the database of a legacy call's db argument, which 3.x and
+// 4.x clients write as "@cat#db" (the catalog folded in; "@cat#!" is an
+// empty name), as the metastore reads it; the catalog goes to c.
+func (c *Change) dbName(s string) string {
+	if rest, ok := strings.CutPrefix(s, "@"); ok {
+		if cat, db, ok := strings.Cut(rest, "#"); ok {
+			if cat != "" {
+				c.Cat = norm(cat)
+			}
+			if db == "!" {
+				db = ""
+			}
+			return norm(db)
+		}
+	}
+	return norm(s)
 }
 
 // ValuesOf is the values of a partition name, "k1=v1/k2=v2", unescaped

@@ -128,9 +128,14 @@ func (c *Change) PartitionKey() string {
 
 // ClaimKeys are what the notification log shows of the change: one key
 // per event it is expected to write, "TYPE|db|table" and, for partition
-// events, one per partition, "TYPE|db|table|v1\x00v2".
+// events, one per partition, "TYPE|db|table|v1\x00v2". The log names a
+// renamed table by its new name (the listener takes the table after).
 func (c *Change) ClaimKeys() []string {
-	base := c.Type + "|" + c.DB + "|" + c.Table
+	db, tbl := c.DB, c.Table
+	if c.NewTable != "" {
+		db, tbl = c.NewDB, c.NewTable
+	}
+	base := c.Type + "|" + db + "|" + tbl
 	if !strings.HasSuffix(c.Type, "_PARTITION") {
 		return []string{base}
 	}

@@ -55,10 +55,14 @@ func FromEvent(group string, ev Event, defaultCat string) (*Change, bool) {
 	case "DROP_TABLE":
 		c.Before = tableObjects(fromTable(obj("tableObjJson")))
 	case "ALTER_TABLE":
+		// The event names the table after the change; a rename is told
+		// by the name before, as a node tells it.
 		c.Before = tableObjects(fromTable(obj("tableObjBeforeJson")))
-		if c.After = tableObjects(fromTable(obj("tableObjAfterJson"))); c.After != nil {
-			if t := c.After.Table; t.DB != c.DB || t.Name != c.Table {
-				c.NewDB, c.NewTable = t.DB, t.Name
+		c.After = tableObjects(fromTable(obj("tableObjAfterJson")))
+		if c.Before != nil && c.After != nil {
+			b, a := c.Before.Table, c.After.Table
+			if b.DB != a.DB || b.Name != a.Name {
+				c.DB, c.Table, c.NewDB, c.NewTable = b.DB, b.Name, a.DB, a.Name
 			}
 		}
 	case "ADD_PARTITION":

@@ -41,7 +41,7 @@ func TestFromWrite(t *testing.T) {
 			typ: "CREATE_TABLE", db: "sales", tbl: "orders", claims: []string{"CREATE_TABLE|sales|orders"}},
 		{name: "rename", method: "alter_table_with_environment_context",
 			args: hmsreq.Args(hmsreq.Str(1, "sales"), hmsreq.Str(2, "orders"), orders("orders_v2").Field(3)), ok: true,
-			typ: "ALTER_TABLE", db: "sales", tbl: "orders", newTbl: "orders_v2", claims: []string{"ALTER_TABLE|sales|orders"}},
+			typ: "ALTER_TABLE", db: "sales", tbl: "orders", newTbl: "orders_v2", claims: []string{"ALTER_TABLE|sales|orders_v2"}},
 		{name: "drop table", method: "drop_table", args: hmsreq.Args(hmsreq.Str(1, "SALES"), hmsreq.Str(2, "Orders"), hmsreq.Bool(3, true)), ok: true,
 			typ: "DROP_TABLE", db: "sales", tbl: "orders", claims: []string{"DROP_TABLE|sales|orders"}},
 		{name: "catalog folded into the db", method: "drop_table", args: hmsreq.Args(hmsreq.Str(1, "@hive#Sales"), hmsreq.Str(2, "orders")), ok: true,
@@ -130,10 +130,10 @@ func TestFromEvent(t *testing.T) {
 					t.Fatalf("got after %+v", c.After)
 				}
 			}},
-		{"rename", Event{ID: 6, Type: "ALTER_TABLE", DB: "sales", Table: "orders",
-			Message: message(t, map[string]any{"tableObjBeforeJson": tjson, "tableObjAfterJson": renamed})}, true, []string{"ALTER_TABLE|sales|orders"},
+		{"rename", Event{ID: 6, Type: "ALTER_TABLE", DB: "sales", Table: "orders_v2", // the log names the table after
+			Message: message(t, map[string]any{"tableObjBeforeJson": tjson, "tableObjAfterJson": renamed})}, true, []string{"ALTER_TABLE|sales|orders_v2"},
 			func(t *testing.T, c *Change) {
-				if c.NewTable != "orders_v2" || c.Before.Table.Name != "orders" {
+				if c.Table != "orders" || c.NewTable != "orders_v2" || c.Before.Table.Name != "orders" || c.PartitionKey() != "sales.orders" {
 					t.Fatalf("got rename to %q, before %+v", c.NewTable, c.Before)
 				}
 			}},

@@ -2,6 +2,7 @@ package hms
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"slices"
 
@@ -62,10 +63,14 @@ func (s *StatsShape) AppendRequest(dst, hdr, args []byte, names []string) []byte
 // reply twice over (the later one wins), which only it can reproduce.
 const MaxStatsNames = 1000
 
-// AppendColumnSet appends the set of column names cols stand for, as the
-// metastore reads them (lower-cased), sorted and without repeats, each
-// length-prefixed. ok is false for a name that is not ASCII (Java's
-// lower case of it is not worth guessing), or for more than
+// AppendColumnSet appends a digest (SHA-256) of the set of column names
+// cols stand for, as the metastore reads them (lower-cased), in any
+// order and with repeats: requests naming one set get one digest. A
+// digest, not the names, goes into a key that every partition's entry
+// repeats, so a request naming many long columns for many partitions
+// costs its entries no more than its own size. ok is false for a name
+// that is not ASCII (Java's lower case of it is not worth guessing) or
+// longer than MaxColumnName (it names no column), or for more than
 // MaxStatsNames names.
 func AppendColumnSet(dst []byte, cols [][]byte) ([]byte, bool) {
 	if len(cols) > MaxStatsNames {
@@ -73,6 +78,9 @@ func AppendColumnSet(dst []byte, cols [][]byte) ([]byte, bool) {
 	}
 	low := make([]string, 0, len(cols))
 	for _, c := range cols {
+		if len(c) > MaxColumnName {
+			return dst, false
+		}
 		b := make([]byte, len(c))
 		for i, ch := range c {
 			if ch >= 0x80 {
@@ -87,12 +95,13 @@ func AppendColumnSet(dst []byte, cols [][]byte) ([]byte, bool) {
 	}
 	slices.Sort(low)
 	low = slices.Compact(low)
-	dst = binary.AppendUvarint(dst, uint64(len(low)))
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
 	for _, c := range low {
-		dst = binary.AppendUvarint(dst, uint64(len(c)))
-		dst = append(dst, c...)
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(c)))])
+		h.Write([]byte(c))
 	}
-	return dst, true
+	return h.Sum(dst), true
 }
 
 // StoredPartName reports whether name is a partition name in the form

@@ -186,6 +186,12 @@ func TestAppendColumnSet(t *testing.T) {
 	if _, ok := set("zéta"); ok {
 		t.Error("a name that is not ASCII was taken")
 	}
+	if _, ok := set(strings.Repeat("c", MaxColumnName+1)); ok {
+		t.Error("a name longer than any column was taken")
+	}
+	if long, ok := set(strings.Repeat("c", MaxColumnName), strings.Repeat("d", MaxColumnName)); !ok || len(long) != len(a) {
+		t.Errorf("two long names: %d bytes (ok %v); want a digest of %d", len(long), ok, len(a))
+	}
 	if _, ok := set(make([]string, MaxStatsNames+1)...); ok {
 		t.Errorf("%d names were taken; the metastore batches them", MaxStatsNames+1)
 	}

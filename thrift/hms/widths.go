@@ -7,7 +7,9 @@ package hms
 //   - a catalog's name, CTLGS.NAME, and a table's, TBLS.TBL_NAME, are
 //     VARCHAR(256);
 //   - a database's name, DBS.NAME, is VARCHAR(128);
-//   - a partition's name, PARTITIONS.PART_NAME, is VARCHAR(767);
+//   - a partition's name, PARTITIONS.PART_NAME, is VARCHAR(767), and so
+//     is a column's, COLUMNS_V2.COLUMN_NAME and the statistics tables'
+//     COLUMN_NAME;
 //   - a user, group or role appears as the owner of a table, TBLS.OWNER,
 //     VARCHAR(767) (with OWNER_TYPE saying which), and in narrower
 //     columns elsewhere: DBS.OWNER_NAME, ROLES.ROLE_NAME and every
@@ -23,6 +25,7 @@ const (
 	MaxDatabaseName  = 128
 	MaxTableName     = 256
 	MaxPartitionName = 767
+	MaxColumnName    = 767
 	// MaxPrincipalName is the widest column a user or group name is
 	// stored in (TBLS.OWNER): a longer one can own, be granted or be
 	// checked against nothing.

@@ -37,14 +37,14 @@ func TestSettledFollowsGet(t *testing.T) {
 			epoch := s.Epoch()
 			l, ref := refOf(t, s, getPartition("db0", "t1", "1"), "older")
 			e, _ := s.Get(l.key, l.kind)
-			if !s.Settled(epoch, l.kind, e.Loaded(), s.Now()) {
+			if !s.Settled(&epoch, l.kind, e.Loaded(), s.Now()) {
 				t.Fatal("Settled right after the lookup: false; want true")
 			}
 			if got, ok := s.Held(ref); !ok || string(got.Body()) != "older" {
 				t.Fatalf("Held: got %q, %v; want the entry", got.Body(), ok)
 			}
 			tc.leave(s, &l)
-			if s.Settled(epoch, l.kind, e.Loaded(), s.Now()) {
+			if s.Settled(&epoch, l.kind, e.Loaded(), s.Now()) {
 				t.Fatalf("Settled after %s: true; want false", tc.name)
 			}
 		})

@@ -203,6 +203,11 @@ type Store struct {
 	// exits counts entries leaving the store (and Clears): unchanged,
 	// every entry found stored before is stored still (Settled).
 	exits atomic.Uint64
+	// groupExits count the entries with segments leaving the store by
+	// their table group (hashed into exitShards), and clears the Clears:
+	// a table's Epoch is not ended by other tables' entries leaving.
+	groupExits [exitShards]atomic.Uint64
+	clears     atomic.Uint64
 
 	refreshMu  sync.Mutex          // guards refreshing
 	refreshing map[uint64]struct{} // key hashes with a refresh in flight
@@ -272,7 +277,7 @@ func New(cfg Config) (*Store, error) {
 				st.Entries.Add(-1)
 			}
 			markGone(r.p)
-			s.exits.Add(1)
+			s.exited(&r)
 			s.release(&r)
 		},
 	})
@@ -489,7 +494,7 @@ func (s *Store) put(key []byte, kind hms.Kind, body, group []byte, runs []hms.Ru
 		st.Entries.Add(-1)
 		st.Rejected.Add(1)
 		markGone(r.p)
-		s.exits.Add(1)
+		s.exited(&r)
 		s.release(&r)
 		return false
 	}
@@ -528,6 +533,19 @@ func (s *Store) Clear() {
 	s.clearMu.Lock()
 	defer s.clearMu.Unlock()
 	s.rc.Clear()
+	s.clears.Add(1)
+	s.exits.Add(1)
+}
+
+// exitShards is how many counters the table groups' exits hash into:
+// two tables sharing one only end each other's Epochs more often.
+const exitShards = 1024
+
+// exited counts the exit of r's entry.
+func (s *Store) exited(r *record) {
+	if r.ss != nil && r.ss.segs[0] != nil {
+		s.groupExits[r.ss.segs[0].key.group%exitShards].Add(1)
+	}
 	s.exits.Add(1)
 }
 
@@ -676,25 +694,79 @@ func (s *Store) Again(r *Ref, kind hms.Kind, now time.Time) (Entry, Status) {
 	return e, Hit
 }
 
-// Epoch is a reading of the two things that can make a stored entry stop
-// being a hit before its age does: entries leaving the store, and
-// generations being bumped. A caller that found many entries current
-// together (the partitions of a batch read answered before) asks
-// Settled whether they still are, instead of checking each one again.
-type Epoch struct{ exits, bumps uint64 }
+// Epoch is a reading of what can make stored entries stop being hits
+// before their age does: entries leaving the store, and generations
+// being bumped. A caller that found many entries current together (the
+// partitions of a batch read answered before) asks Settled whether they
+// still are, instead of checking each one again.
+//
+// A store's Epoch counts every exit and every bump; a table's (TableEpoch)
+// only its own: the exits of entries sharing its segments, and the
+// counters of the dependencies a read of it takes, so the churn of other
+// tables (evictions, refreshes, writes) does not end it. Entries it does
+// not cover (Covers) need the store's.
+type Epoch struct {
+	exits, bumps uint64 // the store's
+	table        bool
+	slot         uint32   // a table's: its group's exit counter
+	slotExits    uint64   // and its reading
+	clears       uint64   // the store's Clears
+	group        uint64   // the table group's hash, as its segments have it
+	snap         Snapshot // the dependencies its entries depend within
+}
 
 // Epoch reads the store's epoch: take it before the lookups it is to
 // vouch for.
 func (s *Store) Epoch() Epoch { return Epoch{exits: s.exits.Load(), bumps: s.gens.bumps.Load()} }
 
+// TableEpoch reads the epoch of the entries that share segments in group
+// (TableGroup) and depend on nothing but snap's dependencies (a read's,
+// taken before it looked up the entries: Existing for partitions).
+func (s *Store) TableEpoch(group []byte, snap *Snapshot) Epoch {
+	g := maphash.Bytes(s.segs.seed, group)
+	e := Epoch{table: true, slot: uint32(g % exitShards), group: g, snap: *snap}
+	e.clears = s.clears.Load()
+	e.slotExits = s.groupExits[e.slot].Load()
+	return e
+}
+
+// Covers reports whether e vouches for en (found current after e was
+// read): a store's epoch covers every entry; a table's those with the
+// table's segments and none but its dependencies.
+func (s *Store) Covers(e *Epoch, en Entry) bool {
+	if !e.table {
+		return true
+	}
+	if en.ss == nil || en.ss.segs[0] == nil || en.ss.segs[0].key.group != e.group {
+		return false
+	}
+	b := en.b[hdrSnap:]
+	for i := 0; i < int(b[0]); i++ {
+		d := Dep(binary.LittleEndian.Uint32(b[1+8*i:])) & depIndex
+		found := false
+		for j := uint8(0); j < e.snap.n; j++ {
+			found = found || e.snap.deps[j]&depIndex == d
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
 // Settled reports whether entries of kind that were all hits (not due
-// for a refresh) in lookups made after e was read, the oldest of them
-// loaded at oldest (Entry.Loaded), are all hits at now still: none has
-// left the store and no generation was bumped since e, and the oldest is
-// younger than its kind's refresh age and TTL. Then Held gives each back
-// as GetAt would. false: look at each (Again, GetAt).
-func (s *Store) Settled(e Epoch, kind hms.Kind, oldest uint32, now time.Time) bool {
-	if s.exits.Load() != e.exits || s.gens.bumps.Load() != e.bumps {
+// for a refresh) in lookups made after e was read, each covered by it
+// (Covers), the oldest of them loaded at oldest (Entry.Loaded), are all
+// hits at now still: none has left the store and none of their
+// generations was bumped since e, and the oldest is younger than its
+// kind's refresh age and TTL. Then Held gives each back as GetAt would.
+// false: look at each (Again, GetAt).
+func (s *Store) Settled(e *Epoch, kind hms.Kind, oldest uint32, now time.Time) bool {
+	if e.table {
+		if s.clears.Load() != e.clears || s.groupExits[e.slot].Load() != e.slotExits || !s.gens.Current(&e.snap) {
+			return false
+		}
+	} else if s.exits.Load() != e.exits || s.gens.bumps.Load() != e.bumps {
 		return false
 	}
 	pol := s.policy(kind)

@@ -81,7 +81,15 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 			return true, err
 		}
 	}
-	parts, missing, due, settled := c.lookupParts(base, want, meth.Kind, started, memo, again)
+	var tableEp *cache.Epoch
+	if list != nil && len(names.Tables) == 1 {
+		// Before the lookups: what a memo of them may vouch for.
+		c.group = cache.TableGroup(c.group[:0], k.Upstream, names.Cat, names.DB, names.Tables[0])
+		ex := snap.Existing()
+		ep := k.Store.TableEpoch(c.group, &ex)
+		tableEp = &ep
+	}
+	parts, missing, due, settled := c.lookupParts(base, want, meth.Kind, started, memo, again, tableEp)
 	if list != nil && memo == nil && len(missing) == 0 {
 		k.memos.put(memoKey, base, list, parts, settled)
 	}
@@ -218,11 +226,11 @@ func answered(done bool, err error) (bool, error) {
 // Otherwise each entry is first taken back through its reference
 // (cache.Store.Again); one that is not is looked up, and its reference
 // replaced.
-func (c *clientConn) lookupParts(base []byte, want [][]byte, kind hms.Kind, started time.Time, memo *batchMemo, again bool) (parts []namedPart, missing, due []string, settled *memoSettled) {
+func (c *clientConn) lookupParts(base []byte, want [][]byte, kind hms.Kind, started time.Time, memo *batchMemo, again bool, tableEp *cache.Epoch) (parts []namedPart, missing, due []string, settled *memoSettled) {
 	k := c.rt.cache
 	parts = slices.Grow(c.parts[:0], len(want))
 	if again {
-		if st := memo.settled.Load(); st != nil && k.Store.Settled(st.epoch, kind, st.oldest, started) {
+		if st := memo.settled.Load(); st != nil && k.Store.Settled(&st.epoch, kind, st.oldest, started) {
 			if parts, ok := c.heldParts(parts, memo, want); ok {
 				k.Store.CountHits(kind, len(parts))
 				if st.flat == nil {
@@ -235,6 +243,7 @@ func (c *clientConn) lookupParts(base []byte, want [][]byte, kind hms.Kind, star
 		}
 	}
 	epoch, oldest, allHit := k.Store.Epoch(), uint32(math.MaxUint32), true
+	covered := tableEp != nil // by the table's epoch, not only the store's
 	for i, name := range want {
 		var ref *cache.Ref
 		if memo != nil {
@@ -244,6 +253,7 @@ func (c *clientConn) lookupParts(base []byte, want [][]byte, kind hms.Kind, star
 			if e, st := k.Store.Again(ref, kind, started); st == cache.Hit {
 				parts = append(parts, namedPart{name: name, hit: e})
 				oldest = min(oldest, e.Loaded())
+				covered = covered && k.Store.Covers(tableEp, e)
 				continue
 			}
 		}
@@ -259,6 +269,7 @@ func (c *clientConn) lookupParts(base []byte, want [][]byte, kind hms.Kind, star
 		}
 		parts = append(parts, namedPart{name: name, hit: e})
 		oldest = min(oldest, e.Loaded())
+		covered = covered && k.Store.Covers(tableEp, e)
 		if memo != nil {
 			if r := e.RefAgain(ref); r != ref {
 				memo.refs[i].Store(r)
@@ -272,10 +283,13 @@ func (c *clientConn) lookupParts(base []byte, want [][]byte, kind hms.Kind, star
 		}
 	}
 	if allHit {
+		if covered {
+			epoch = *tableEp
+		}
 		settled = &memoSettled{epoch: epoch, oldest: oldest}
 	}
 	if memo != nil {
-		if cur := memo.settled.Load(); settled != nil && cur != nil && k.Store.Settled(cur.epoch, kind, cur.oldest, started) {
+		if cur := memo.settled.Load(); settled != nil && cur != nil && k.Store.Settled(&cur.epoch, kind, cur.oldest, started) {
 			settled = cur // still vouched for: its flat copy stays
 		} else {
 			memo.settle(settled, k.Store)

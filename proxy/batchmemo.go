@@ -272,7 +272,7 @@ func (c *clientConn) batchNames(base, body []byte, names [][]byte) (want [][]byt
 func (c *clientConn) flatHit(meth *hms.Method, m wire.Message, base []byte, memo *batchMemo, want [][]byte, snap cache.Snapshot, started time.Time) (bool, error) {
 	k := c.rt.cache
 	st := memo.settled.Load()
-	if st == nil || st.flat == nil || !k.Store.Settled(st.epoch, meth.Kind, st.oldest, started) {
+	if st == nil || st.flat == nil || !k.Store.Settled(&st.epoch, meth.Kind, st.oldest, started) {
 		return false, nil
 	}
 	n := len(memo.refs)

@@ -136,3 +136,49 @@ func TestListBytes(t *testing.T) {
 		t.Fatal("a name from elsewhere gave a list")
 	}
 }
+
+// TestBatchMemoIgnoresOtherTables (#24): what a memo's joined copy is
+// vouched for by is its own table's: writes to another table, and
+// another table's entries leaving the store, leave it served (its
+// budget stays reserved); its own table's write ends it.
+func TestBatchMemoIgnoresOtherTables(t *testing.T) {
+	_, addr := startDemo(t, wire.Buffered)
+	caching := newCaching(t, nil)
+	var srv *Server
+	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { return up }, func(s *Server) { srv = s })
+	c, direct := dial(t, paddr, wire.Buffered), dial(t, addr, wire.Buffered)
+	st := caching.Store
+	args := byNamesReq("get_partitions_by_names", plannerNames()...)
+	other := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t1"), hmsreq.Strings(3, partName(0), partName(1)))
+	call(t, c, "get_partitions_by_names", other) // the other table's entries
+	st.Wait()
+	if !memoRounds(t, c, direct, st, args, "first") {
+		t.Fatal("no joined copy was made: the memo's fast path did not run")
+	}
+	for _, churn := range []struct {
+		name string
+		do   func()
+	}{
+		{"another table's partitions invalidated", func() {
+			srv.ApplyRemote([]cache.Entity{{Level: cache.LevelPartitions, Cat: "hive", DB: "demo_db0", Table: "t1"}})
+			call(t, c, "get_partitions_by_names", other) // reloaded: its old entries replaced
+			st.Wait()
+		}},
+	} {
+		churn.do()
+		reserved := st.Reserved()
+		for i := 0; i < 2*memoLookup; i++ {
+			if !sameButSeqID(call(t, c, "get_partitions_by_names", args), call(t, direct, "get_partitions_by_names", args)) {
+				t.Fatalf("after %s: the proxy's reply differs from the metastore's", churn.name)
+			}
+			if st.Reserved() != reserved || reserved == 0 {
+				t.Fatalf("after %s, read %d: reserved %d, then %d: the joined copy was dropped", churn.name, i, reserved, st.Reserved())
+			}
+		}
+	}
+	srv.ApplyRemote([]cache.Entity{{Level: cache.LevelPartitions, Cat: "hive", DB: "demo_db0", Table: "t0"}})
+	call(t, c, "get_partitions_by_names", args)
+	if n := st.Reserved(); n != 0 {
+		t.Fatalf("after its own table's write: %d bytes still reserved", n)
+	}
+}

@@ -75,6 +75,7 @@ type clientConn struct {
 	objs  [][]byte    // the objects of that reply
 	parts []namedPart // a by-names read's partitions being assembled
 	want  [][]byte    // and its names, sorted, when a memo answers it
+	group []byte      // and its table's segment group
 
 	// locks are the write locks the client took through this connection
 	// (locks.go): their grants invalidated what they cover, and reads of

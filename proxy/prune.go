@@ -170,7 +170,7 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		if p.MaxParts >= 0 && len(sel) >= p.MaxParts {
 			break
 		}
-		ok, err := plan.match(idx.values[i])
+		ok, err := plan.match(idx.valuesOf(i))
 		if err != nil {
 			return c.pruneFallback("evaluation", errPruneForward)
 		}
@@ -784,11 +784,14 @@ func canonicalInt(v string) bool {
 // nameIndex is a cached name list taken apart: each name and its values
 // in key order. It is rebuilt only when the name list entry changes.
 type nameIndex struct {
-	src    unsafe.Pointer // the first byte of the body it was built from
-	n      int            // and its length
-	body   []byte         // keeps src alive, so its address is not reused
-	names  []string
-	values [][]string
+	src   unsafe.Pointer // the first byte of the body it was built from
+	n     int            // and its length
+	body  []byte         // keeps src alive, so its address is not reused
+	names []string
+	// values are each name's values in key order, nkeys a name, one
+	// after another: the values of neighbouring names (the candidates
+	// of one day) lie together.
+	values []string
 	nkeys  int // values per name
 	// odd[i]: some value of key i is not an integer as Go and the
 	// metastore both write it (the default partition, "07", "x"). An
@@ -804,6 +807,12 @@ type nameIndex struct {
 	// refs[i] is the cached entry of the partition names[i] was last
 	// found at, held weakly (cache.Ref): an index outlives no entry.
 	refs []atomic.Pointer[cache.Ref]
+}
+
+// valuesOf is the values of names[i], in key order.
+func (x *nameIndex) valuesOf(i int32) []string {
+	from := int(i) * x.nkeys
+	return x.values[from : from+x.nkeys : from+x.nkeys]
 }
 
 // candidates returns the positions of the names that can match, in name
@@ -877,15 +886,18 @@ func (x *nameIndexes) get(key string, body []byte) (*nameIndex, bool) {
 	if !ok {
 		return nil, false
 	}
-	idx = &nameIndex{src: ptr, n: len(body), body: body, names: names, values: make([][]string, len(names)),
+	idx = &nameIndex{src: ptr, n: len(body), body: body, names: names,
 		refs: make([]atomic.Pointer[cache.Ref], len(names))}
 	for i, name := range names {
 		_, vals, err := filter.PartitionValues(name)
 		if err != nil || (i > 0 && len(vals) != idx.nkeys) {
 			return nil, false
 		}
-		idx.nkeys = len(vals)
-		idx.values[i] = vals
+		if i == 0 {
+			idx.nkeys = len(vals)
+			idx.values = make([]string, 0, len(names)*len(vals))
+		}
+		idx.values = append(idx.values, vals...)
 		if idx.odd == nil {
 			idx.odd = make([]bool, len(vals))
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
@@ -88,6 +89,24 @@ func (h *rywHistory) allowed(k rywKey, sig string, begin time.Time) (bool, int) 
 	return false, -1
 }
 
+// answeredBy is how many writes had been answered at t.
+func (h *rywHistory) answeredBy(t time.Time) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return sort.Search(len(h.answered), func(i int) bool { return i > 0 && !h.answered[i].Before(t) }) - 1
+}
+
+// replyTable is the name of the table in a get_table reply body: what
+// tells a reply filed under the wrong name from a stale one.
+func replyTable(body []byte) string {
+	var name string
+	hms.Walk(body, hms.Path{0, 1}, func(_ byte, v []byte) bool {
+		name = string(v)
+		return false
+	})
+	return name
+}
+
 func runReadYourWritesReal(t *testing.T, v string) {
 	ms := start(t, v)
 	nodes := startBusNodes(t, ms, 3)
@@ -155,7 +174,8 @@ func runReadYourWritesReal(t *testing.T, v string) {
 					sig := replySig(m.Buf, k.table)
 					if ok, was := h.allowed(k, sig, begin); !ok {
 						if stale.Add(1) <= 10 {
-							errs <- fmt.Sprintf("node %s: %v answered %s (state %d), older than the last answered write", n.addr, k, sig, was)
+							errs <- fmt.Sprintf("node %s: %v answered %s (state %d; table %q in the reply; read took %v, began when %d writes were answered), older than the last answered write",
+								n.addr, k, sig, was, replyTable(m.Body()), time.Since(begin), h.answeredBy(begin))
 						}
 					}
 					ops.Add(1)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 )
 
@@ -224,7 +225,14 @@ feed:
 	close(work)
 	wg.Wait()
 	local, up := st.Local.Load()-local0, st.Upstream.Load()-up0
-	fmt.Printf("e2e: prune %s: forwarded after a look (raced, refused fills) %d, inexact %d\n", v, st.Raced.Load(), st.Inexact.Load())
+	var results []string
+	for _, r := range proxy.PruneResults() {
+		if n := st.Count(r); n > 0 {
+			results = append(results, fmt.Sprintf("%s %d", r, n))
+		}
+	}
+	fmt.Printf("e2e: prune %s: forwarded after a look (raced, refused fills) %d, inexact %d; hmsproxy_prune_total: %s\n",
+		v, st.Raced.Load(), st.Inexact.Load(), strings.Join(results, ", "))
 	var classes []string
 	for cl := range byClass {
 		classes = append(classes, cl)

@@ -17,6 +17,9 @@
 #   KAFKA_CONTROLLER_PORT  the KRaft controller's port (default PORT+1)
 #   KAFKA_SASL_PORT     also listen with SASL_PLAINTEXT (mechanism PLAIN) on
 #                       this port; user "hmsproxy", password "hmsproxy-secret"
+#   KAFKA_SSL_PORT      also listen with TLS on this port, with a self-signed
+#                       certificate for 127.0.0.1 and localhost made by openssl:
+#                       clients trust WORKDIR/ssl/cert.pem
 #   KAFKA_START_TIMEOUT seconds to wait for the port (default 90)
 #   KAFKA_HEAP          JVM -Xmx (default 384m)
 set -euo pipefail
@@ -67,6 +70,21 @@ write_conf() { # work port cport
     advertised="$advertised,SASL_PLAINTEXT://127.0.0.1:$KAFKA_SASL_PORT"
     protos="$protos,SASL_PLAINTEXT:SASL_PLAINTEXT"
   fi
+  local ssl=""
+  if [[ -n ${KAFKA_SSL_PORT:-} ]]; then
+    listeners="$listeners,SSL://127.0.0.1:$KAFKA_SSL_PORT"
+    advertised="$advertised,SSL://127.0.0.1:$KAFKA_SSL_PORT"
+    protos="$protos,SSL:SSL"
+    mkdir -p "$work/ssl"
+    if [[ ! -f "$work/ssl/keystore.pem" ]]; then
+      openssl req -x509 -newkey rsa:2048 -nodes -days 7 -subj /CN=localhost \
+        -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
+        -keyout "$work/ssl/key.pem" -out "$work/ssl/cert.pem" 2>/dev/null
+      cat "$work/ssl/key.pem" "$work/ssl/cert.pem" > "$work/ssl/keystore.pem"
+    fi
+    ssl="listener.name.ssl.ssl.keystore.type=PEM
+listener.name.ssl.ssl.keystore.location=$work/ssl/keystore.pem"
+  fi
   cat > "$work/server.properties" <<PROPS
 process.roles=broker,controller
 node.id=1
@@ -87,6 +105,7 @@ transaction.state.log.min.isr=1
 share.coordinator.state.topic.replication.factor=1
 group.initial.rebalance.delay.ms=0
 log.flush.interval.messages=1000000
+$ssl
 PROPS
   cat > "$work/log4j2.properties" <<'PROPS'
 rootLogger.level = WARN

@@ -2,6 +2,8 @@ package kafka
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -281,5 +283,35 @@ func TestKafkaClaims(t *testing.T) {
 				t.Fatal("an expired claim was taken")
 			}
 		})
+	}
+}
+
+// TestKafkaTLSVerifiesTheBroker: over TLS, a feed that trusts the
+// broker's certificate publishes; one that trusts only the system roots
+// publishes nothing and says why.
+func TestKafkaTLSVerifiesTheBroker(t *testing.T) {
+	b := kafkatest.Shared(t)
+	topic := b.Topic(t, 1)
+	pem, err := os.ReadFile(b.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		t.Fatalf("no certificate in %s", b.CAFile)
+	}
+	trusting := newFeed(t, Config{Brokers: []string{b.SSLAddr}, Topic: topic,
+		TLS: func() *tls.Config { return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12} }}, 0)
+	system := newFeed(t, Config{Brokers: []string{b.SSLAddr}, Topic: topic,
+		TLS: func() *tls.Config { return &tls.Config{MinVersion: tls.VersionTLS12} }}, 0)
+	trusting.Wrote("create_table", table("over_tls"), "alice", true)
+	system.Wrote("create_table", table("unverified"), "alice", true)
+	got := consume(t, b, topic, 1)
+	if len(got.byKey) != 1 || got.order["sales.over_tls"] == nil {
+		t.Fatalf("over TLS got %v; want the trusting feed's one change", got.order)
+	}
+	wait.Eventually(t, 20*time.Second, func() bool { return system.Stats().LastError != "" }, "the unverified broker refused")
+	if st := system.Stats(); st.Produced != 0 || st.Outbox.Waiting != 1 {
+		t.Fatalf("unverified broker: %+v; want nothing produced, the change kept", st)
 	}
 }

@@ -33,6 +33,10 @@ const (
 type Broker struct {
 	Addr     string // PLAINTEXT listener, host:port
 	SASLAddr string // SASL_PLAINTEXT listener (PLAIN), host:port
+	SSLAddr  string // TLS listener, host:port
+	// CAFile is the PEM certificate of the TLS listener, self-signed for
+	// 127.0.0.1 and localhost.
+	CAFile string
 	script   string
 	work     string
 	port     int
@@ -96,13 +100,15 @@ func launch(root, work string) (*Broker, error) {
 	if _, err := exec.LookPath("java"); err != nil {
 		return nil, fmt.Errorf("java not found; run scripts/deps.sh (make test does): %w", err)
 	}
-	ports, err := freePorts(3)
+	ports, err := freePorts(4)
 	if err != nil {
 		return nil, err
 	}
 	b := &Broker{script: filepath.Join(root, "testbed", "kafka.sh"), work: work, port: ports[0],
 		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), SASLAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2])),
-		env: []string{"KAFKA_CONTROLLER_PORT=" + strconv.Itoa(ports[1]), "KAFKA_SASL_PORT=" + strconv.Itoa(ports[2])}}
+		SSLAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3])), CAFile: filepath.Join(work, "ssl", "cert.pem"),
+		env: []string{"KAFKA_CONTROLLER_PORT=" + strconv.Itoa(ports[1]), "KAFKA_SASL_PORT=" + strconv.Itoa(ports[2]),
+			"KAFKA_SSL_PORT=" + strconv.Itoa(ports[3])}}
 	if err := b.start(); err != nil {
 		return nil, err
 	}

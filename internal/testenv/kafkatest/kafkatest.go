@@ -37,10 +37,10 @@ type Broker struct {
 	// CAFile is the PEM certificate of the TLS listener, self-signed for
 	// 127.0.0.1 and localhost.
 	CAFile string
-	script   string
-	work     string
-	port     int
-	env      []string
+	script string
+	work   string
+	port   int
+	env    []string
 
 	mu      sync.Mutex // guards running
 	running bool

@@ -19,6 +19,26 @@ bash testbed/kafka.sh fetch
 bash testbed/clients/atlas_reader.sh --build
 echo "e2e: fetched Kafka and the Atlas reader in $((SECONDS - s))s"
 echo "e2e: dependencies ready in $((SECONDS - t0))s"
+# Every server the tests start (metastores, KDCs, brokers) lives in this
+# run's own temporary directory, and whatever is still running there when
+# the script ends is stopped: a test binary that dies (a timeout's panic
+# skips its cleanup) must not leave a gigabyte JVM per metastore behind
+# for the next run. A failed run keeps the directory's logs.
+run_tmp=$(mktemp -d "${TMPDIR:-/tmp}/hmsproxy-e2e-run-XXXXXX")
+export TMPDIR=$run_tmp
+rc=1
+stop_left() {
+  local p
+  while IFS= read -r p; do
+    case $p in
+      */hms.pid) bash testbed/hms.sh stop "${p%/hms.pid}" ;;
+      */kdc.pid) bash testbed/kdc.sh stop "${p%/kdc.pid}" ;;
+      */kafka.pid) bash testbed/kafka.sh stop "${p%/kafka.pid}" ;;
+    esac
+  done < <(find "$run_tmp" -maxdepth 4 \( -name hms.pid -o -name kdc.pid -o -name kafka.pid \) 2>/dev/null)
+  if [[ $rc -eq 0 ]]; then rm -rf "$run_tmp"; else echo "e2e: logs kept in $run_tmp"; fi
+}
+trap stop_left EXIT
 s=$SECONDS
 set +e
 HMSPROXY_E2E=$versions go test -count=1 -v -timeout 45m ./e2e 2>&1 |
@@ -26,15 +46,24 @@ HMSPROXY_E2E=$versions go test -count=1 -v -timeout 45m ./e2e 2>&1 |
 rc=${PIPESTATUS[0]}
 set -e
 echo "e2e: tests took $((SECONDS - s))s; total $((SECONDS - t0))s"
-# A short twin per version, one node and a fleet of three: at least
-# 2,000 operations each (make twin runs ten minutes per version), four
-# sessions: on 4.0 eight stall longer on its lock tables (2,000 took 5 min).
+# A short twin per version, at least 2,000 operations each (make twin
+# runs ten minutes per version, each with one node and a fleet): 2.3 and
+# 3.1 with a fleet of three, which takes the single node's paths and the
+# bus's; 4.0 with one node, as its lock tables stall a fleet's concurrent
+# lock calls for seconds at a time on Derby (2,000 operations once took
+# 5 minutes). Four sessions, for the same reason.
 s=$SECONDS
 set +e
-TWIN_VERSIONS=$versions TWIN_SECONDS=${TWIN_SECONDS:-1} TWIN_OPS=${TWIN_OPS:-2000} TWIN_NODES=${TWIN_NODES:-1,3} TWIN_SESSIONS=${TWIN_SESSIONS:-4} \
-  TWIN_SHRINK_SECONDS=${TWIN_SHRINK_SECONDS:-120} bash scripts/twin.sh |
-  grep -a -E '^(twin: (HMS|[0-9]+ operations|difference|minimised|  |not)|--- FAIL|    twin_test|ok|FAIL|panic)'
-trc=${PIPESTATUS[0]}
+twin_short() { # VERSIONS NODES
+  TWIN_VERSIONS=$1 TWIN_SECONDS=${TWIN_SECONDS:-1} TWIN_OPS=${TWIN_OPS:-2000} TWIN_NODES=${TWIN_NODES:-$2} TWIN_SESSIONS=${TWIN_SESSIONS:-4} \
+    TWIN_SHRINK_SECONDS=${TWIN_SHRINK_SECONDS:-120} bash scripts/twin.sh |
+    grep -a -E '^(twin: (HMS|[0-9]+ operations|difference|minimised|  |not)|--- FAIL|    twin_test|ok|FAIL|panic)'
+  return "${PIPESTATUS[0]}"
+}
+fleet=$(tr ',' '\n' <<<"$versions" | grep -v '^4\.0$' | paste -sd, -)
+trc=0
+if [[ -n $fleet ]]; then twin_short "$fleet" 3 || trc=$?; fi
+if [[ ,$versions, == *,4.0,* ]]; then twin_short 4.0 1 || trc=$?; fi
 set -e
 echo "e2e: the twin took $((SECONDS - s))s"
 if [[ $rc -eq 0 ]]; then rc=$trc; fi

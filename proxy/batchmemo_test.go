@@ -28,8 +28,13 @@ func plannerNames() []string {
 // reservation): the seam that shows the fast path ran.
 func memoRounds(t *testing.T, c, direct *hmsclient.Client, st *cache.Store, args []byte, when string) bool {
 	t.Helper()
+	return memoRoundsOf(t, c, direct, st, "get_partitions_by_names", args, when)
+}
+
+func memoRoundsOf(t *testing.T, c, direct *hmsclient.Client, st *cache.Store, method string, args []byte, when string) bool {
+	t.Helper()
 	for i := 0; i < 4; i++ {
-		if !sameButSeqID(call(t, c, "get_partitions_by_names", args), call(t, direct, "get_partitions_by_names", args)) {
+		if !sameButSeqID(call(t, c, method, args), call(t, direct, method, args)) {
 			t.Fatalf("%s, read %d: the proxy's reply differs from the metastore's", when, i)
 		}
 		st.Wait()
@@ -180,5 +185,24 @@ func TestBatchMemoIgnoresOtherTables(t *testing.T) {
 	call(t, c, "get_partitions_by_names", args)
 	if n := st.Reserved(); n != 0 {
 		t.Fatalf("after its own table's write: %d bytes still reserved", n)
+	}
+}
+
+// TestBatchMemoRequestForm (#24): the request form's reply (the list in
+// a result struct) goes out from a memo's joined copy as the metastore
+// sends it.
+func TestBatchMemoRequestForm(t *testing.T) {
+	_, addr := startDemo(t, wire.Buffered)
+	caching := newCaching(t, nil)
+	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { return up })
+	c, direct := dial(t, paddr, wire.Buffered), dial(t, addr, wire.Buffered)
+	args := byNamesReq("get_partitions_by_names_req", plannerNames()...)
+	if !memoRoundsOf(t, c, direct, caching.Store, "get_partitions_by_names_req", args, "request form") {
+		t.Fatal("no joined copy was made: the memo's fast path did not run")
+	}
+	for i := 0; i < memoLookup; i++ {
+		if !sameButSeqID(call(t, c, "get_partitions_by_names_req", args), call(t, direct, "get_partitions_by_names_req", args)) {
+			t.Fatalf("read %d from the joined copy differs from the metastore's", i)
+		}
 	}
 }

@@ -238,15 +238,15 @@ func semUnlogged(t *testing.T, b *semBed) {
 // the metastore refuse requests for more partitions (filters on every
 // version, comparing max_parts itself on 2.x and 3.x; by-names on 4.0),
 // and the proxy answered them from its cache. Run on 2.3 and 4.0, whose
-// rules differ (3.1's are 2.3's), each on a metastore started with the
-// limit.
+// rules differ (3.1's are 2.3's), each on the restricted metastore,
+// started with the limit.
 func TestPartitionLimitReal(t *testing.T) {
 	for _, v := range versions(t) {
 		if v == "3.1" {
 			continue
 		}
 		t.Run(v, func(t *testing.T) {
-			ms := startShared(t, v, v+"+limit", 60, "HMS_PROPS=hive.metastore.limit.partition.request=2 metastore.limit.partition.request=2")
+			ms := startRestricted(t, v)
 			b := &semBed{ms: ms, db: "lim", loc: "file:" + ms.work + "/lim-wh/lim.db", direct: dial(t, ms.addr), legacy: v != "4.0"}
 			call(t, b.direct, "drop_database", hmsreq.Args(hmsreq.Str(1, b.db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
 			b.ok(t, "create_database", hmsreq.Args(hmsreq.Database{Name: b.db, Location: b.loc}.Field(1)))

@@ -20,6 +20,8 @@
 #   KAFKA_SSL_PORT      also listen with TLS on this port, with a self-signed
 #                       certificate for 127.0.0.1 and localhost made by openssl:
 #                       clients trust WORKDIR/ssl/cert.pem
+#   KAFKA_OWNER_PID     stop the broker when this process is gone: a test
+#                       binary that panics or is killed runs no cleanup
 #   KAFKA_START_TIMEOUT seconds to wait for the port (default 90)
 #   KAFKA_HEAP          JVM -Xmx (default 384m)
 set -euo pipefail
@@ -164,6 +166,10 @@ start() { # workdir port
     sleep 0.2
   done
   trap - INT TERM
+  if [[ -n ${KAFKA_OWNER_PID:-} ]]; then
+    owner=$KAFKA_OWNER_PID setsid bash -c 'while kill -0 "$owner" 2>/dev/null && kill -0 '"$pid"' 2>/dev/null; do sleep 1; done
+      kill '"$pid"' 2>/dev/null' </dev/null >/dev/null 2>&1 &
+  fi
   log "Kafka ready on 127.0.0.1:$port after $((SECONDS - t0))s (pid $pid)"
 }
 

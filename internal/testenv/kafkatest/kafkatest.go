@@ -108,7 +108,10 @@ func launch(root, work string) (*Broker, error) {
 		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), SASLAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2])),
 		SSLAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3])), CAFile: filepath.Join(work, "ssl", "cert.pem"),
 		env: []string{"KAFKA_CONTROLLER_PORT=" + strconv.Itoa(ports[1]), "KAFKA_SASL_PORT=" + strconv.Itoa(ports[2]),
-			"KAFKA_SSL_PORT=" + strconv.Itoa(ports[3])}}
+			"KAFKA_SSL_PORT=" + strconv.Itoa(ports[3]),
+			// A test binary that panics runs no cleanup: the broker goes
+			// with it all the same.
+			"KAFKA_OWNER_PID=" + strconv.Itoa(os.Getpid())}}
 	if err := b.start(); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"runtime"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/limits/inflight"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
@@ -213,7 +215,16 @@ func TestRequestBudget(t *testing.T) {
 	if got := b.InUse(); got > budget {
 		t.Fatalf("in use %d; want at most the budget %d", got, budget)
 	}
-	if grew := int64(heap()) - int64(base); grew > budget+8<<20 {
+	// The heap is the whole test binary's: what other tests' servers
+	// still hold while they wind down counts too, and goes within a
+	// second. What the proxy holds for the waiting clients stays, so the
+	// least of a second's samples is its share.
+	grew := int64(math.MaxInt64)
+	wait.Poll(time.Second, 50*time.Millisecond, func() bool {
+		grew = min(grew, int64(heap())-int64(base))
+		return grew <= budget+8<<20
+	})
+	if grew > budget+8<<20 {
 		t.Errorf("heap grew %d MiB with %d clients holding %d MiB each; want at most the %d MiB budget (+8 MiB)",
 			grew>>20, clients, held>>20, budget>>20)
 	}

@@ -247,24 +247,26 @@ func (d *decoder) byte() byte {
 
 func (d *decoder) uvarint() uint64 {
 	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.bad = true
-		d.b = nil
-		return 0
-	}
-	d.b = d.b[n:]
+	d.skip(n)
 	return v
 }
 
 func (d *decoder) varint() int64 {
 	v, n := binary.Varint(d.b)
+	d.skip(n)
+	return v
+}
+
+// skip consumes the n bytes a varint took; n <= 0 is binary's report of
+// a short or overflowing varint (its value then is 0), which marks the
+// rest undecodable.
+func (d *decoder) skip(n int) {
 	if n <= 0 {
 		d.bad = true
 		d.b = nil
-		return 0
+		return
 	}
 	d.b = d.b[n:]
-	return v
 }
 
 func (d *decoder) bytes() []byte {

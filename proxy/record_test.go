@@ -32,6 +32,28 @@ func (r *seenRecorder) Record(c *trace.Call) {
 	r.n.Add(1)
 }
 
+// newSeenRecorder is a recorder writing to a file in the test's
+// temporary directory, closed when the test ends.
+func newSeenRecorder(t *testing.T) *seenRecorder {
+	t.Helper()
+	tr, err := trace.New(trace.Config{Path: filepath.Join(t.TempDir(), "calls.trace")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return &seenRecorder{Recorder: tr}
+}
+
+// load reads back what the recorder wrote.
+func (r *seenRecorder) load(t *testing.T) *trace.Loaded {
+	t.Helper()
+	l, err := trace.Load(r.Path(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // stopAfter stops recording once n calls were handed over.
 func (r *seenRecorder) stopAfter(t *testing.T, n int64) {
 	t.Helper()
@@ -60,13 +82,7 @@ func TestRecordCalls(t *testing.T) {
 		cache bool
 	}{{"cached", true}, {"passthrough streamed", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "calls.trace")
-			tr, err := trace.New(trace.Config{Path: path})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tr.Close()
-			rec := &seenRecorder{Recorder: tr}
+			rec := newSeenRecorder(t)
 			cfg := Config{Recorder: rec}
 			if tc.cache {
 				cfg.Cache = newCaching(t, nil)
@@ -95,10 +111,7 @@ func TestRecordCalls(t *testing.T) {
 			do("no_such_method_at_all", hmsreq.Args(), trace.AppError, 0, map[bool]string{true: "write", false: "passthrough"}[tc.cache])
 			rec.stopAfter(t, int64(len(made)))
 
-			l, err := trace.Load(path, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			l := rec.load(t)
 			if len(l.Calls) != len(made) {
 				t.Fatalf("%d calls recorded; want %d", len(l.Calls), len(made))
 			}
@@ -132,13 +145,7 @@ func TestRecordCalls(t *testing.T) {
 // after a restart of the recording gets a new number.
 func TestRecordOnlyWhileRecording(t *testing.T) {
 	_, ms := startDemo(t, wire.Buffered)
-	path := filepath.Join(t.TempDir(), "calls.trace")
-	tr, err := trace.New(trace.Config{Path: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	rec := &seenRecorder{Recorder: tr}
+	rec := newSeenRecorder(t)
 	_, addr := serve(t, Config{Recorder: rec}, proxytest.Group(t, upstream.Config{}, ms))
 	c := dial(t, addr, wire.Buffered)
 	args := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))
@@ -152,10 +159,7 @@ func TestRecordOnlyWhileRecording(t *testing.T) {
 	if n := rec.n.Load(); n != 2 {
 		t.Fatalf("%d calls handed to the recorder; want the 2 made while recording", n)
 	}
-	l, err := trace.Load(path, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := rec.load(t)
 	if len(l.Calls) != 2 || l.Calls[0].Conn == l.Calls[1].Conn {
 		t.Fatalf("recorded %+v; want the two calls made while recording, on two connections", l.Calls)
 	}
@@ -282,12 +286,7 @@ func BenchmarkRecordParallel(b *testing.B) {
 // kind Authenticated, and a set_ugi claim changes it no more than it
 // changes the session.
 func TestRecordKerberosIdentity(t *testing.T) {
-	tr, err := trace.New(trace.Config{Path: filepath.Join(t.TempDir(), "calls.trace")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	rec := &seenRecorder{Recorder: tr}
+	rec := newSeenRecorder(t)
 	b := newKrbBed(t, nil, func(c *Config) { c.Recorder = rec })
 	rec.Start(0)
 	alice := b.mustDial(t, "alice", kdctest.Alice)
@@ -296,10 +295,7 @@ func TestRecordKerberosIdentity(t *testing.T) {
 	call(t, alice, "set_ugi", ugiArgs("bob"))
 	call(t, alice, "get_table", get)
 	rec.stopAfter(t, 3)
-	l, err := trace.Load(tr.Path(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := rec.load(t)
 	if len(l.Calls) != 3 {
 		t.Fatalf("%d calls recorded; want 3", len(l.Calls))
 	}

@@ -35,13 +35,35 @@ func (r *seenRecorder) Record(c *trace.Call) {
 // newSeenRecorder is a recorder writing to a file in the test's
 // temporary directory, closed when the test ends.
 func newSeenRecorder(t *testing.T) *seenRecorder {
-	t.Helper()
-	tr, err := trace.New(trace.Config{Path: filepath.Join(t.TempDir(), "calls.trace")})
+	return &seenRecorder{Recorder: newTrace(t, trace.Config{})}
+}
+
+// newTrace is a recorder with cfg writing to a file in the test's
+// temporary directory, closed when the test ends.
+func newTrace(tb testing.TB, cfg trace.Config) *trace.Recorder {
+	tb.Helper()
+	cfg.Path = filepath.Join(tb.TempDir(), "calls.trace")
+	tr, err := trace.New(cfg)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { tr.Close() })
-	return &seenRecorder{Recorder: tr}
+	tb.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+// benchTrace is large enough that a benchmark's calls never fill it.
+var benchTrace = trace.Config{FileBytes: 16 << 20, MaxBytes: 64 << 20}
+
+// cachedProxies starts a caching proxy over ms for each recorder (nil:
+// none) and makes the miss for args through each, so that what follows
+// are hits.
+func cachedProxies(b *testing.B, ms string, args []byte, recs ...CallRecorder) []string {
+	addrs := make([]string, len(recs))
+	for i, r := range recs {
+		_, addrs[i] = serve(b, Config{Cache: newCaching(b, nil), Recorder: r}, proxytest.Group(b, upstream.Config{}, ms))
+		call(b, dial(b, addrs[i], wire.Buffered), "get_table", args)
+	}
+	return addrs
 }
 
 // load reads back what the recorder wrote.
@@ -179,28 +201,13 @@ type callTimer struct {
 // measurable (one atomic load a call).
 func BenchmarkRecordOverhead(b *testing.B) {
 	_, ms := startDemo(b, wire.Buffered)
-	off, err := trace.New(trace.Config{Path: filepath.Join(b.TempDir(), "off.trace")})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer off.Close()
-	on, err := trace.New(trace.Config{Path: filepath.Join(b.TempDir(), "on.trace"), FileBytes: 16 << 20, MaxBytes: 64 << 20})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer on.Close()
+	off, on := newTrace(b, trace.Config{}), newTrace(b, benchTrace)
 	on.Start(0)
 	args := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))
 	names := []string{"none", "off", "on"}
 	var conns [3]*callTimer
-	for i, r := range []CallRecorder{nil, off, on} {
-		cfg := Config{Cache: newCaching(b, nil)}
-		if r != nil {
-			cfg.Recorder = r
-		}
-		_, addr := serve(b, cfg, proxytest.Group(b, upstream.Config{}, ms))
+	for i, addr := range cachedProxies(b, ms, args, nil, off, on) {
 		conns[i] = &callTimer{c: dial(b, addr, wire.Buffered)}
-		call(b, conns[i].c, "get_table", args) // the miss
 	}
 	b.ResetTimer()
 	for n := 0; n < b.N; n++ {
@@ -231,22 +238,10 @@ func BenchmarkRecordOverhead(b *testing.B) {
 // the recorder's one lock costs under concurrency.
 func BenchmarkRecordParallel(b *testing.B) {
 	_, ms := startDemo(b, wire.Buffered)
-	on, err := trace.New(trace.Config{Path: filepath.Join(b.TempDir(), "on.trace"), FileBytes: 16 << 20, MaxBytes: 64 << 20})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer on.Close()
+	on := newTrace(b, benchTrace)
 	on.Start(0)
 	args := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))
-	var addrs [2]string
-	for i, r := range []CallRecorder{nil, on} {
-		cfg := Config{Cache: newCaching(b, nil)}
-		if r != nil {
-			cfg.Recorder = r
-		}
-		_, addrs[i] = serve(b, cfg, proxytest.Group(b, upstream.Config{}, ms))
-		call(b, dial(b, addrs[i], wire.Buffered), "get_table", args)
-	}
+	addrs := cachedProxies(b, ms, args, nil, on)
 	const workers = 16
 	var totals [2]atomic.Int64
 	per := max(b.N/workers, 1)

@@ -91,6 +91,17 @@ func (k Kind) String() string {
 	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
 
+// ParseKind is the kind a setting names by its String; KindNone, which
+// no setting can name, and false for any other name.
+func ParseKind(name string) (Kind, bool) {
+	for k := KindNone + 1; int(k) < len(kindNames); k++ {
+		if kindNames[k] == name {
+			return k, true
+		}
+	}
+	return KindNone, false
+}
+
 // Scope is what a write changes, or (Method.Target) what a read's reply
 // depends on.
 //

@@ -409,6 +409,14 @@ func TestStrings(t *testing.T) {
 			t.Errorf("Kind(%d).String() = %q", k, s)
 		}
 		seen[s] = true
+		if got, ok := ParseKind(s); got != k || ok != (k != KindNone) {
+			t.Errorf("ParseKind(%q) = %v, %t; want %v, %t", s, got, ok, k, k != KindNone)
+		}
+	}
+	for _, s := range []string{"kind(14)", "Table", ""} {
+		if got, ok := ParseKind(s); ok {
+			t.Errorf("ParseKind(%q) = %v; want no kind", s, got)
+		}
 	}
 	if KindDatabaseNames.String() != "database_names" || KindPartitionFilter.String() != "partition_filter" {
 		t.Error("kind labels changed")

@@ -150,13 +150,8 @@ func replayKinds(f *replayFile) ([cache.NumKinds]cache.KindConfig, error) {
 		}
 	}
 	for name, o := range c.Kinds {
-		kind := hms.KindNone
-		for i := hms.Kind(1); i < cache.NumKinds; i++ {
-			if i.String() == name {
-				kind = i
-			}
-		}
-		if kind == hms.KindNone {
+		kind, ok := hms.ParseKind(name)
+		if !ok {
 			return k, fmt.Errorf("cache.kinds: unknown kind %q", name)
 		}
 		if o.TTL != "" {

@@ -9,7 +9,9 @@
 package wait
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 )
@@ -81,6 +83,17 @@ func Recv[T any](t testing.TB, ch <-chan T, timeout time.Duration, msg ...any) T
 		t.Fatalf("nothing received within %v: %s", timeout, describe(msg, fmt.Sprintf("%T", zero)))
 		return zero
 	}
+}
+
+// Closed waits up to timeout for the peer to close nc and reports
+// whether it did (EOF, or a reset). It reads at most one byte: a byte
+// that arrives, or the timeout, means nc is still open.
+func Closed(nc net.Conn, timeout time.Duration) bool {
+	nc.SetReadDeadline(time.Now().Add(timeout))
+	var b [1]byte
+	_, err := nc.Read(b[:])
+	var ne net.Error
+	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
 }
 
 // describe formats msg: a format string and its arguments, or values

@@ -2,6 +2,7 @@ package wait
 
 import (
 	"fmt"
+	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -83,5 +84,27 @@ func TestRecv(t *testing.T) {
 	Recv(r, done, time.Millisecond)
 	if r.failed != "" {
 		t.Fatalf("a closed channel failed: %q", r.failed)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		peer func(net.Conn) // what the other end does
+		want bool
+	}{
+		{"closed", func(c net.Conn) { c.Close() }, true},
+		{"silent", func(net.Conn) {}, false},
+		{"writes", func(c net.Conn) { c.Write([]byte("x")) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := net.Pipe()
+			defer a.Close()
+			defer b.Close()
+			go tc.peer(b)
+			if got := Closed(a, 50*time.Millisecond); got != tc.want {
+				t.Fatalf("Closed = %t; want %t", got, tc.want)
+			}
+		})
 	}
 }

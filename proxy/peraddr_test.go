@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
@@ -21,10 +22,10 @@ func TestPerAddressCap(t *testing.T) {
 	s, addr := serve(t, Config{MaxClients: 100, MaxClientsPerAddress: 3}, proxytest.Group(t, upstream.Config{}, up))
 	idle := silent(t, s, "127.0.0.1", addr, 3)
 	more := proxytest.DialFrom(t, "127.0.0.1", addr)
-	if !closedByServer(idle[0], 5*time.Second) {
+	if !wait.Closed(idle[0], 5*time.Second) {
 		t.Fatal("at the per-address cap, the address's longest-idle connection is still open")
 	}
-	if closedByServer(more, 10*time.Millisecond) {
+	if wait.Closed(more, 10*time.Millisecond) {
 		t.Fatal("the address's newcomer was refused though it had an idle connection to give up")
 	}
 	eventually(t, "three clients", func() bool { return s.Clients() == 3 })
@@ -35,7 +36,7 @@ func TestPerAddressCap(t *testing.T) {
 		go c.Call(ctxT(t), "get_all_databases", hmsclient.Args())
 	}
 	inFlight(t, arrived, 3)
-	if !closedByServer(proxytest.DialFrom(t, "127.0.0.3", addr), 5*time.Second) {
+	if !wait.Closed(proxytest.DialFrom(t, "127.0.0.3", addr), 5*time.Second) {
 		t.Error("a fourth connection of an address whose three are in calls was admitted")
 	}
 	// Another address is served all along.

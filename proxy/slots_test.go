@@ -2,13 +2,13 @@ package proxy
 
 import (
 	"crypto/tls"
-	"errors"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/auth/certs/certstest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/limits/peers"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
@@ -28,16 +28,6 @@ func silent(t testing.TB, s *Server, ip, addr string, n int) []net.Conn {
 	return out
 }
 
-// closedByServer reports whether the server closed nc (EOF or reset
-// within a short wait); false if it is still open.
-func closedByServer(nc net.Conn, wait time.Duration) bool {
-	nc.SetReadDeadline(time.Now().Add(wait))
-	var b [1]byte
-	_, err := nc.Read(b[:])
-	var ne net.Error
-	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
-}
-
 // TestIdleSocketsDoNotHoldClientSlots guards issue 22: with max_clients
 // 20, 20 sockets that never send a byte locked out every new client
 // until client_idle_timeout (1h). At max_clients the longest-idle
@@ -51,11 +41,11 @@ func TestIdleSocketsDoNotHoldClientSlots(t *testing.T) {
 	if _, err := honest.Call(ctxT(t), "get_all_databases", hmsclient.Args()); err != nil {
 		t.Fatalf("a new client at max_clients: %v; want served", err)
 	}
-	if !closedByServer(idle[0], 5*time.Second) {
+	if !wait.Closed(idle[0], 5*time.Second) {
 		t.Error("the longest-idle socket is still open")
 	}
 	for i, nc := range idle[1:] {
-		if closedByServer(nc, time.Millisecond) {
+		if wait.Closed(nc, time.Millisecond) {
 			t.Errorf("silent socket %d closed; want only the longest-idle one", i+1)
 		}
 	}
@@ -152,7 +142,7 @@ func TestBusyConnectionsNeverEvicted(t *testing.T) {
 	inFlight(t, arrived, 2)
 
 	late := proxytest.DialFrom(t, "127.0.0.2", addr)
-	if !closedByServer(late, 5*time.Second) {
+	if !wait.Closed(late, 5*time.Second) {
 		t.Fatal("a newcomer was admitted while every connection had a call in flight")
 	}
 	close(release)

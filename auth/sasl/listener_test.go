@@ -84,15 +84,6 @@ func TestSilentHandshakesDelayNoOne(t *testing.T) {
 	t.Logf("honest handshake behind 200 silent connections: %v", time.Since(start).Round(time.Millisecond))
 }
 
-// closedByServer reports whether the server closed nc within wait.
-func closedByServer(nc net.Conn, wait time.Duration) bool {
-	nc.SetReadDeadline(time.Now().Add(wait))
-	var b [1]byte
-	_, err := nc.Read(b[:])
-	ne, ok := err.(net.Error)
-	return err != nil && !(ok && ne.Timeout())
-}
-
 // TestHandshakeBounds (issue 22): one address holds at most
 // MaxHandshakesPerAddress handshakes, the rest of its connections are
 // closed at once; at MaxHandshakes the oldest handshake is cut so that a
@@ -110,7 +101,7 @@ func TestHandshakeBounds(t *testing.T) {
 		if !waitUntil(5*time.Second, func() bool { s := l.Stats(); return s.InProgress == 16 && s.RefusedPerAddress == 34 }) {
 			t.Fatalf("got %+v; want 16 in progress, 34 refused", l.Stats())
 		}
-		if !closedByServer(conns[49], time.Second) || closedByServer(conns[0], 10*time.Millisecond) {
+		if !wait.Closed(conns[49], time.Second) || wait.Closed(conns[0], 10*time.Millisecond) {
 			t.Error("want the connections past the 16th closed, the first kept")
 		}
 	})
@@ -136,10 +127,10 @@ func TestHandshakeBounds(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal("the newcomer's connection was not accepted")
 		}
-		if !closedByServer(silent[0], time.Second) {
+		if !wait.Closed(silent[0], time.Second) {
 			t.Error("the oldest handshake was not cut")
 		}
-		if closedByServer(silent[1], 10*time.Millisecond) {
+		if wait.Closed(silent[1], 10*time.Millisecond) {
 			t.Error("a handshake other than the oldest was cut")
 		}
 		if s := l.Stats(); s.Cut != 1 {

@@ -30,14 +30,6 @@ func waitUntil(d time.Duration, cond func() bool) bool {
 	return wait.Until(d, cond)
 }
 
-func closedByServer(nc net.Conn, wait time.Duration) bool {
-	nc.SetReadDeadline(time.Now().Add(wait))
-	var b [1]byte
-	_, err := nc.Read(b[:])
-	var ne net.Error
-	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
-}
-
 func handshaking(t *testing.T, cfg HandshakeConfig) (*Listener, <-chan net.Conn) {
 	t.Helper()
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
@@ -83,10 +75,10 @@ func TestHandshakingBounds(t *testing.T) {
 			}) {
 				t.Fatalf("got %+v; want %d in progress, %d refused, %d cut", l.Stats(), tc.wantInProgress, tc.wantRefused, tc.wantCut)
 			}
-			if got := closedByServer(silent[0], 100*time.Millisecond); got != tc.firstCut {
+			if got := wait.Closed(silent[0], 100*time.Millisecond); got != tc.firstCut {
 				t.Errorf("first silent connection closed: %v; want %v", got, tc.firstCut)
 			}
-			if got := closedByServer(silent[len(silent)-1], 100*time.Millisecond); got != tc.lastN {
+			if got := wait.Closed(silent[len(silent)-1], 100*time.Millisecond); got != tc.lastN {
 				t.Errorf("last silent connection closed: %v; want %v", got, tc.lastN)
 			}
 			nc := proxytest.DialFrom(t, "127.0.0.2", l.Addr().String())
@@ -119,7 +111,7 @@ func TestHandshakingDeadline(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a silent handshake outlived its deadline")
 	}
-	if !closedByServer(nc, time.Second) {
+	if !wait.Closed(nc, time.Second) {
 		t.Error("the connection of a handshake past its deadline is open")
 	}
 	if s := l.Stats(); s.InProgress != 0 {

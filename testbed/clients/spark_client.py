@@ -134,6 +134,21 @@ class HivePlanner:
         self.client.close()
 
 
+def test_bed_session(b, uri, wd, java_opts):
+    """The settings every test-bed Spark session takes (spark_federation.py
+    too): one local core and 1 GiB, no UI, one shuffle partition, the
+    warehouse and Derby under wd, the Hive catalog at uri."""
+    return (b.master("local[1]")
+            .config("spark.hadoop.hive.metastore.uris", uri)
+            .config("spark.sql.warehouse.dir", f"file://{wd}/spark-warehouse")
+            .config("spark.sql.catalogImplementation", "hive")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "1")
+            .config("spark.driver.memory", "1g")
+            .config("spark.driver.extraJavaOptions", java_opts))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("uri")
@@ -181,15 +196,7 @@ def main():
     for kv in a.conf:
         k, _, v = kv.partition("=")
         b = b.config(k, v)
-    spark = (b.master("local[1]").appName("hmstb-spark")
-             .config("spark.hadoop.hive.metastore.uris", a.uri)
-             .config("spark.sql.warehouse.dir", f"file://{wd}/spark-warehouse")
-             .config("spark.sql.catalogImplementation", "hive")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "1")
-             .config("spark.driver.memory", "1g")
-             .config("spark.driver.extraJavaOptions", java_opts)
+    spark = (test_bed_session(b, a.uri, wd, java_opts).appName("hmstb-spark")
              .config("spark.hadoop.hive.exec.dynamic.partition.mode", "nonstrict")
              .config("spark.sql.hive.metastorePartitionPruning", "true")
              .enableHiveSupport().getOrCreate())

@@ -13,6 +13,8 @@ import os
 import sys
 import time
 
+from spark_client import test_bed_session
+
 
 def check(cond, what):
     if not cond:
@@ -26,16 +28,8 @@ def main():
     t0 = time.time()
     from pyspark.sql import SparkSession  # imported late: slow
 
-    spark = (SparkSession.builder.master("local[1]").appName("hmstb-federation")
-             .config("spark.hadoop.hive.metastore.uris", uri)
-             .config("spark.sql.warehouse.dir", f"file://{wd}/spark-warehouse")
-             .config("spark.sql.catalogImplementation", "hive")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "1")
-             .config("spark.driver.memory", "1g")
-             .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={wd}")
-             .enableHiveSupport().getOrCreate())
+    spark = (test_bed_session(SparkSession.builder, uri, wd, f"-Dderby.system.home={wd}")
+             .appName("hmstb-federation").enableHiveSupport().getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
 
     dbs = [r[0] for r in spark.sql("SHOW DATABASES").collect()]

@@ -20,6 +20,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/auth/sasl"
 	"github.com/hmsproxy/hmsproxy/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/kdctest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
@@ -45,17 +46,10 @@ func newKrbBed(t *testing.T, caching *Caching, opts ...func(*Config)) *krbBed {
 	t.Helper()
 	b := &krbBed{kdc: kdctest.Start(t), caching: caching}
 	// the metastore
-	hmsSrv, err := sasl.NewServer(sasl.ServerConfig{Principal: kdctest.Metastore, Keytab: b.kdc.Keytab(t, "hive")})
-	if err != nil {
-		t.Fatal(err)
-	}
 	b.demo = demohms.New(demohms.Config{Transport: wire.Framed})
 	b.demo.Seed(1, 2, 2)
-	dln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go b.demo.Serve(&peerRecorder{Listener: sasl.Listen(dln, hmsSrv, sasl.ListenerConfig{}), b: b})
+	dln := krbListener(t, b.kdc, kdctest.Metastore, "hive", sasl.ListenerConfig{})
+	go b.demo.Serve(&peerRecorder{Listener: dln, b: b})
 	t.Cleanup(func() { b.demo.Close() })
 
 	// the proxy: toward the metastore
@@ -84,22 +78,15 @@ func newKrbBed(t *testing.T, caching *Caching, opts ...func(*Config)) *krbBed {
 		t.Fatal(err)
 	}
 	// toward clients
-	pSrv, err := sasl.NewServer(sasl.ServerConfig{Principal: kdctest.Proxy, Keytab: b.kdc.Keytab(t, "hmsproxy")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.addr = ln.Addr().String()
-	go s.Serve(sasl.Listen(ln, pSrv, sasl.ListenerConfig{OnResult: func(err error) {
+	ln := krbListener(t, b.kdc, kdctest.Proxy, "hmsproxy", sasl.ListenerConfig{OnResult: func(err error) {
 		if err != nil {
 			b.mu.Lock()
 			b.refused = append(b.refused, err)
 			b.mu.Unlock()
 		}
-	}}))
+	}})
+	b.addr = ln.Addr().String()
+	go s.Serve(ln)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -107,6 +94,17 @@ func newKrbBed(t *testing.T, caching *Caching, opts ...func(*Config)) *krbBed {
 		g.Close()
 	})
 	return b
+}
+
+// krbListener is a Thrift-SASL listener on a free loopback port that
+// accepts clients as principal, with the test bed's keytab of that name.
+func krbListener(t testing.TB, kdc *kdctest.KDC, principal, keytab string, cfg sasl.ListenerConfig) *sasl.Listener {
+	t.Helper()
+	srv, err := sasl.NewServer(sasl.ServerConfig{Principal: principal, Keytab: kdc.Keytab(t, keytab)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sasl.Listen(proxytest.Listen(t), srv, cfg)
 }
 
 // peerRecorder notes which principal each metastore connection authenticated.
@@ -363,15 +361,8 @@ func kerberosProxy(b *testing.B) (kdc *kdctest.KDC, plainAddr, krbAddr string, c
 	_, addr := startDemo(b, wire.Framed)
 	caching = newCaching(b, nil)
 	s, plainAddr := startProxy(b, proxyOpts{clientTransport: wire.Framed, up: upstream.Config{Transport: wire.Framed}, cache: caching}, addr)
-	srv, err := sasl.NewServer(sasl.ServerConfig{Principal: kdctest.Proxy, Keytab: kdc.Keytab(b, "hmsproxy")})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go s.Serve(sasl.Listen(ln, srv, sasl.ListenerConfig{}))
+	ln := krbListener(b, kdc, kdctest.Proxy, "hmsproxy", sasl.ListenerConfig{})
+	go s.Serve(ln)
 	return kdc, plainAddr, ln.Addr().String(), caching
 }
 

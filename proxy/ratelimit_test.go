@@ -163,11 +163,7 @@ func TestRateLimitClaimSpendsOwnBucket(t *testing.T) {
 	setup := func(t *testing.T) (plainAddr, krbAddr string) {
 		s, plainAddr := serve(t, Config{Transport: wire.Framed, Cache: newCaching(t, nil), Limiter: readLimiter(t, 2)},
 			proxytest.Group(t, upstream.Config{Transport: wire.Framed}, addr))
-		pSrv, err := sasl.NewServer(sasl.ServerConfig{Principal: kdctest.Proxy, Keytab: kdc.Keytab(t, "hmsproxy")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		krbAddr = proxytest.ServeOn(t, s, sasl.Listen(proxytest.Listen(t), pSrv, sasl.ListenerConfig{}))
+		krbAddr = proxytest.ServeOn(t, s, krbListener(t, kdc, kdctest.Proxy, "hmsproxy", sasl.ListenerConfig{}))
 		mallory := clientFrom(t, "127.0.0.2", plainAddr, wire.Framed)
 		call(t, mallory, "set_ugi", ugiArgs("bob"))
 		reads(t, "mallory (as bob)", mallory, mallory, mallory)

@@ -80,9 +80,11 @@ func (p *pool) do(ctx context.Context, c Call, sink ReplySink) error {
 		}
 		err = p.exchange(ctx, cn, c, sink, free)
 		var fe *failedBeforeReplyError
-		if reused && attempt == 0 && c.Class == Read && errors.As(err, &fe) {
-			// An idle connection the metastore had already dropped: one
-			// more try on a fresh one before blaming the metastore.
+		var me *mismatchError
+		if reused && attempt == 0 && c.Class == Read && (errors.As(err, &fe) || errors.As(err, &me)) {
+			// An idle connection the metastore had already dropped, or
+			// one holding a reply that was no call's: one more try on a
+			// fresh one before blaming the metastore.
 			continue
 		}
 		return err
@@ -184,7 +186,16 @@ func (p *pool) exchange(ctx context.Context, cn *conn, c Call, sink ReplySink, r
 	stop := context.AfterFunc(ctx, func() { cn.nc.SetDeadline(aLongTimeAgo) })
 	defer stop()
 
-	if err := cn.w.Write(c.Msg.Buf); err != nil {
+	// The call goes out under a seqid of the connection's own, never the
+	// client's: clients' seqids coincide (each counts from its own start),
+	// so a reply left on a connection by an earlier call (a metastore
+	// answering twice, a bug of ours reusing a connection too early) would
+	// otherwise pass for the answer to a later call of the same method.
+	// The client's seqid is put back into the reply before the sink sees it.
+	cn.seq++
+	seq := cn.seq
+	cn.scratch = wire.AppendHeader(cn.scratch[:0], c.Msg.Type, c.Msg.Name(), seq)
+	if err := cn.w.Write(cn.scratch, c.Msg.Body()); err != nil {
 		cn.close()
 		return &failedBeforeReplyError{fmt.Errorf("send %s to %s: %w", c.Msg.Name(), p.addr, err)}
 	}
@@ -206,7 +217,7 @@ func (p *pool) exchange(ctx context.Context, cn *conn, c Call, sink ReplySink, r
 	if streams && c.Becomes == nil && p.g.cfg.HoldMax > 0 {
 		m, err = cn.r.ReadUpTo(p.g.cfg.HoldMax)
 		if errors.Is(err, wire.ErrTooLarge) {
-			done, serr := p.stream(cn, c, ss)
+			done, serr := p.stream(cn, c, seq, ss)
 			if done {
 				stop()
 				return serr
@@ -225,12 +236,13 @@ func (p *pool) exchange(ctx context.Context, cn *conn, c Call, sink ReplySink, r
 		}
 		return fmt.Errorf("%w: %w", ErrBroken, err)
 	}
-	if !answers(m, c.Msg) {
+	if !answers(m, c.Msg, seq) {
 		cn.close()
 		p.g.n.mismatched.Add(1)
-		return fmt.Errorf("%w: %w: %s sent %q seqid %d type %d in answer to %q seqid %d",
-			ErrBroken, ErrMismatchedReply, p.addr, m.Name(), m.SeqID, m.Type, c.Msg.Name(), c.Msg.SeqID)
+		return &mismatchError{fmt.Errorf("%w: %w: %s sent %q seqid %d type %d in answer to %q seqid %d",
+			ErrBroken, ErrMismatchedReply, p.addr, m.Name(), m.SeqID, m.Type, c.Msg.Name(), seq)}
 	}
+	m.SetSeqID(c.Msg.SeqID)
 	next := c.Session.key
 	// Bytes past the reply were sent unasked: the connection is not
 	// reused (put would refuse it too).
@@ -292,12 +304,19 @@ func (p *pool) release(cn *conn, reuse bool, next string) {
 	}
 }
 
-// answers reports whether reply m answers the call req: same method
-// name, same seqid, and a REPLY or EXCEPTION.
-func answers(m, req wire.Message) bool {
-	return (m.Type == wire.Reply || m.Type == wire.Exception) && m.SeqID == req.SeqID &&
+// answers reports whether reply m answers the call req sent under seqid
+// seq: same method name, that seqid, and a REPLY or EXCEPTION.
+func answers(m, req wire.Message, seq int32) bool {
+	return (m.Type == wire.Reply || m.Type == wire.Exception) && m.SeqID == seq &&
 		sameName(m.Name(), req.Name())
 }
+
+// mismatchError: a whole reply came that does not answer the call (it
+// was closed with its connection, and nothing reached the sink).
+type mismatchError struct{ err error }
+
+func (e *mismatchError) Error() string { return e.err.Error() }
+func (e *mismatchError) Unwrap() error { return e.err }
 
 // sameName reports whether a reply's method name is the call's. The
 // metastore decodes the call's name as UTF-8 (a malformed byte becomes

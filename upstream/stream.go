@@ -220,9 +220,10 @@ func (s *streamer) skip(t byte) error {
 	return &wire.ReadError{Err: wire.ErrBadType}
 }
 
-// header reads the message header and checks that it answers req; nothing
-// has been passed on yet when it fails.
-func (s *streamer) header(req wire.Message) error {
+// header reads the message header and checks that it answers req, sent
+// under seqid seq, and puts req's own seqid in its place; nothing has been
+// passed on yet when it fails.
+func (s *streamer) header(req wire.Message, seq int32) error {
 	word, err := s.u32()
 	if err != nil {
 		return err
@@ -240,21 +241,22 @@ func (s *streamer) header(req wire.Message) error {
 	if err != nil {
 		return err
 	}
-	seq, err := s.u32()
+	got, err := s.u32()
 	if err != nil {
 		return err
 	}
-	if (typ != wire.Reply && typ != wire.Exception) || int32(seq) != req.SeqID || !sameName(name, req.Name()) {
+	if (typ != wire.Reply && typ != wire.Exception) || int32(got) != seq || !sameName(name, req.Name()) {
 		return fmt.Errorf("%w: %q seqid %d type %d in answer to %q seqid %d",
-			ErrMismatchedReply, name, int32(seq), typ, req.Name(), req.SeqID)
+			ErrMismatchedReply, name, int32(got), typ, req.Name(), seq)
 	}
+	binary.BigEndian.PutUint32(s.buf[s.r-4:s.r], uint32(req.SeqID))
 	return nil
 }
 
 // message streams one whole message answering req. leftover is what was
 // read past its end.
-func (s *streamer) message(req wire.Message) (leftover int, err error) {
-	if err := s.header(req); err != nil {
+func (s *streamer) message(req wire.Message, seq int32) (leftover int, err error) {
+	if err := s.header(req, seq); err != nil {
 		return 0, err
 	}
 	if err := s.skip(wire.TStruct); err != nil {
@@ -278,7 +280,7 @@ const (
 // stream passes a reply too large to hold to sink as it arrives, the
 // connection held meanwhile. done is false when the sink cannot take a
 // stream (nothing was consumed; the caller reads the reply whole).
-func (p *pool) stream(cn *conn, c Call, sink StreamingSink) (done bool, err error) {
+func (p *pool) stream(cn *conn, c Call, seq int32, sink StreamingSink) (done bool, err error) {
 	pending := cn.r.Pending()
 	size := int64(-1)
 	src := io.MultiReader(bytes.NewReader(pending), cn.nc)
@@ -309,7 +311,7 @@ func (p *pool) stream(cn *conn, c Call, sink StreamingSink) (done bool, err erro
 	p.g.n.streamed.Add(1)
 	s := streamer{src: src, dst: w, timeout: p.g.cfg.StreamWriteTimeout, lim: p.g.cfg.ReplyLimits,
 		buf: make([]byte, window)}
-	leftover, err := s.message(c.Msg)
+	leftover, err := s.message(c.Msg, seq)
 	if err == nil && size >= 0 && s.sent != size {
 		err = &wire.ReadError{Err: wire.ErrBadFrame, Detail: "bytes after message in frame"}
 	}

@@ -139,7 +139,7 @@ func TestStreamWalkerLimits(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
 			s := streamer{src: bytes.NewReader(tc.in), dst: &out, lim: wire.Limits{}.WithDefaults(), buf: make([]byte, 16)}
-			left, err := s.message(req)
+			left, err := s.message(req, req.SeqID)
 			if tc.ok != (err == nil) {
 				t.Fatalf("err %v; want ok %v", err, tc.ok)
 			}

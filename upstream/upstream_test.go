@@ -742,3 +742,50 @@ func TestSameName(t *testing.T) {
 		}
 	}
 }
+
+// TestStaleReplyNeverTakenForAnothers: a reply left on a pooled
+// connection after its call was answered (here the metastore sends it
+// twice) must not pass for the answer to the next call on that
+// connection, even when that call is the same method under the same
+// client seqid, as two clients counting from 1 send. The proxy numbers
+// calls per connection, so the stale reply's seqid is no later call's:
+// it is refused, and the read runs again on a fresh connection.
+func TestStaleReplyNeverTakenForAnothers(t *testing.T) {
+	dup, sent := make(chan struct{}), make(chan struct{})
+	var n atomic.Int32
+	f := startFake(t, func(fc *fakeConn, m wire.Message) ([][]byte, error) {
+		i := n.Add(1)
+		r := replyTo(m, fmt.Sprintf("reply %d", i))
+		if i == 1 {
+			go func() {
+				<-dup
+				fc.nc.Write(r) // the same reply again, unasked
+				close(sent)
+			}()
+		}
+		return [][]byte{r}, nil
+	})
+	g := newGroup(t, Config{MaxConns: 2}, f.addr)
+	var s copySink
+	if err := g.Do(ctxT(t), Call{Session: NoSession, Class: Read, Msg: msg(t, wire.Call, "get_table", 7)}, &s); err != nil {
+		t.Fatal(err)
+	}
+	if got := resultString(t, wireMsg(t, s.got)); got != "reply 1" || s.seq != 7 {
+		t.Fatalf("first call got %q seqid %d; want reply 1 seqid 7", got, s.seq)
+	}
+	close(dup)
+	<-sent
+	// On loopback the bytes are in the proxy's socket buffer once the
+	// write returned; the connection idles in the pool meanwhile.
+	if err := g.Do(ctxT(t), Call{Session: NoSession, Class: Read, Msg: msg(t, wire.Call, "get_table", 7)}, &s); err != nil {
+		t.Fatal(err)
+	}
+	// Its own answer is the metastore's second or third (the second call
+	// reached the closed connection too): never the first.
+	if got := resultString(t, wireMsg(t, s.got)); got == "reply 1" || s.seq != 7 {
+		t.Fatalf("second call got %q seqid %d: the first call's reply", got, s.seq)
+	}
+	if got := g.Stats().Mismatched; got != 1 {
+		t.Fatalf("Stats.Mismatched %d; want 1 (the stale reply refused)", got)
+	}
+}

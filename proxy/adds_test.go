@@ -217,11 +217,9 @@ func TestPartitionWritesStayWhole(t *testing.T) {
 // TestAddFromEventLog: an add made behind the proxy's back, learnt from
 // the notification log, narrows as one through the proxy does.
 func TestAddFromEventLog(t *testing.T) {
-	d, addr := startDemo(t, wire.Buffered)
 	caching := negativeCaching(t)
-	var srv *Server
-	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { return up }, func(s *Server) { srv = s })
-	c, direct := dial(t, paddr, wire.Buffered), dial(t, addr, wire.Buffered)
+	b := newSideBySide(t, caching)
+	d, addr, srv, c, direct := b.demo, b.addr, b.srv, b.c, b.direct
 	var applied []cache.Entity
 	p, err := eventlog.New(eventlog.Config{Caller: dial(t, addr, wire.Buffered), Cursor: &eventlog.MemCursor{},
 		Apply: func(ctx context.Context, ents []cache.Entity) {

@@ -8,7 +8,6 @@ import (
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
-	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // plannerNames are the names of every seeded partition of demo_db0.t0, out
@@ -56,12 +55,9 @@ func TestBatchMemoFollowsWrites(t *testing.T) {
 	args := byNamesReq("get_partitions_by_names", plannerNames()...)
 	for _, path := range []string{"proxy", "bus"} {
 		t.Run(path, func(t *testing.T) {
-			_, addr := startDemo(t, wire.Buffered)
 			caching := newCaching(t, nil)
-			var srv *Server
-			paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { return up }, func(s *Server) { srv = s })
-			c, direct := dial(t, paddr, wire.Buffered), dial(t, addr, wire.Buffered)
-			st := caching.Store
+			b := newSideBySide(t, caching)
+			srv, c, direct, st := b.srv, b.c, b.direct, caching.Store
 			for i, hr := range []string{"3", "4", "3"} {
 				if !memoRounds(t, c, direct, st, args, "before write "+hr) {
 					t.Fatalf("round %d: no joined copy was made: the memo's fast path did not run", i)
@@ -92,13 +88,10 @@ func TestBatchMemoFollowsWrites(t *testing.T) {
 // refresh, and once refreshed, the memo serves the new bytes: the
 // replaced entry ended what the memo vouched for.
 func TestBatchMemoFollowsRefresh(t *testing.T) {
-	_, addr := startDemo(t, wire.Buffered)
 	clock := newClock()
 	caching := newCaching(t, clock)
-	var srv *Server
-	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { return up }, func(s *Server) { srv = s })
-	c, direct := dial(t, paddr, wire.Buffered), dial(t, addr, wire.Buffered)
-	st := caching.Store
+	b := newSideBySide(t, caching)
+	srv, c, direct, st := b.srv, b.c, b.direct, caching.Store
 	args := byNamesReq("get_partitions_by_names", plannerNames()...)
 	if !memoRounds(t, c, direct, st, args, "first") {
 		t.Fatal("no joined copy was made: the memo's fast path did not run")
@@ -147,12 +140,9 @@ func TestListBytes(t *testing.T) {
 // another table's entries leaving the store, leave it served (its
 // budget stays reserved); its own table's write ends it.
 func TestBatchMemoIgnoresOtherTables(t *testing.T) {
-	_, addr := startDemo(t, wire.Buffered)
 	caching := newCaching(t, nil)
-	var srv *Server
-	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { return up }, func(s *Server) { srv = s })
-	c, direct := dial(t, paddr, wire.Buffered), dial(t, addr, wire.Buffered)
-	st := caching.Store
+	b := newSideBySide(t, caching)
+	srv, c, direct, st := b.srv, b.c, b.direct, caching.Store
 	args := byNamesReq("get_partitions_by_names", plannerNames()...)
 	other := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t1"), hmsreq.Strings(3, partName(0), partName(1)))
 	call(t, c, "get_partitions_by_names", other) // the other table's entries
@@ -192,10 +182,9 @@ func TestBatchMemoIgnoresOtherTables(t *testing.T) {
 // a result struct) goes out from a memo's joined copy as the metastore
 // sends it.
 func TestBatchMemoRequestForm(t *testing.T) {
-	_, addr := startDemo(t, wire.Buffered)
 	caching := newCaching(t, nil)
-	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { return up })
-	c, direct := dial(t, paddr, wire.Buffered), dial(t, addr, wire.Buffered)
+	b := newSideBySide(t, caching)
+	c, direct := b.c, b.direct
 	args := byNamesReq("get_partitions_by_names_req", plannerNames()...)
 	if !memoRoundsOf(t, c, direct, caching.Store, "get_partitions_by_names_req", args, "request form") {
 		t.Fatal("no joined copy was made: the memo's fast path did not run")

@@ -100,6 +100,25 @@ func startProxyOver(t *testing.T, caching *Caching, addr string, wrap func(Forwa
 	return paddr
 }
 
+// sideBySide is a caching proxy over a demo metastore of its own, with
+// one client through the proxy and one straight to the metastore: for
+// tests that compare the proxy's replies with the metastore's.
+type sideBySide struct {
+	demo      *demohms.Server
+	addr      string // the metastore's
+	srv       *Server
+	c, direct *hmsclient.Client
+}
+
+func newSideBySide(t *testing.T, caching *Caching) *sideBySide {
+	t.Helper()
+	b := &sideBySide{}
+	b.demo, b.addr = startDemo(t, wire.Buffered)
+	paddr := startProxyOver(t, caching, b.addr, func(up Forwarder) Forwarder { return up }, func(s *Server) { b.srv = s })
+	b.c, b.direct = dial(t, paddr, wire.Buffered), dial(t, b.addr, wire.Buffered)
+	return b
+}
+
 // refreshesSettled waits until every refresh-ahead job queued so far has
 // finished, and returns how many were queued in all. A hit queues its
 // refresh before its reply is written, so once a client has its replies,

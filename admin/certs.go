@@ -36,9 +36,7 @@ func newCertCollector(src CertSource) *certCollector {
 }
 
 func (c *certCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.reloads
-	ch <- c.expiry
-	ch <- c.handshakeFailed
+	describe(ch, c.reloads, c.expiry, c.handshakeFailed)
 }
 
 func (c *certCollector) Collect(ch chan<- prometheus.Metric) {

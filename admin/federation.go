@@ -40,10 +40,7 @@ func newFederationCollector(src Federation) *federationCollector {
 
 // Describe implements prometheus.Collector.
 func (c *federationCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.routed
-	ch <- c.refused
-	ch <- c.failures
-	ch <- c.omitted
+	describe(ch, c.routed, c.refused, c.failures, c.omitted)
 }
 
 // Collect implements prometheus.Collector.

@@ -135,9 +135,7 @@ func newGroupCollector(groups []GroupSurface) *groupCollector {
 
 // Describe implements prometheus.Collector.
 func (c *groupCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.calls, c.busSynced, c.elApplied, c.elLag, c.elHealth} {
-		ch <- d
-	}
+	describe(ch, c.up, c.calls, c.busSynced, c.elApplied, c.elLag, c.elHealth)
 }
 
 // Collect implements prometheus.Collector.

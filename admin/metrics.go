@@ -263,9 +263,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	if c.cfg.Prune != nil {
 		ds = append(ds, c.prune)
 	}
-	for _, d := range ds {
-		ch <- d
-	}
+	describe(ch, ds...)
 }
 
 // Collect implements prometheus.Collector.
@@ -432,6 +430,13 @@ func constMetric(d *prometheus.Desc, t prometheus.ValueType, v float64, labels .
 		return prometheus.NewInvalidMetric(d, err)
 	}
 	return m
+}
+
+// describe is the Describe of a collector whose descriptors are ds.
+func describe(ch chan<- *prometheus.Desc, ds ...*prometheus.Desc) {
+	for _, d := range ds {
+		ch <- d
+	}
 }
 
 // constHistogram is constMetric for a histogram.

@@ -34,9 +34,7 @@ func newRateLimitCollector(src RateLimits) *rateLimitCollector {
 
 // Describe implements prometheus.Collector.
 func (c *rateLimitCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.allowed
-	ch <- c.limited
-	ch <- c.redisErrors
+	describe(ch, c.allowed, c.limited, c.redisErrors)
 }
 
 // Collect implements prometheus.Collector.

@@ -135,23 +135,17 @@ func newRecordCollector(src Recording) *recordCollector {
 
 // Describe implements prometheus.Collector.
 func (c *recordCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.on, c.calls, c.elided, c.bytes, c.files, c.errors} {
-		ch <- d
-	}
+	describe(ch, c.on, c.calls, c.elided, c.bytes, c.files, c.errors)
 }
 
 // Collect implements prometheus.Collector.
 func (c *recordCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.src.Stats()
-	on := 0.0
-	if st.Recording {
-		on = 1
-	}
-	ch <- prometheus.MustNewConstMetric(c.on, prometheus.GaugeValue, on)
-	ch <- prometheus.MustNewConstMetric(c.calls, prometheus.CounterValue, float64(st.Recorded), "written")
-	ch <- prometheus.MustNewConstMetric(c.calls, prometheus.CounterValue, float64(st.Dropped), "dropped")
-	ch <- prometheus.MustNewConstMetric(c.elided, prometheus.CounterValue, float64(st.Elided))
-	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.CounterValue, float64(st.Bytes))
-	ch <- prometheus.MustNewConstMetric(c.files, prometheus.CounterValue, float64(st.FilesStarted))
-	ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(st.WriteErrors))
+	ch <- constMetric(c.on, prometheus.GaugeValue, b2f(st.Recording))
+	ch <- constMetric(c.calls, prometheus.CounterValue, float64(st.Recorded), "written")
+	ch <- constMetric(c.calls, prometheus.CounterValue, float64(st.Dropped), "dropped")
+	ch <- constMetric(c.elided, prometheus.CounterValue, float64(st.Elided))
+	ch <- constMetric(c.bytes, prometheus.CounterValue, float64(st.Bytes))
+	ch <- constMetric(c.files, prometheus.CounterValue, float64(st.FilesStarted))
+	ch <- constMetric(c.errors, prometheus.CounterValue, float64(st.WriteErrors))
 }

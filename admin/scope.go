@@ -36,10 +36,7 @@ func newScopeCollector(src ScopeSource) *scopeCollector {
 
 // Describe implements prometheus.Collector.
 func (c *scopeCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.perUser
-	ch <- c.checks
-	ch <- c.failures
-	ch <- c.chgs
+	describe(ch, c.perUser, c.checks, c.failures, c.chgs)
 }
 
 // Collect implements prometheus.Collector.

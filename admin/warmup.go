@@ -131,9 +131,7 @@ func newWarmUpCollector(src WarmUp) *warmUpCollector {
 
 // Describe implements prometheus.Collector.
 func (c *warmUpCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.running, c.tables, c.partitions, c.errs, c.rate, c.runs} {
-		ch <- d
-	}
+	describe(ch, c.running, c.tables, c.partitions, c.errs, c.rate, c.runs)
 }
 
 // Collect implements prometheus.Collector.

@@ -85,6 +85,20 @@ func Struct(id int16, fields ...Field) Field {
 	}
 }
 
+// Nested is a struct field id that holds the same field, depth structs
+// deep, and nothing else: an unknown field a metastore skips at any
+// depth, which tests send to see that a reader bounds how deep it goes.
+func Nested(id int16, depth int) Field {
+	return func(e *wire.Encoder) {
+		for range depth {
+			e.FieldBegin(wire.TStruct, id)
+		}
+		for range depth {
+			e.Stop()
+		}
+	}
+}
+
 // StructList is a list<struct> field with one struct per element of elems.
 func StructList(id int16, elems ...[]Field) Field {
 	return func(e *wire.Encoder) {

@@ -104,6 +104,8 @@ func TestEncode(t *testing.T) {
 			map[int16]any{1: map[string]string{"a": "1", "b": "2"}, 2: map[string]string{}}},
 		{"req", Req(Str(1, "db"), Str(4, "hive")),
 			map[int16]any{1: map[int16]any{1: "db", 4: "hive"}}},
+		{"nested", Args(Str(1, "db"), Nested(9, 3), Nested(10, 0)),
+			map[int16]any{1: "db", 9: map[int16]any{9: map[int16]any{9: map[int16]any{}}}}},
 		{"struct list", Args(StructList(1, []Field{Str(1, "x")}, nil)),
 			map[int16]any{1: []any{map[int16]any{1: "x"}, map[int16]any{}}}},
 		{"database", Args(Database{Name: "db", Location: "file:/wh/db.db"}.Field(1)),

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -163,17 +164,7 @@ func lookup(t *testing.T, name string) *hms.Method {
 // deepDropTable is drop_table's args naming db, with an extra field
 // nested depth deep, which a metastore skips.
 func deepDropTable(db string, depth int) []byte {
-	var e wire.Encoder
-	e.StringField(1, db)
-	e.StringField(2, "t0")
-	for range depth {
-		e.FieldBegin(wire.TStruct, 9)
-	}
-	for range depth {
-		e.Stop()
-	}
-	e.Stop()
-	return e.B
+	return hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, "t0"), hmsreq.Nested(9, depth))
 }
 
 // TestRouterDecodesUnderConfiguredLimits guards issue 22: the router

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
@@ -40,35 +41,26 @@ func TestNamesEveryShape(t *testing.T) {
 // names seen; and refused under the defaults.
 func TestLimitsFollowTheReader(t *testing.T) {
 	m := lookup(t, "drop_table")
-	var e wire.Encoder
-	e.StringField(1, "pfx_sales")
-	e.StringField(2, "t")
-	for range 70 {
-		e.FieldBegin(wire.TStruct, 9)
-	}
-	for range 70 {
-		e.Stop()
-	}
-	e.Stop()
+	args := hmsreq.Args(hmsreq.Str(1, "pfx_sales"), hmsreq.Str(2, "t"), hmsreq.Nested(9, 70))
 	deep := wire.Limits{MaxDepth: 100}
-	if _, err := wire.Parse(append(wire.AppendHeader(nil, wire.Call, []byte("drop_table"), 1), e.B...), deep); err != nil {
+	if _, err := wire.Parse(append(wire.AppendHeader(nil, wire.Call, []byte("drop_table"), 1), args...), deep); err != nil {
 		t.Fatalf("the reader refuses the request: %v", err)
 	}
 	var got []string
-	if err := Names(m, e.B, deep, func(db []byte) { got = append(got, string(db)) }); err != nil || !slices.Equal(got, []string{"pfx_sales"}) {
+	if err := Names(m, args, deep, func(db []byte) { got = append(got, string(db)) }); err != nil || !slices.Equal(got, []string{"pfx_sales"}) {
 		t.Errorf("Names under max depth 100: %q, %v; want [pfx_sales]", got, err)
 	}
-	out, err := Args(nil, m, e.B, deep, strip)
+	out, err := Args(nil, m, args, deep, strip)
 	if err != nil {
 		t.Fatalf("Args under max depth 100: %v", err)
 	}
-	if len(out) != len(e.B)-len(prefix) {
-		t.Errorf("Args under max depth 100: %d bytes; want %d (the prefix stripped)", len(out), len(e.B)-len(prefix))
+	if len(out) != len(args)-len(prefix) {
+		t.Errorf("Args under max depth 100: %d bytes; want %d (the prefix stripped)", len(out), len(args)-len(prefix))
 	}
-	if err := Names(m, e.B, wire.Limits{}, func([]byte) {}); !errors.Is(err, wire.ErrTooDeep) {
+	if err := Names(m, args, wire.Limits{}, func([]byte) {}); !errors.Is(err, wire.ErrTooDeep) {
 		t.Errorf("Names under the default depth: %v; want wire.ErrTooDeep", err)
 	}
-	if _, err := Args(nil, m, e.B, wire.Limits{}, strip); err == nil {
+	if _, err := Args(nil, m, args, wire.Limits{}, strip); err == nil {
 		t.Error("Args under the default depth: no error")
 	}
 }

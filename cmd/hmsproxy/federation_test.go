@@ -324,20 +324,10 @@ func TestFederationDecodesWithConfiguredLimits(t *testing.T) {
 	cfg := fedYAML(t, pAddr, fAddr, "  primary:\n    access: read-only\nlimits:\n  max_depth: 100\n")
 	c := runInProcess(t, cfg)
 
-	var e wire.Encoder
-	e.StringField(1, "demo_db0")
-	e.StringField(2, "t0")
-	e.BoolField(3, false)
 	// An extra field the metastore skips, nested 70 deep: a metastore
 	// (libthrift skips unknown fields with no depth bound) takes it.
-	for range 70 {
-		e.FieldBegin(wire.TStruct, 9)
-	}
-	for range 70 {
-		e.Stop()
-	}
-	e.Stop()
-	m, err := c.Call(ctxT(t), "drop_table", e.B)
+	args := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"), hmsreq.Bool(3, false), hmsreq.Nested(9, 70))
+	m, err := c.Call(ctxT(t), "drop_table", args)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -296,17 +296,9 @@ func openIssue22Faults(b *testing.B, e *faultEnv) {
 		}
 		return c.Send(ctx, wire.Oneway, "get_table", hmsclient.Args("demo_db0", "t0"))
 	})
-	var deep wire.Encoder
-	deep.StringField(1, "demo_db0")
-	deep.StringField(2, "t1")
-	for range 70 {
-		deep.FieldBegin(wire.TStruct, 9)
-	}
-	for range 71 {
-		deep.Stop()
-	}
+	deep := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t1"), hmsreq.Nested(9, 70))
 	loop("127.0.0.3", time.Millisecond, func(c *hmsclient.Client, i int) error {
-		return call(c, "drop_table", deep.B)
+		return call(c, "drop_table", deep)
 	})
 	names := make([]string, 1<<14)
 	for i := range names {

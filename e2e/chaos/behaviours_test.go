@@ -360,18 +360,7 @@ func oneway(ctx context.Context, x *inst) {
 // deepArgs are drop_table(demo_db2, t0, deleteData false) args carrying
 // an extra field nested depth structs deep, which a metastore skips.
 func deepArgs(depth int) []byte {
-	var e wire.Encoder
-	e.StringField(1, "demo_db2")
-	e.StringField(2, "t0")
-	e.BoolField(3, false)
-	for range depth {
-		e.FieldBegin(wire.TStruct, 9)
-	}
-	for range depth {
-		e.Stop()
-	}
-	e.Stop()
-	return e.B
+	return hmsreq.Args(hmsreq.Str(1, "demo_db2"), hmsreq.Str(2, "t0"), hmsreq.Bool(3, false), hmsreq.Nested(9, depth))
 }
 
 func deepDrop(ctx context.Context, x *inst) {

@@ -53,8 +53,9 @@ mvnq() { # quiet maven, without the colour escapes some versions still print
   printf '%s\n' "$out" | sed 's/\x1b\[[0-9;]*m//g' | grep -v '^$' >&2 || true
   return "$rc"
 }
-log() { echo "[hms.sh] $*" >&2; }
-die() { echo "[hms.sh] ERROR: $*" >&2; exit 1; }
+TB_NAME=hms.sh
+# shellcheck source=testbed/lib.sh
+source "$HERE/lib.sh"
 
 # JVM flags that Hive/Hadoop/DataNucleus need on Java 17.
 JAVA_OPENS=(
@@ -466,8 +467,6 @@ init_schema() { # version workdir
 
 # ---------------------------------------------------------------- start/stop
 
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
 start() { # version port workdir
   local ver=$1 port=$2 work
   mkdir -p "$3"; work=$(cd "$3" && pwd)
@@ -500,38 +499,12 @@ start() { # version port workdir
   echo "$port" > "$work/hms.port"
   # if this script is interrupted while waiting, do not leave the server behind
   trap 'kill "$pid" 2>/dev/null; rm -f "$work/hms.pid"' INT TERM
-  while ! port_open "$port"; do
-    if ! kill -0 "$pid" 2>/dev/null; then
-      tail -n 60 "$work/hms.log" >&2
-      rm -f "$work/hms.pid"
-      die "HMS $ver exited during start-up (log: $work/hms.log)"
-    fi
-    if (( SECONDS - t0 > HMS_START_TIMEOUT )); then
-      tail -n 60 "$work/hms.log" >&2
-      stop "$work"
-      die "HMS $ver not listening on $port after ${HMS_START_TIMEOUT}s"
-    fi
-    sleep 0.5
-  done
+  await_port "HMS $ver" "$port" "$pid" "$work" "$work/hms.log" "$work/hms.pid" "$t0" "$HMS_START_TIMEOUT"
   trap - INT TERM
   log "HMS $ver ready on thrift://127.0.0.1:$port after $((SECONDS - t0))s (pid $pid)"
 }
 
-stop() { # workdir
-  local work=$1 pidf="$1/hms.pid"
-  [[ -f "$pidf" ]] || { log "no pid file in $work"; return 0; }
-  local pid; pid=$(cat "$pidf")
-  if kill -0 "$pid" 2>/dev/null; then
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-    if kill -0 "$pid" 2>/dev/null; then
-      log "pid $pid ignored SIGTERM, sending SIGKILL"
-      kill -9 "$pid" 2>/dev/null || true
-    fi
-  fi
-  rm -f "$pidf"
-  log "stopped HMS in $work"
-}
+stop() { stop_pidfile HMS "$1" "$1/hms.pid" 40; } # workdir
 
 cmd=${1:-}; shift || true
 case "$cmd" in

@@ -36,9 +36,9 @@ KAFKA_HEAP=${KAFKA_HEAP:-384m}
 KAFKA_START_TIMEOUT=${KAFKA_START_TIMEOUT:-90}
 CLUSTER_ID=aG1zcHJveHktdGVzdGJlZA   # any 22-character base64 UUID; fixed so restarts agree
 
-log() { echo "[kafka.sh] $*" >&2; }
-die() { echo "[kafka.sh] ERROR: $*" >&2; exit 1; }
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+TB_NAME=kafka.sh
+# shellcheck source=testbed/lib.sh
+source "$HERE/lib.sh"
 
 fetch() {
   local sum; sum=$(sha1sum < "$POM/pom.xml" | cut -c1-12)
@@ -152,19 +152,7 @@ start() { # workdir port
   echo "$pid" > "$WORK/kafka.pid"
   echo "$port" > "$WORK/kafka.port"
   trap 'kill "$pid" 2>/dev/null; rm -f "$WORK/kafka.pid"' INT TERM
-  while ! port_open "$port"; do
-    if ! kill -0 "$pid" 2>/dev/null; then
-      tail -n 60 "$WORK/kafka.log" >&2
-      rm -f "$WORK/kafka.pid"
-      die "Kafka exited during start-up (log: $WORK/kafka.log)"
-    fi
-    if (( SECONDS - t0 > KAFKA_START_TIMEOUT )); then
-      tail -n 60 "$WORK/kafka.log" >&2
-      stop "$WORK"
-      die "Kafka not listening on $port after ${KAFKA_START_TIMEOUT}s"
-    fi
-    sleep 0.2
-  done
+  await_port Kafka "$port" "$pid" "$WORK" "$WORK/kafka.log" "$WORK/kafka.pid" "$t0" "$KAFKA_START_TIMEOUT"
   trap - INT TERM
   if [[ -n ${KAFKA_OWNER_PID:-} ]]; then
     owner=$KAFKA_OWNER_PID setsid bash -c 'while kill -0 "$owner" 2>/dev/null && kill -0 '"$pid"' 2>/dev/null; do sleep 1; done
@@ -173,21 +161,7 @@ start() { # workdir port
   log "Kafka ready on 127.0.0.1:$port after $((SECONDS - t0))s (pid $pid)"
 }
 
-stop() { # workdir
-  local work=$1 pidf="$1/kafka.pid"
-  [[ -f "$pidf" ]] || { log "no pid file in $work"; return 0; }
-  local pid; pid=$(cat "$pidf")
-  if kill -0 "$pid" 2>/dev/null; then
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-    if kill -0 "$pid" 2>/dev/null; then
-      log "pid $pid ignored SIGTERM, sending SIGKILL"
-      kill -9 "$pid" 2>/dev/null || true
-    fi
-  fi
-  rm -f "$pidf"
-  log "stopped Kafka in $work"
-}
+stop() { stop_pidfile Kafka "$1" "$1/kafka.pid" 60; } # workdir
 
 cmd=${1:-}
 case "$cmd" in

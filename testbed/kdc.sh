@@ -26,8 +26,10 @@ set -euo pipefail
 
 REALM=HMSPROXY.TEST
 FOREIGN=FOREIGN.TEST
-log() { echo "[kdc.sh] $*" >&2; }
-die() { echo "[kdc.sh] ERROR: $*" >&2; exit 1; }
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TB_NAME=kdc.sh
+# shellcheck source=testbed/lib.sh
+source "$HERE/lib.sh"
 
 PATH=$PATH:/usr/sbin:/sbin
 for b in krb5kdc kdb5_util kadmin.local; do
@@ -129,8 +131,6 @@ make_foreign() { # work: the trusted realm, whose users reach HMSPROXY.TEST serv
   kenv "$work" kadmin.local -r "$FOREIGN" -q "addprinc -randkey alice@$FOREIGN" >/dev/null
   kenv "$work" kadmin.local -r "$FOREIGN" -q "ktadd -k $work/foreign-alice.keytab alice@$FOREIGN" >/dev/null
 }
-
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 start() { # work [port]
   mkdir -p "$1"; local work; work=$(cd "$1" && pwd)

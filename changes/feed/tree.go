@@ -18,45 +18,31 @@ type tstruct map[int16]any
 // and a request is bytes from a client.
 const maxDepth = 16
 
-func (s tstruct) str(id int16) string {
-	v, _ := s[id].(string)
+// field is field id when it holds a T; the zero T when it is absent or of
+// another type (a message from a client or a metastore of another
+// version may carry anything).
+func field[T any](s tstruct, id int16) T {
+	v, _ := s[id].(T)
 	return v
 }
 
-func (s tstruct) i64(id int16) int64 {
-	v, _ := s[id].(int64)
-	return v
-}
-
-func (s tstruct) rec(id int16) tstruct {
-	v, _ := s[id].(tstruct)
-	return v
-}
-
-func (s tstruct) list(id int16) []any {
-	v, _ := s[id].([]any)
-	return v
-}
-
-func (s tstruct) strs(id int16) []string {
-	var out []string
-	for _, v := range s.list(id) {
-		if str, ok := v.(string); ok {
-			out = append(out, str)
+// elems is the elements of list field id that are T; others are left out.
+func elems[T any](s tstruct, id int16) []T {
+	var out []T
+	for _, v := range field[[]any](s, id) {
+		if e, ok := v.(T); ok {
+			out = append(out, e)
 		}
 	}
 	return out
 }
 
-func (s tstruct) recs(id int16) []tstruct {
-	var out []tstruct
-	for _, v := range s.list(id) {
-		if r, ok := v.(tstruct); ok {
-			out = append(out, r)
-		}
-	}
-	return out
-}
+func (s tstruct) str(id int16) string     { return field[string](s, id) }
+func (s tstruct) i64(id int16) int64      { return field[int64](s, id) }
+func (s tstruct) rec(id int16) tstruct    { return field[tstruct](s, id) }
+func (s tstruct) list(id int16) []any     { return field[[]any](s, id) }
+func (s tstruct) strs(id int16) []string  { return elems[string](s, id) }
+func (s tstruct) recs(id int16) []tstruct { return elems[tstruct](s, id) }
 
 func (s tstruct) strMap(id int16) map[string]string {
 	m, _ := s[id].(map[string]any)

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hmsproxy/hmsproxy/limits/bucket"
 )
 
 // Config configures a Gate. The zero value of each field selects the
@@ -60,7 +62,7 @@ type Gate struct {
 	flush func(ctx context.Context)
 
 	mu      sync.Mutex // guards buckets, next, last
-	buckets map[string]*bucket
+	buckets map[string]*bucket.Bucket
 	next    *round    // the round callers join now; nil when none
 	last    time.Time // when the last round's flush began
 
@@ -68,11 +70,6 @@ type Gate struct {
 }
 
 // bucket is one identity's budget: tokens as of at.
-type bucket struct {
-	tokens float64
-	at     time.Time
-}
-
 // round is one coalesced flush: due when it may begin; done closed once
 // it has been made.
 type round struct {
@@ -99,7 +96,7 @@ func New(cfg Config, flush func(ctx context.Context)) *Gate {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Gate{cfg: cfg, flush: flush, buckets: map[string]*bucket{}}
+	return &Gate{cfg: cfg, flush: flush, buckets: map[string]*bucket.Bucket{}}
 }
 
 // Flush flushes for a call of identity id that has completed, and
@@ -164,23 +161,17 @@ func (g *Gate) take(id string, now time.Time) bool {
 				return false // every tracked identity owes: no budget to give
 			}
 		}
-		b = &bucket{tokens: float64(g.cfg.Burst), at: now}
+		b = bucket.Full(float64(g.cfg.Burst), now)
 		g.buckets[id] = b
 	}
-	b.tokens = min(float64(g.cfg.Burst), b.tokens+now.Sub(b.at).Seconds()*g.cfg.Rate)
-	b.at = now
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
+	return b.Take(now, g.cfg.Rate, float64(g.cfg.Burst))
 }
 
 // prune forgets the identities whose budget has refilled: a fresh bucket
 // is the same. g.mu is held.
 func (g *Gate) prune(now time.Time) {
 	for id, b := range g.buckets {
-		if b.tokens+now.Sub(b.at).Seconds()*g.cfg.Rate >= float64(g.cfg.Burst) {
+		if b.Refilled(now, g.cfg.Rate, float64(g.cfg.Burst)) {
 			delete(g.buckets, id)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hmsproxy/hmsproxy/limits/bucket"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 )
 
@@ -132,7 +133,7 @@ type Limiter struct {
 	stats Stats
 
 	mu      sync.Mutex // guards buckets and warned
-	buckets map[bucketKey]*bucket
+	buckets map[bucketKey]*bucket.Bucket
 	warned  map[bucketKey]time.Time
 }
 
@@ -149,11 +150,6 @@ func keyOf(who Caller, c Class) bucketKey {
 		return bucketKey{user: who.User, class: c}
 	}
 	return bucketKey{addr: who.Addr, class: c}
-}
-
-type bucket struct {
-	tokens float64
-	last   time.Time
 }
 
 // New validates cfg.
@@ -199,7 +195,7 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Limiter{cfg: cfg, log: cfg.Logger, buckets: map[bucketKey]*bucket{}, warned: map[bucketKey]time.Time{}}, nil
+	return &Limiter{cfg: cfg, log: cfg.Logger, buckets: map[bucketKey]*bucket.Bucket{}, warned: map[bucketKey]time.Time{}}, nil
 }
 
 // Stats returns the counters.
@@ -297,24 +293,16 @@ func (l *Limiter) allowLocal(k bucketKey, lim Limit) bool {
 		if len(l.buckets) >= maxBuckets {
 			l.pruneLocked(now)
 		}
-		bk = &bucket{tokens: b, last: now}
+		bk = bucket.Full(b, now)
 		l.buckets[k] = bk
 	}
-	if el := now.Sub(bk.last).Seconds(); el > 0 {
-		bk.tokens = math.Min(b, bk.tokens+el*lim.Rate)
-	}
-	bk.last = now
-	if bk.tokens < 1 {
-		return false
-	}
-	bk.tokens--
-	return true
+	return bk.Take(now, lim.Rate, b)
 }
 
 func (l *Limiter) pruneLocked(now time.Time) {
 	for k, bk := range l.buckets {
 		lim := l.limit(k.caller(), k.class)
-		if lim.Rate == 0 || bk.tokens+now.Sub(bk.last).Seconds()*lim.Rate >= float64(burst(lim)) {
+		if lim.Rate == 0 || bk.Refilled(now, lim.Rate, float64(burst(lim))) {
 			delete(l.buckets, k)
 		}
 	}

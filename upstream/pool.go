@@ -177,6 +177,10 @@ func (p *pool) queue(w *waiter, sem chan struct{}) error {
 // exchange sends the call on cn and hands the reply to sink. released is
 // called once the connection is no longer the call's, before the sink
 // runs.
+// afterReplyRead, set by tests only, runs between reading a reply and
+// stopping the call's cancel function: the window a late cancel races.
+var afterReplyRead func(ctx context.Context)
+
 func (p *pool) exchange(ctx context.Context, cn *conn, c Call, sink ReplySink, released func()) error {
 	if t := p.g.timeout(c.Class); t > 0 {
 		cn.nc.SetDeadline(time.Now().Add(t))
@@ -227,7 +231,14 @@ func (p *pool) exchange(ctx context.Context, cn *conn, c Call, sink ReplySink, r
 	} else {
 		m, err = cn.r.Read()
 	}
-	stop() // the reply is in: a late cancel must not hit the next user
+	if afterReplyRead != nil {
+		afterReplyRead(ctx)
+	}
+	// The reply is in: a late cancel must not hit the next user. When
+	// stop comes too late, the deadline function is running on its own
+	// goroutine and may yet hit the connection after it went back to the
+	// pool and out to another call: such a connection is not reused.
+	stopped := stop()
 	if err != nil {
 		cn.close()
 		err = fmt.Errorf("read reply to %s from %s: %w", c.Msg.Name(), p.addr, err)
@@ -246,7 +257,7 @@ func (p *pool) exchange(ctx context.Context, cn *conn, c Call, sink ReplySink, r
 	next := c.Session.key
 	// Bytes past the reply were sent unasked: the connection is not
 	// reused (put would refuse it too).
-	reuse := cn.r.Buffered() == 0
+	reuse := cn.r.Buffered() == 0 && stopped
 	if c.Becomes != nil {
 		if Succeeded(m) {
 			next = c.Becomes.key

@@ -789,3 +789,34 @@ func TestStaleReplyNeverTakenForAnothers(t *testing.T) {
 		t.Fatalf("Stats.Mismatched %d; want 1 (the stale reply refused)", got)
 	}
 }
+
+// TestCancelAfterReplyRetiresConnection: a cancel that lands once the
+// reply is read but before the call's cancel function is stopped runs
+// the deadline function on its own goroutine, maybe after the connection
+// went back to the pool and out to another call (a write, which is not
+// retried); so that connection is closed, not reused.
+func TestCancelAfterReplyRetiresConnection(t *testing.T) {
+	f := startFake(t, func(_ *fakeConn, m wire.Message) ([][]byte, error) {
+		return [][]byte{replyTo(m, "ok")}, nil
+	})
+	g := newGroup(t, Config{MaxConns: 1}, f.addr)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	afterReplyRead = func(c context.Context) {
+		if c == ctx {
+			cancel()
+		}
+	}
+	t.Cleanup(func() { afterReplyRead = nil })
+	var s copySink
+	if err := g.Do(ctx, Call{Session: NoSession, Class: Read, Msg: msg(t, wire.Call, "get_table", 1)}, &s); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Do(ctxT(t), Call{Session: NoSession, Class: Write, Msg: msg(t, wire.Call, "alter_table", 2)}, &s); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.used) != 2 {
+		t.Fatalf("%d connections carried the two calls; want 2: the cancelled call's connection went back to the pool", len(f.used))
+	}
+}

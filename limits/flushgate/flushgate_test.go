@@ -7,21 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/internal/testenv/clocktest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 )
-
-// clock is a settable time for budgets.
-type clock struct {
-	mu sync.Mutex // guards t
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // counter is a flush function that counts its flushes and records, for
 // each, how many calls had arrived when it began.
@@ -51,7 +39,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // TestBudget: an identity flushes at once up to its burst, then its
 // calls are coalesced; others keep their own budget; time refills it.
 func TestBudget(t *testing.T) {
-	clk := &clock{t: time.Unix(1000, 0)}
+	clk := clocktest.At(time.Unix(1000, 0))
 	var c counter
 	g := New(Config{Burst: 3, Rate: 1, Interval: time.Nanosecond, MaxIdentities: 2, Now: clk.Now}, c.flush)
 	ctx := context.Background()
@@ -70,7 +58,7 @@ func TestBudget(t *testing.T) {
 	if co, _ := g.Flush(ctx, "c"); !co {
 		t.Fatal("a third identity got a budget past MaxIdentities")
 	}
-	clk.add(time.Second)
+	clk.Advance(time.Second)
 	if co, _ := g.Flush(ctx, "a"); co {
 		t.Fatal("a's flush a second later was coalesced; want the refilled token")
 	}
@@ -84,7 +72,7 @@ func TestBudget(t *testing.T) {
 // round's first caller makes it (here when its context ends, before the
 // round is due), so no goroutine is left behind.
 func TestRound(t *testing.T) {
-	clk := &clock{t: time.Unix(1000, 0)}
+	clk := clocktest.At(time.Unix(1000, 0))
 	var c counter
 	g := New(Config{Burst: 1, Interval: time.Hour, Now: clk.Now}, c.flush)
 	ctx := context.Background()

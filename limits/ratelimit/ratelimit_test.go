@@ -5,26 +5,14 @@ import (
 	"errors"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/internal/testenv/clocktest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
 )
 
 func user(name string) Caller { return Caller{User: name} }
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // allowN makes n calls and returns how many were allowed, and the last
 // refusal.
@@ -44,7 +32,7 @@ func allowN(l *Limiter, who Caller, c Class, n int) (int, error) {
 // TestLocalBuckets: a user over the limit is refused with a message that
 // says so; other users, other classes and later calls are not affected.
 func TestLocalBuckets(t *testing.T) {
-	clk := &clock{t: time.Unix(1000, 0)}
+	clk := clocktest.At(time.Unix(1000, 0))
 	var d Limits
 	d[ClassRead] = Limit{Rate: 10, Burst: 3}
 	l, err := New(Config{Default: d, Users: map[string]Limits{"etl": {}}, Now: clk.Now})
@@ -132,7 +120,7 @@ func at(addr string) Caller { return CallerAt(netip.MustParseAddr(addr)) }
 // the socket spells it; Users apply only to authenticated identities and
 // Sources only to addresses, the longest prefix first.
 func TestCallers(t *testing.T) {
-	clk := &clock{t: time.Unix(1000, 0)}
+	clk := clocktest.At(time.Unix(1000, 0))
 	lim := func(burst int) Limits {
 		var ls Limits
 		ls[ClassRead] = Limit{Rate: 0.001, Burst: burst}

@@ -2,12 +2,12 @@ package eventlog
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/demohms"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/clocktest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
@@ -15,12 +15,6 @@ import (
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
-
-// clock is a settable fake time for the store.
-type clock struct{ ns atomic.Int64 }
-
-func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // TestHealthDemo (issue 10, item 9): with the demo metastore with and
 // without its notification log, writes through a caching proxy decide
@@ -43,8 +37,7 @@ func TestHealthDemo(t *testing.T) {
 			direct := &hmsclient.Redialer{Addr: addr}
 			defer direct.Close()
 
-			clk := &clock{}
-			clk.ns.Store(time.Now().UnixNano())
+			clk := clocktest.At(time.Now())
 			st := proxytest.Store(t, cache.Config{MaxBytes: 16 << 20, Now: clk.Now})
 			stats := &Stats{}
 			h, err := NewHealth(HealthConfig{Caller: direct, Stats: stats, OnChange: CapWhileMissing(st, capTTL)})

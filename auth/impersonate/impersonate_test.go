@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/auth/sasl"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/clocktest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/kdctest"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
@@ -184,11 +185,7 @@ func (f *fakeMetastore) serveDigest(c net.Conn) {
 	io.Copy(io.Discard, c)
 }
 
-type clock struct{ ns atomic.Int64 }
-
-func (c *clock) now() time.Time { return time.Unix(0, c.ns.Load()) }
-
-func newImpersonator(t *testing.T, kdc *kdctest.KDC, f *fakeMetastore, clk *clock) *Impersonator {
+func newImpersonator(t *testing.T, kdc *kdctest.KDC, f *fakeMetastore, clk *clocktest.Clock) *Impersonator {
 	t.Helper()
 	cl, err := sasl.NewClient(sasl.ClientConfig{Principal: kdctest.Proxy, Keytab: kdc.Keytab(t, "hmsproxy"), Krb5Conf: kdc.Config(t)})
 	if err != nil {
@@ -196,7 +193,7 @@ func newImpersonator(t *testing.T, kdc *kdctest.KDC, f *fakeMetastore, clk *cloc
 	}
 	t.Cleanup(cl.Close)
 	var d net.Dialer
-	im, err := New(Config{Client: cl, Service: kdctest.Metastore, Renewer: kdctest.Proxy, TokenTTL: time.Hour, Now: clk.now,
+	im, err := New(Config{Client: cl, Service: kdctest.Metastore, Renewer: kdctest.Proxy, TokenTTL: time.Hour, Now: clk.Now,
 		// tokens come from the GSSAPI side of the fake, whatever the address
 		Dial: func(ctx context.Context, _ string) (net.Conn, error) { return d.DialContext(ctx, "tcp", f.tokenAddr) }})
 	if err != nil {
@@ -231,8 +228,7 @@ func (f *fakeMetastore) fetchesOf(user string) int {
 func TestTokens(t *testing.T) {
 	kdc := kdctest.Start(t)
 	f := startFake(t, kdc)
-	clk := &clock{}
-	clk.ns.Store(time.Now().UnixNano())
+	clk := clocktest.At(time.Now())
 	im := newImpersonator(t, kdc, f, clk)
 
 	for i := 0; i < 3; i++ {
@@ -250,7 +246,7 @@ func TestTokens(t *testing.T) {
 		t.Fatalf("metastore accepted %d token handshakes; want 4", n)
 	}
 
-	clk.ns.Add(int64(time.Hour + time.Second))
+	clk.Advance(time.Hour + time.Second)
 	if err := connectAs(t, im, f.digestAddr, "alice"); err != nil {
 		t.Fatal(err)
 	}

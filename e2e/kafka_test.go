@@ -257,7 +257,7 @@ func TestKafkaChangeFeedE2E(t *testing.T) {
 	var want []string
 	order := map[string]int64{} // claim key -> the log's first event id with it, in order
 	for _, ev := range events {
-		ch, ok := feed.FromEvent("x", feed.Event(ev), "hive")
+		ch, ok := feed.FromEvent("x", ev, "hive")
 		if !ok {
 			continue
 		}

@@ -9,17 +9,9 @@ import (
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 )
 
-// Event is a notification-log event (the poller's eventlog.Event).
-type Event struct {
-	ID      int64
-	Time    int32
-	Type    string
-	Cat     string
-	DB      string
-	Table   string
-	Message string
-	Format  string
-}
+// Event is a notification-log event, the same type as the poller's
+// eventlog.Event.
+type Event = hms.NotificationEvent
 
 // unpublished are the event types that change no object a catalog
 // tracks: transactions and their write ids.

@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/hmsproxy/hmsproxy/cache"
-	"github.com/hmsproxy/hmsproxy/changes/feed"
 	"github.com/hmsproxy/hmsproxy/changes/kafka"
 	"github.com/hmsproxy/hmsproxy/changes/outbox"
 	"github.com/hmsproxy/hmsproxy/coherence"
@@ -143,7 +142,7 @@ func (n *node) feedTasks(w *workers, g *metastoreGroup, el *leader.Elector) ([]w
 			}
 		},
 		Changed: func(ev eventlog.Event, _ []cache.Entity) {
-			f.Event(context.Background(), feed.Event(ev), caller.last())
+			f.Event(context.Background(), ev, caller.last())
 		},
 		Logger: g.logger(n, "changefeed-eventlog")})
 	if err != nil {

@@ -141,16 +141,7 @@ func (p *Poller) Follow(ctx context.Context) error {
 }
 
 // Event is the part of a NotificationEvent the poller uses.
-type Event struct {
-	ID      int64
-	Time    int32
-	Type    string
-	Cat     string
-	DB      string
-	Table   string
-	Message string
-	Format  string
-}
+type Event = hms.NotificationEvent
 
 // Poll applies every event newer than the cursor: a cheap check of the
 // newest id first, then batches until caught up. A gap (purged events, or

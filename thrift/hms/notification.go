@@ -9,6 +9,20 @@ import (
 	"strings"
 )
 
+// NotificationEvent is the part of a notification-log event (Thrift
+// NotificationEvent) that the invalidation poller and the change feed read:
+// both take it from the same get_next_notification answers.
+type NotificationEvent struct {
+	ID      int64
+	Time    int32
+	Type    string
+	Cat     string
+	DB      string
+	Table   string
+	Message string
+	Format  string
+}
+
 // maxNotification bounds a decompressed notification message: a gzip
 // bomb in the log costs this much and no more.
 const maxNotification = 64 << 20

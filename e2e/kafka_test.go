@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -279,7 +280,7 @@ func TestKafkaChangeFeedE2E(t *testing.T) {
 		for _, ch := range nativeChanges {
 			got = append(got, ch.ClaimKeys()...)
 		}
-		return mapsEqual(claimCounts(got), claimCounts(want))
+		return maps.Equal(claimCounts(got), claimCounts(want))
 	}, func() string { return diffClaims(nativeChanges, want) })
 	bySource := map[string]int{}
 	for _, ch := range nativeChanges {
@@ -312,18 +313,6 @@ func dedup(t *testing.T, recs []feedRecord) []feed.Change {
 	return out
 }
 
-func mapsEqual(a, b map[string]int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
 func diffClaims(got []feed.Change, want []string) string {
 	g := map[string]int{}
 	src := map[string]string{}
@@ -353,16 +342,8 @@ func diffClaims(got []feed.Change, want []string) string {
 // in the log's order.
 func checkOrder(t *testing.T, broker, topic string, order map[string]int64) {
 	t.Helper()
-	recs := consumeAll(t, broker, topic, 2*time.Second)
-	seen := map[string]bool{}
 	last := map[string]int64{} // partition key -> last event id
-	for _, r := range recs {
-		if seen[r.key] {
-			continue
-		}
-		seen[r.key] = true
-		var ch feed.Change
-		json.Unmarshal([]byte(r.value), &ch)
+	for _, ch := range dedup(t, consumeAll(t, broker, topic, 2*time.Second)) {
 		keys := ch.ClaimKeys()
 		id := order[keys[0]]
 		pk := ch.PartitionKey()

@@ -160,16 +160,7 @@ start() { # work [port]
   log "KDC for $REALM ready on 127.0.0.1:$port (pid $pid, workdir $work)"
 }
 
-stop() { # work
-  local work=$1
-  [[ -f "$work/kdc.pid" ]] || { log "no KDC pid file in $work"; return 0; }
-  local pid; pid=$(cat "$work/kdc.pid")
-  kill "$pid" 2>/dev/null || true
-  for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -9 "$pid" 2>/dev/null || true
-  rm -f "$work/kdc.pid"
-  log "stopped KDC in $work"
-}
+stop() { stop_pidfile KDC "$1" "$1/kdc.pid" 16; } # work
 
 cmd=${1:-}; shift || true
 case "$cmd" in

@@ -353,19 +353,31 @@ func (c *clientConn) awaitJoined(joined claimed, parts []namedPart) ([]namedPart
 	return parts, retry, nil
 }
 
-// writeBatchReply sends parts (in name order) as the reply to m: one
-// writev of the header, the list's wrapper and each partition's pieces as
-// the cache keeps them, so shared segments are not copied.
+// writeBatchReply sends parts (in name order) as the reply to m.
 func (c *clientConn) writeBatchReply(m wire.Message, shape *hms.Batch, parts []namedPart) error {
-	c.hdr = wire.AppendHeader(c.hdr[:0], wire.Reply, m.Name(), m.SeqID)
 	head, tail, frame := shape.ReplyFrame(c.frame, len(parts))
 	c.frame = frame
+	return c.writeFramed(m, head, tail, parts, nil)
+}
+
+// writeFramed sends parts between head and tail as the reply to m, in
+// the order order gives or, where it is nil, as they stand: one writev
+// of the header, the wrapper and each partition's pieces as the cache
+// keeps them, so shared segments are not copied.
+func (c *clientConn) writeFramed(m wire.Message, head, tail []byte, parts []namedPart, order []int) error {
+	c.hdr = wire.AppendHeader(c.hdr[:0], wire.Reply, m.Name(), m.SeqID)
 	// Sized once: grown by doubling, a large reply's buffer would be
 	// allocated and copied several times over, and past maxKeptBuf it
 	// is made anew for every reply.
 	iov := append(slices.Grow(c.iov[:0], 3+piecesPerPart*len(parts)), c.hdr, head)
-	for i := range parts {
-		iov = parts[i].appendPieces(iov)
+	if order == nil {
+		for i := range parts {
+			iov = parts[i].appendPieces(iov)
+		}
+	} else {
+		for _, i := range order {
+			iov = parts[i].appendPieces(iov)
+		}
 	}
 	iov = append(iov, tail)
 	err := c.writeParts(iov)
@@ -489,17 +501,13 @@ func (f *entryFlights) end(fl *entryFlight) {
 // to the names asked for, or the metastore's reply when that was not a
 // success.
 func (k *cacher) fetchParts(ctx context.Context, up Forwarder, sess *upstream.Session, req []byte, shape *hms.Batch, names []string) ([]hms.Object, *loaded, error) {
-	msg, err := wire.Parse(req, wire.Limits{MaxMessage: len(req)})
+	res, err := readUp(ctx, up, sess, req)
 	if err != nil {
 		return nil, nil, err
 	}
-	var sink captureSink
-	if err := up.Do(ctx, upstream.Call{Session: sess, Class: upstream.Read, Msg: msg}, &sink); err != nil {
-		return nil, nil, err
-	}
-	parts, ok := shape.SplitPartitions(sink.res.typ, sink.res.body, names)
+	parts, ok := shape.SplitPartitions(res.typ, res.body, names)
 	if !ok {
-		return nil, &sink.res, nil
+		return nil, &res, nil
 	}
 	return parts, nil, nil
 }

@@ -330,6 +330,20 @@ func (s *captureSink) Reply(m wire.Message) error {
 	return nil
 }
 
+// readUp sends req, a whole call framed as a client sent it, upstream as
+// a read under sess and returns the metastore's reply.
+func readUp(ctx context.Context, up Forwarder, sess *upstream.Session, req []byte) (loaded, error) {
+	msg, err := wire.Parse(req, wire.Limits{MaxMessage: len(req)})
+	if err != nil {
+		return loaded{}, err
+	}
+	var sink captureSink
+	if err := up.Do(ctx, upstream.Call{Session: sess, Class: upstream.Read, Msg: msg}, &sink); err != nil {
+		return loaded{}, err
+	}
+	return sink.res, nil
+}
+
 // takeGens records the generations of everything a read of names under
 // sc depends on, before any lookup: a load stores its reply only if they
 // are still current at the end. It reports false when the read cannot be

@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"errors"
 	"slices"
 	"time"
 
@@ -175,21 +174,9 @@ func (c *clientConn) columnSetKey(meth *hms.Method, r *hms.Resolved, sc cache.Sc
 
 // writeStatsReply sends parts, in the order given, as the reply to m.
 func (c *clientConn) writeStatsReply(m wire.Message, parts []namedPart, order []int) error {
-	c.hdr = wire.AppendHeader(c.hdr[:0], wire.Reply, m.Name(), m.SeqID)
 	head, tail, frame := hms.PartStatsFrame(c.frame, len(parts))
 	c.frame = frame
-	iov := append(c.iov[:0], c.hdr, head)
-	for _, i := range order {
-		iov = parts[i].appendPieces(iov)
-	}
-	iov = append(iov, tail)
-	err := c.writeParts(iov)
-	clear(iov) // don't keep cached entries alive through the buffers
-	c.iov = iov[:0]
-	if err != nil {
-		return errors.Join(errClientWrite, err)
-	}
-	return nil
+	return c.writeFramed(m, head, tail, parts, order)
 }
 
 // fetchStats sends a partition statistics request and returns the
@@ -197,17 +184,13 @@ func (c *clientConn) writeStatsReply(m wire.Message, parts []namedPart, order []
 // code takes apart. A reply whose map is not in the order an assembled
 // one would be in turns per-partition answers off.
 func (k *cacher) fetchStats(ctx context.Context, up Forwarder, sess *upstream.Session, req []byte, names []string) ([]hms.Object, *loaded, error) {
-	msg, err := wire.Parse(req, wire.Limits{MaxMessage: len(req)})
+	res, err := readUp(ctx, up, sess, req)
 	if err != nil {
 		return nil, nil, err
 	}
-	var sink captureSink
-	if err := up.Do(ctx, upstream.Call{Session: sess, Class: upstream.Read, Msg: msg}, &sink); err != nil {
-		return nil, nil, err
-	}
-	got, ok := hms.SplitPartStats(sink.res.typ, sink.res.body, names)
+	got, ok := hms.SplitPartStats(res.typ, res.body, names)
 	if !ok {
-		return nil, &sink.res, nil
+		return nil, &res, nil
 	}
 	keys := make([]string, len(got))
 	for i := range got {
@@ -218,7 +201,7 @@ func (k *cacher) fetchStats(ctx context.Context, up Forwarder, sess *upstream.Se
 			k.log.Warn("the metastore's partition statistics are not in the order this proxy lays them out: they are cached whole from now on",
 				"partitions", len(keys))
 		}
-		return nil, &sink.res, nil
+		return nil, &res, nil
 	}
 	return got, nil, nil
 }

@@ -31,17 +31,18 @@ func refOf(t *testing.T, s *Store, r req, body string) (load, *Ref) {
 	return l, ref
 }
 
-// TestAgainFollowsGet: a Ref gives its entry back only while a Get of
-// its key would: every way an entry leaves or goes stale (delete as
-// shadow validation does, replacement as a refresh does, Clear,
-// invalidation of what it depends on, TTL) makes Again refuse it.
-func TestAgainFollowsGet(t *testing.T) {
-	c := newClock()
-	kinds := DefaultKinds()
-	for _, tc := range []struct {
-		name  string
-		leave func(s *Store, l *load)
-	}{
+// leaving is one way the entry of partition db0.t1/1, loaded into a
+// store, leaves it or goes stale.
+type leaving struct {
+	name  string
+	leave func(s *Store, l *load)
+}
+
+// leavings are the ways an entry leaves or goes stale that every promise
+// to give it back (Again, Settled) must follow: deletion as shadow
+// validation does, replacement as a refresh does, Clear and TTL on c.
+func leavings(t *testing.T, c *clock, kinds [NumKinds]KindConfig) []leaving {
+	return []leaving{
 		{"delete", func(s *Store, l *load) { s.Delete(l.key) }},
 		{"replace", func(s *Store, l *load) {
 			l2 := startLoad(t, s, getPartition("db0", "t1", "1"))
@@ -49,14 +50,25 @@ func TestAgainFollowsGet(t *testing.T) {
 			s.Wait()
 		}},
 		{"clear", func(s *Store, l *load) { s.Clear() }},
-		{"partitions invalidated", func(s *Store, l *load) {
+		{"ttl", func(s *Store, l *load) { c.Advance(kinds[hms.KindPartition].TTL) }},
+	}
+}
+
+// TestAgainFollowsGet: a Ref gives its entry back only while a Get of
+// its key would: every way an entry leaves or goes stale (delete as
+// shadow validation does, replacement as a refresh does, Clear,
+// invalidation of what it depends on, TTL) makes Again refuse it.
+func TestAgainFollowsGet(t *testing.T) {
+	c := newClock()
+	kinds := DefaultKinds()
+	for _, tc := range append(leavings(t, c, kinds),
+		leaving{"partitions invalidated", func(s *Store, l *load) {
 			s.Apply("a", []Entity{{Level: LevelPartitions, Cat: "hive", DB: "db0", Table: "t1"}})
 		}},
-		{"table dropped", func(s *Store, l *load) {
+		leaving{"table dropped", func(s *Store, l *load) {
 			s.Apply("a", []Entity{{Level: LevelTable, Cat: "hive", DB: "db0", Table: "t1"}})
 		}},
-		{"ttl", func(s *Store, l *load) { c.Advance(kinds[hms.KindPartition].TTL) }},
-	} {
+	) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newTestStore(t, Config{Kinds: kinds, Now: c.Now})
 			l, ref := refOf(t, s, getPartition("db0", "t1", "1"), "older")

@@ -16,23 +16,12 @@ func TestSettledFollowsGet(t *testing.T) {
 	c := newClock()
 	kinds := DefaultKinds()
 	pol := kinds[hms.KindPartition]
-	for _, tc := range []struct {
-		name  string
-		leave func(s *Store, l *load)
-	}{
-		{"delete", func(s *Store, l *load) { s.Delete(l.key) }},
-		{"replace", func(s *Store, l *load) {
-			l2 := startLoad(t, s, getPartition("db0", "t1", "1"))
-			l2.put(s, "newer", false)
-			s.Wait()
-		}},
-		{"clear", func(s *Store, l *load) { s.Clear() }},
-		{"another table invalidated", func(s *Store, l *load) {
+	for _, tc := range append(leavings(t, c, kinds),
+		leaving{"another table invalidated", func(s *Store, l *load) {
 			s.Apply("a", []Entity{{Level: LevelPartitions, Cat: "hive", DB: "db0", Table: "t2"}})
 		}},
-		{"refresh age", func(s *Store, l *load) { c.Advance(pol.RefreshAfter) }},
-		{"ttl", func(s *Store, l *load) { c.Advance(pol.TTL) }},
-	} {
+		leaving{"refresh age", func(s *Store, l *load) { c.Advance(pol.RefreshAfter) }},
+	) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newTestStore(t, Config{Kinds: kinds, Now: c.Now})
 			epoch := s.Epoch()

@@ -279,26 +279,57 @@ func runFor(cmd *exec.Cmd, limit time.Duration, env ...string) ([]byte, error, t
 	cmd.Env = append(append(os.Environ(), "HMSPROXY_CACHE="+cacheDir()), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.WaitDelay = 10 * time.Second // a child still holding the output
-	begin := time.Now()
-	if err := cmd.Start(); err != nil {
+	g, err := startGroup(cmd, limit)
+	if err != nil {
 		return nil, err, 0
 	}
-	var killed atomic.Bool
-	timer := time.AfterFunc(limit, func() {
-		killed.Store(true)
+	err = g.wait()
+	return out.Bytes(), err, g.took()
+}
+
+// groupRun is a client running in a process group of its own, killed
+// whole at its limit.
+type groupRun struct {
+	cmd    *exec.Cmd
+	limit  time.Duration
+	begin  time.Time
+	killed atomic.Bool
+	timer  *time.Timer
+}
+
+// startGroup starts cmd, its output already set, in a process group of
+// its own and arms the kill at limit.
+func startGroup(cmd *exec.Cmd, limit time.Duration) (*groupRun, error) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 10 * time.Second // a child still holding the output
+	g := &groupRun{cmd: cmd, limit: limit, begin: time.Now()}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	g.timer = time.AfterFunc(limit, func() {
+		g.killed.Store(true)
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	})
-	err := cmd.Wait()
-	timer.Stop()
+	return g, nil
+}
+
+// wait waits for the client and disarms the kill; its error says when
+// the limit killed it.
+func (g *groupRun) wait() error {
+	err := g.cmd.Wait()
+	g.timer.Stop()
 	if errors.Is(err, exec.ErrWaitDelay) {
 		// The client succeeded; a child of its still held the output.
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL)
 		err = nil
 	}
-	if killed.Load() {
-		err = fmt.Errorf("killed after %v: %w", limit, err)
+	if g.killed.Load() {
+		err = fmt.Errorf("killed after %v: %w", g.limit, err)
 	}
-	return out.Bytes(), err, time.Since(begin).Round(100 * time.Millisecond)
+	return err
+}
+
+// took is how long the client ran, to a tenth of a second.
+func (g *groupRun) took() time.Duration {
+	return time.Since(g.begin).Round(100 * time.Millisecond)
 }

@@ -11,8 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -66,17 +64,10 @@ func runRounds(cmd *exec.Cmd, limit time.Duration, at func(round int)) ([]byte, 
 	if err != nil {
 		return nil, err, 0
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.WaitDelay = 10 * time.Second
-	begin := time.Now()
-	if err := cmd.Start(); err != nil {
+	g, err := startGroup(cmd, limit)
+	if err != nil {
 		return nil, err, 0
 	}
-	var killed atomic.Bool
-	timer := time.AfterFunc(limit, func() {
-		killed.Store(true)
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	})
 	// The lines are kept apart from stderr's: the last line is the
 	// client's summary.
 	var lines bytes.Buffer
@@ -94,13 +85,9 @@ func runRounds(cmd *exec.Cmd, limit time.Duration, at func(round int)) ([]byte, 
 		}
 	}
 	stdin.Close()
-	err = cmd.Wait()
-	timer.Stop()
-	if killed.Load() {
-		err = fmt.Errorf("killed after %v: %w", limit, err)
-	}
+	err = g.wait()
 	out.Write(lines.Bytes())
-	return out.Bytes(), err, time.Since(begin).Round(100 * time.Millisecond)
+	return out.Bytes(), err, g.took()
 }
 
 // planningFigures checks the counts taken before round 2 (from) and

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/filter"
 	"github.com/hmsproxy/hmsproxy/ops/worker"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
@@ -445,7 +446,7 @@ func (w *WarmUp) resolve(ctx context.Context, acquire func() (Caller, error), re
 		for _, db := range dbs {
 			tbls := []string{t.Table}
 			if t.Table == "" || isGlob(t.Table) || t.DB == "" {
-				all, err := stringsResult(ctx, c, "get_all_tables", stringArgs(db))
+				all, err := stringsResult(ctx, c, "get_all_tables", hmsclient.Args(db))
 				if err != nil {
 					if ctx.Err() != nil {
 						return nil, ctx.Err()
@@ -473,17 +474,8 @@ func (w *WarmUp) resolve(ctx context.Context, acquire func() (Caller, error), re
 	return out, nil
 }
 
-func stringArgs(s ...string) []byte {
-	var e wire.Encoder
-	for i, v := range s {
-		e.StringField(int16(i+1), v)
-	}
-	e.Stop()
-	return e.B
-}
-
 func allDatabases(ctx context.Context, c Caller) ([]string, error) {
-	return stringsResult(ctx, c, "get_all_databases", stringArgs())
+	return stringsResult(ctx, c, "get_all_databases", hmsclient.Args())
 }
 
 // table loads one table: its object, its partition names, then its
@@ -557,7 +549,7 @@ func (w *WarmUp) head(ctx context.Context, c Caller, db, tbl string) ([]string, 
 // table of the WarmUp goes straight to get_table_req.
 func (w *WarmUp) tableObject(ctx context.Context, c Caller, db, tbl string) error {
 	if !w.tableReq.Load() {
-		_, _, err := call(ctx, c, "get_table", stringArgs(db, tbl))
+		_, _, err := call(ctx, c, "get_table", hmsclient.Args(db, tbl))
 		var ce *CallError
 		if !errors.As(err, &ce) || ce.Field != 0 {
 			return err

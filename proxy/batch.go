@@ -117,11 +117,8 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	if len(missing) > 0 {
 		outcome = OutcomeCoalesced
 	}
-	own, joined := k.entries.claim(base, &snap, missing)
+	own, joined := k.claimMissing(base, &snap, missing)
 	defer k.entries.abandon(own) // those not finished below: their waiters load them themselves
-	if k.joinHook != nil && len(joined.names) > 0 {
-		k.joinHook(len(joined.names))
-	}
 	load := func(names []string, flights []*entryFlight) (bool, error) {
 		for len(names) > 0 {
 			outcome = OutcomeMiss
@@ -412,6 +409,16 @@ type entryFlight struct {
 type entryFlights struct {
 	mu sync.Mutex // guards m
 	m  map[string]*entryFlight
+}
+
+// claimMissing claims the entries under base a read missed (see
+// entryFlights.claim) and tells joinHook how many it joined.
+func (k *cacher) claimMissing(base []byte, snap *cache.Snapshot, missing []string) (own, joined claimed) {
+	own, joined = k.entries.claim(base, snap, missing)
+	if k.joinHook != nil && len(joined.names) > 0 {
+		k.joinHook(len(joined.names))
+	}
+	return own, joined
 }
 
 // claimed is a batch's share of its misses: names with their flights.

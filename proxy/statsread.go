@@ -91,11 +91,8 @@ func (c *clientConn) statsRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	if len(missing) > 0 {
 		outcome = OutcomeCoalesced
 	}
-	own, joined := k.entries.claim(base, &snap, missing)
+	own, joined := k.claimMissing(base, &snap, missing)
 	defer k.entries.abandon(own) // those not finished below: their waiters load them themselves
-	if k.joinHook != nil && len(joined.names) > 0 {
-		k.joinHook(len(joined.names))
-	}
 	// load fetches names. It returns whether it answered the request
 	// itself (an error, or the metastore's refusal), or found that the
 	// request must be answered whole (a success it does not take apart).

@@ -16,6 +16,21 @@ func eachVersion(t *testing.T, run func(t *testing.T, v string)) {
 	}
 }
 
+// eachVersionAtOnce is eachVersion with the versions run side by side: a
+// metastore serves one connection's calls one at a time on one core, so
+// a long differential test that waits on it leaves the other core idle.
+// Only for tests that judge answers, never time: their versions share
+// the machine. scripts/e2e.sh runs go test with -parallel 3, one per
+// version, above the default of one per core.
+func eachVersionAtOnce(t *testing.T, run func(t *testing.T, v string)) {
+	for _, v := range versions(t) {
+		t.Run(v, func(t *testing.T) {
+			t.Parallel()
+			run(t, v)
+		})
+	}
+}
+
 // scratchNames names a test's database after prefix and the metastore
 // version v, and places it under prefix-wh in the metastore's work
 // folder.

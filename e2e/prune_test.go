@@ -41,7 +41,7 @@ import (
 // on every version from their first run: all three cast the value to
 // decimal(21,0) in direct SQL and read BETWEEN as two comparisons.
 func TestPruneDifferential(t *testing.T) {
-	eachVersion(t, runPruneDifferential)
+	eachVersionAtOnce(t, runPruneDifferential)
 }
 
 var (

@@ -41,7 +41,7 @@ stop_left() {
 trap stop_left EXIT
 s=$SECONDS
 set +e
-HMSPROXY_E2E=$versions go test -count=1 -v -timeout 45m ./e2e 2>&1 |
+HMSPROXY_E2E=$versions go test -count=1 -v -parallel 3 -timeout 45m ./e2e 2>&1 |
   grep -E '^(e2e:|ok|FAIL|PASS|---|\s+--- (PASS|FAIL)|\s+\S+_test\.go:|panic)'
 rc=${PIPESTATUS[0]}
 set -e

@@ -138,6 +138,9 @@ type Feed struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// appended is closed when appendLoop has taken the last queued write
+	// after Close: the producer may stop then.
+	appended chan struct{}
 
 	mu     sync.RWMutex // guards closed, and sends on q against its close
 	closed bool
@@ -200,7 +203,7 @@ func New(cfg Config) (*Feed, error) {
 	var inc [4]byte
 	rand.Read(inc[:])
 	cfg.Node += "." + hex.EncodeToString(inc[:])
-	f := &Feed{cfg: cfg, log: cfg.Logger, client: client, q: make(chan pending, cfg.Queue)}
+	f := &Feed{cfg: cfg, log: cfg.Logger, client: client, q: make(chan pending, cfg.Queue), appended: make(chan struct{})}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.wg.Add(2)
 	go f.appendLoop()
@@ -280,6 +283,7 @@ func (f *Feed) Wrote(method string, args []byte, user string, ok bool) {
 // then appends them to the outbox.
 func (f *Feed) appendLoop() {
 	defer f.wg.Done()
+	defer close(f.appended)
 	for p := range f.q {
 		p.w.Seq = f.seq.Add(1)
 		c, ok := feed.FromWrite(p.w)
@@ -635,23 +639,14 @@ func (f *Feed) Close(ctx context.Context) {
 		close(f.q)
 	}
 	f.mu.Unlock()
-	drained := make(chan struct{})
-	go func() {
-		// The appender ends when the queue is empty; then the producer
-		// may stop.
-		for len(f.q) > 0 && ctx.Err() == nil {
-			time.Sleep(10 * time.Millisecond)
-		}
-		f.cancel()
-		f.wg.Wait()
-		close(drained)
-	}()
+	// The appender ends once it has taken the last queued write; then
+	// the producer may stop. A ctx that ends first stops both at once.
 	select {
-	case <-drained:
+	case <-f.appended:
 	case <-ctx.Done():
-		f.cancel()
-		<-drained
 	}
+	f.cancel()
+	f.wg.Wait()
 	f.client.Close()
 }
 

@@ -98,3 +98,48 @@ func (b *bnode) eval(values []string) (tri, error) {
 	}
 	return evalLeaf(b.n, values[b.pos], b.integral)
 }
+
+// Sans returns b less the conjunct that Pinned reads key's set from (b
+// itself when no conjunct pins key): the filter as it decides the
+// partitions whose value of key is one of that set. Such a conjunct holds
+// for every one of them (a string key's value is the literal's text, an
+// integral key's the canonical form of its number), so a cache that
+// tests only those partitions skips it: a planner's "ds = 'day' and ..."
+// is then a test of the other keys alone.
+func (b *Bound) Sans(key string, keyTypes map[string]string) *Bound {
+	drop := pins(b.root.n, keyTypes)[key]
+	if drop == nil {
+		return b
+	}
+	root, empty := without(b.root, drop)
+	if empty {
+		// Nothing left: an AND of no conjuncts, true for every partition.
+		root = bnode{n: &node{kind: nAnd}}
+	}
+	return &Bound{root: root}
+}
+
+// without is b with the conjunct drop (reached through ANDs only, as
+// pins finds it) taken out, an AND left with one conjunct replaced by
+// it; empty when nothing is left.
+func without(b bnode, drop *node) (_ bnode, empty bool) {
+	if b.n == drop {
+		return bnode{}, true
+	}
+	if b.n.kind != nAnd {
+		return b, false
+	}
+	kids := make([]bnode, 0, len(b.kids))
+	for _, k := range b.kids {
+		if nk, gone := without(k, drop); !gone {
+			kids = append(kids, nk)
+		}
+	}
+	switch len(kids) {
+	case 0:
+		return bnode{}, true
+	case 1:
+		return kids[0], false
+	}
+	return bnode{n: b.n, kids: kids}, false
+}

@@ -2,6 +2,7 @@ package filter
 
 import (
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -49,6 +50,57 @@ func TestBindAgreesWithEval(t *testing.T) {
 			got, gotErr := b.Eval(vals)
 			if got != want || (gotErr == nil) != (wantErr == nil) {
 				t.Errorf("%q on %q: got %v, %v; want %v, %v", f, vals, got, gotErr, want, wantErr)
+			}
+		}
+	}
+}
+
+// TestSans: less the conjunct pinning a key, a bound filter decides
+// every partition having one of that key's pinned values as before, and
+// what is left is evaluated (a filter wrongly dropped whole would pass
+// partitions the other conjuncts refuse).
+func TestSans(t *testing.T) {
+	keys := []string{"ds", "hr", "region"}
+	types := []string{"string", "int", "varchar(8)"}
+	typeOf := map[string]string{"ds": "string", "hr": "int", "region": "varchar(8)"}
+	for _, tc := range []struct {
+		filter, key string
+		refused     []string // values (ds, hr, region) pinned but refused by what is left
+	}{
+		{`ds = 'a' and (hr) in (1, 7) and region <> 'eu'`, "ds", []string{"a", "1", "eu"}},
+		{`ds = 'a' and (hr) in (1, 7) and region <> 'eu'`, "hr", []string{"b", "7", "us"}},
+		{`(ds = 'a' and hr = 7) and (region = 'us' and ds = 'b')`, "ds", []string{"a", "7", "us"}},
+		{`ds = 'a'`, "ds", nil},
+		{`ds = 'a' or hr = 7`, "ds", nil}, // nothing pinned: Sans is the filter itself
+	} {
+		e, err := Parse(tc.filter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := e.Bind(keys, types)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sans := b.Sans(tc.key, typeOf)
+		pos := slices.Index(keys, tc.key)
+		set := e.Pinned(typeOf)[tc.key]
+		for _, ds := range []string{"a", "b"} {
+			for _, hr := range []string{"1", "7", "9"} {
+				for _, region := range []string{"eu", "us"} {
+					vals := []string{ds, hr, region}
+					if set != nil && !slices.Contains(set, vals[pos]) {
+						continue
+					}
+					want, _ := b.Eval(vals)
+					if got, _ := sans.Eval(vals); got != want {
+						t.Errorf("%q less %s on %q: %v; want %v", tc.filter, tc.key, vals, got, want)
+					}
+				}
+			}
+		}
+		if tc.refused != nil {
+			if got, _ := sans.Eval(tc.refused); got {
+				t.Errorf("%q less %s passes %q", tc.filter, tc.key, tc.refused)
 			}
 		}
 	}

@@ -213,11 +213,10 @@ func evalLeaf(n *node, v string, integral bool) (tri, error) {
 		}
 		for i := range n.lits {
 			if parsed && n.lits[i].kind == litInt {
-				t := triOf((x == n.lits[i].n) == (op == EQ))
-				if n.neg {
-					res = min(res, t)
-				} else {
-					res = max(res, t)
+				if x == n.lits[i].n {
+					// Decided: with v parsed, no literal left can raise an
+					// error (only an unparsed value fails to compare).
+					return triOf(!n.neg), nil
 				}
 				continue
 			}
@@ -303,6 +302,23 @@ func compare(key, v string, op Op, lit *literal, integral bool) (tri, error) {
 // by more than one conjunct keep the first set.
 func (e *Expr) Pinned(keyTypes map[string]string) map[string][]string {
 	var out map[string][]string
+	for key, n := range pins(e.root, keyTypes) {
+		vals := make([]string, len(n.lits))
+		for i, l := range n.lits {
+			vals[i] = l.text
+		}
+		if out == nil {
+			out = map[string][]string{}
+		}
+		out[key] = vals
+	}
+	return out
+}
+
+// pins returns, by key, the conjunct that Pinned reads that key's set
+// from: the first one at the top of the filter under root that pins it.
+func pins(root *node, keyTypes map[string]string) map[string]*node {
+	var out map[string]*node
 	var visit func(n *node)
 	visit = func(n *node) {
 		switch n.kind {
@@ -333,18 +349,16 @@ func (e *Expr) Pinned(keyTypes map[string]string) map[string][]string {
 		default:
 			return
 		}
-		vals := make([]string, 0, len(n.lits))
 		for _, l := range n.lits {
 			if l.kind != want || l.odd {
 				return
 			}
-			vals = append(vals, l.text)
 		}
 		if out == nil {
-			out = map[string][]string{}
+			out = map[string]*node{}
 		}
-		out[n.key] = vals
+		out[n.key] = n
 	}
-	visit(e.root)
+	visit(root)
 	return out
 }

@@ -606,7 +606,7 @@ type Ref struct {
 // never read again and be evicted first under budget pressure. 16 keeps
 // a hot entry's counted accesses well above a cold one's at a sixteenth
 // of the cost of a lookup per Again.
-const againLookup = 8
+const againLookup = 16
 
 // Ref returns a weak reference to e; nil for the zero Entry.
 func (e Entry) Ref() *Ref {

@@ -165,12 +165,13 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	}
 	sel := c.psel[:0]
 	defer func() { c.psel = sel }()
-	cands := idx.candidates(plan.pins)
+	cands, by := idx.candidates(plan.pins)
+	test := plan.tester(by)
 	for _, i := range cands {
 		if p.MaxParts >= 0 && len(sel) >= p.MaxParts {
 			break
 		}
-		ok, err := plan.match(idx.valuesOf(i))
+		ok, err := test.match(idx.valuesOf(i))
 		if err != nil {
 			return c.pruneFallback("evaluation", errPruneForward)
 		}
@@ -260,6 +261,9 @@ type prunePlan struct {
 	exact   bool        // false: not evaluated locally; the rest is unset
 	bound   *filter.Bound
 	spec    []string // a partial spec's values, when bound is nil
+	// sans[i] is bound less the conjunct pinning key i (nil: none
+	// does): what decides the candidates found by that key's pins.
+	sans []*filter.Bound
 	// pins are, by key position, the only values a matching partition
 	// can have for that key (nil: no such key): the candidates to test.
 	pins [][]string
@@ -267,6 +271,17 @@ type prunePlan struct {
 	// compares (by =, IN, ranges or BETWEEN alike): exact only while
 	// every stored value of them is canonical (nameIndex.odd).
 	intKeys []int
+}
+
+// tester is what decides the candidates that nameIndex.candidates found
+// by the pins of key by (-1: all the names): the plan less that key's
+// pinning conjunct, which holds for each of them.
+func (pl *prunePlan) tester(by int) prunePlan {
+	t := *pl
+	if by >= 0 && by < len(pl.sans) && pl.sans[by] != nil {
+		t.bound = pl.sans[by]
+	}
+	return t
 }
 
 // match tests one partition (its values in the table's key order).
@@ -335,8 +350,11 @@ func filterPlan(e *filter.Expr, tk *tableKeys, v hms.Version) *prunePlan {
 	// caller against the name index (intKeys).
 	if pinned := e.Pinned(tk.typeOf); len(pinned) > 0 {
 		pl.pins = make([][]string, len(tk.keys))
+		pl.sans = make([]*filter.Bound, len(tk.keys))
 		for i, key := range tk.lower {
-			pl.pins[i] = pinned[key]
+			if pl.pins[i] = pinned[key]; pl.pins[i] != nil {
+				pl.sans[i] = b.Sans(key, tk.typeOf)
+			}
 		}
 	}
 	pl.exact, pl.bound = true, b
@@ -817,8 +835,8 @@ func (x *nameIndex) valuesOf(i int32) []string {
 
 // candidates returns the positions of the names that can match, in name
 // order: those having one of the pinned values of the most selective
-// pinned key, or all.
-func (x *nameIndex) candidates(pins [][]string) []int32 {
+// pinned key, and that key's position; or all, and -1.
+func (x *nameIndex) candidates(pins [][]string) ([]int32, int) {
 	best, bestN := -1, len(x.names)+1
 	for i, vals := range pins {
 		if vals == nil || i >= len(x.post) {
@@ -826,18 +844,20 @@ func (x *nameIndex) candidates(pins [][]string) []int32 {
 		}
 		n := 0
 		for _, v := range vals {
-			n += len(x.post[i][v])
+			if n += len(x.post[i][v]); n >= bestN {
+				break // no better than the best so far: the rest need no lookup
+			}
 		}
 		if n < bestN {
 			best, bestN = i, n
 		}
 	}
 	if best < 0 {
-		return x.all
+		return x.all, -1
 	}
 	vals := pins[best]
 	if len(vals) == 1 {
-		return x.post[best][vals[0]]
+		return x.post[best][vals[0]], best
 	}
 	out := make([]int32, 0, bestN)
 	seen := make(map[string]bool, len(vals))
@@ -848,7 +868,7 @@ func (x *nameIndex) candidates(pins [][]string) []int32 {
 		}
 	}
 	slices.Sort(out)
-	return out
+	return out, best
 }
 
 // nameIndexes keep the index of each name list pruned lately, by the key

@@ -2,6 +2,9 @@ package proxy
 
 import (
 	"fmt"
+	"github.com/hmsproxy/hmsproxy/thrift/hms"
+	"github.com/hmsproxy/hmsproxy/upstream"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -57,6 +60,57 @@ func BenchmarkPrunedFilter(b *testing.B) {
 			}
 			b.ReportMetric(float64(len(m.Buf)), "reply-bytes")
 			reportPair(b, "pruned", "echo", lp, le)
+		})
+	}
+}
+
+// BenchmarkPruneHitPath: one locally pruned get_partitions_by_filter
+// handled in-process, from the parsed request to the reply written to
+// io.Discard: what BenchmarkPrunedFilter's proxy side costs beyond the
+// echo's, without the sockets and the scheduling that make its ratio
+// move with the machine's load. Each call names another day of a table
+// of 1,000 or 10,000 partitions, as there.
+func BenchmarkPruneHitPath(b *testing.B) {
+	for _, size := range []int{1000, 10000} {
+		b.Run(fmt.Sprint(size), func(b *testing.B) {
+			d := demohms.New(demohms.Config{})
+			d.Seed(1, 1, size)
+			ln, _ := net.Listen("tcp", "127.0.0.1:0")
+			go d.Serve(ln)
+			b.Cleanup(func() { d.Close() })
+			caching := newCaching(b, nil)
+			s, _ := startProxy(b, proxyOpts{cache: caching}, ln.Addr().String())
+			c := &clientConn{s: s, w: wire.NewWriter(io.Discard, wire.Buffered), sess: upstream.NoSession}
+			days := size / 24
+			msgs := make([]wire.Message, days)
+			for i := range msgs {
+				day := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, i)
+				msgs[i] = callMsg(b, "get_partitions_by_filter", filterArgs("get_partitions_by_filter",
+					fmt.Sprintf("ds = '%s' and (hr) in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)", day.Format("2006-01-02")), -1))
+			}
+			meth := hms.Lookup([]byte("get_partitions_by_filter"))
+			warm := callMsg(b, "get_partitions_by_filter", filterArgs("get_partitions_by_filter", "hr != -1", -1))
+			if err := c.handle(meth, warm); err != nil {
+				b.Fatal(err)
+			}
+			caching.Store.Wait()
+			for _, m := range msgs { // every partition and plan in place
+				if err := c.handle(meth, m); err != nil {
+					b.Fatal(err)
+				}
+			}
+			local0 := s.PruneStats().Local.Load()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := c.handle(meth, msgs[i%len(msgs)]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			if n := s.PruneStats().Local.Load() - local0; n != uint64(b.N) {
+				b.Fatalf("%d of %d calls answered locally", n, b.N)
+			}
 		})
 	}
 }

@@ -99,7 +99,7 @@ var errPruneForward = errors.New("proxy: prune: forward")
 // handled false: the caller serves the request as any other read.
 func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope) (bool, error) {
 	k := c.rt.cache
-	if k.PruneOff || sc.Conf != "" {
+	if !hms.Prunable(meth.Name) || k.PruneOff || sc.Conf != "" {
 		// A session's overrides may change how the metastore evaluates
 		// filters (hive.metastore.try.direct.sql=false refuses keys that
 		// are not strings): only the metastore answers such a session.

@@ -71,6 +71,13 @@ var pruneShapes = map[string]struct {
 	"get_partition_names_ps_req": {true, false, PruneNamesInStruct, [4]int16{2, 3, 4, 5}, 1},
 }
 
+// Prunable reports whether DecodePrune may take a request of method: a
+// read of another method needs no decoding to be told it is not a prune.
+func Prunable(method string) bool {
+	_, ok := pruneShapes[method]
+	return ok
+}
+
 // DecodePrune decodes a request of a pruning read. ok is false for any
 // other method, or for a request with fields beyond the plain selection,
 // a request struct without its catalog or with one other than defaultCat, a database in "@cat#db" form, or a

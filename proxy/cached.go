@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -429,7 +430,7 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 			sampled = false
 		}
 	}
-	if e, st := k.Store.Get(key, meth.Kind); st != cache.Miss {
+	if e, st := c.lookup(key, meth.Kind); st != cache.Miss {
 		if st == cache.HitRefresh && k.Store.StartRefresh(key) {
 			if !named {
 				names = cache.ReadNames(meth, r, k.DefaultCatalog)
@@ -467,6 +468,32 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 	ld := res.(loaded)
 	return c.replyWith(m, ld.typ, ld.body)
 }
+
+// lookup is Store.Get of a single-entry read, through the Ref of the
+// connection's last hit when key is that hit's key again.
+func (c *clientConn) lookup(key []byte, kind hms.Kind) (cache.Entry, cache.Status) {
+	st := c.rt.cache.Store
+	now := st.Now()
+	if !bytes.Equal(key, c.lastKey) {
+		e, s := st.GetAt(key, kind, now)
+		if s != cache.Miss && len(key) <= maxKeptLastKey {
+			c.lastKey, c.lastRef = append(c.lastKey[:0], key...), nil
+		}
+		return e, s
+	}
+	if e, s := st.Again(c.lastRef, kind, now); s != cache.Miss {
+		return e, s
+	}
+	e, s := st.GetAt(key, kind, now)
+	if s != cache.Miss {
+		c.lastRef = e.RefAgain(c.lastRef) // hit twice in a row: worth a Ref
+	}
+	return e, s
+}
+
+// maxKeptLastKey bounds the key a connection keeps of its last hit (a
+// key quoting megabyte names is looked up each time).
+const maxKeptLastKey = 4 << 10
 
 // namesPastColumns reports whether a read names a catalog, database,
 // table or partition longer than the metastore's column for it

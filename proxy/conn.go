@@ -66,6 +66,13 @@ type clientConn struct {
 	ppieces [][]byte    // and the pieces of the reply
 	key     []byte
 	ekey    []byte // a batch's entry key prefix
+	// lastKey is the key of this connection's last single-entry hit, and
+	// lastRef the entry found once it was hit twice in a row: a client
+	// reading one table again and again (planners do) is served through
+	// Again, without ristretto's hashing and locking, and a client
+	// reading a different key each time makes no Ref.
+	lastKey []byte
+	lastRef *cache.Ref
 	hdr     []byte
 	deps    []cache.Dep
 	ents    []cache.Entity

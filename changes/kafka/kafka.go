@@ -279,24 +279,38 @@ func (f *Feed) Wrote(method string, args []byte, user string, ok bool) {
 	}
 }
 
+// claimTimeout bounds one claim, and claimBackoff is how long the
+// appender appends writes unclaimed after a claim failed: a hung Redis
+// then costs one timeout per back-off, not one per write, so the queue
+// keeps draining instead of overflowing (queue losses are real losses;
+// unclaimed writes are only published twice).
+const (
+	claimTimeout = 5 * time.Second
+	claimBackoff = 5 * time.Second
+)
+
 // appendLoop turns queued writes into records: it claims their events,
 // then appends them to the outbox.
 func (f *Feed) appendLoop() {
 	defer f.wg.Done()
 	defer close(f.appended)
+	var claimsDown time.Time // claims fail: append unclaimed until then
 	for p := range f.q {
 		p.w.Seq = f.seq.Add(1)
 		c, ok := feed.FromWrite(p.w)
 		if !ok {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(f.ctx, 5*time.Second)
-		if err := f.cfg.Claims.Claim(ctx, c.ClaimKeys()); err != nil {
-			// The leader may publish the event as well: a duplicate
-			// under another key, which is better than a loss.
-			f.fail(fmt.Errorf("claim %s: %w", c.Key, err))
+		// Unclaimed, the leader publishes the event as well: a duplicate
+		// under another key, which is better than a loss.
+		if now := time.Now(); !now.Before(claimsDown) {
+			ctx, cancel := context.WithTimeout(f.ctx, claimTimeout)
+			if err := f.cfg.Claims.Claim(ctx, c.ClaimKeys()); err != nil {
+				f.fail(fmt.Errorf("claim %s (claims skipped for %v): %w", c.Key, claimBackoff, err))
+				claimsDown = time.Now().Add(claimBackoff)
+			}
+			cancel()
 		}
-		cancel()
 		if f.append(c) {
 			f.fromWrites.Add(1)
 		}

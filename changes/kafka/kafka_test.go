@@ -286,6 +286,44 @@ func TestKafkaClaims(t *testing.T) {
 	}
 }
 
+// TestKafkaClaimsHungRedis: with the claims' Redis hung (its process
+// stopped, so each claim waits out its timeout), writes keep flowing to
+// Kafka, unclaimed, instead of waiting a timeout each until the queue
+// overflows; once Redis answers again, writes are claimed again.
+func TestKafkaClaimsHungRedis(t *testing.T) {
+	b := kafkatest.Shared(t)
+	topic := b.Topic(t, 1)
+	r := redistest.Start(t)
+	claims := &RedisClaims{Client: r.Client(), Prefix: "c:"}
+	f := newFeed(t, Config{Brokers: []string{b.Addr}, Topic: topic, Claims: claims, Queue: 64}, 0)
+	r.Freeze()
+	defer r.Thaw()
+	// Writes at a planner's pace for about 2 s: each claim would take the
+	// client's 2 s read timeout, so one by one they would need 40 s.
+	const n = 20
+	start := time.Now()
+	for i := range n {
+		f.Wrote("create_table", table(fmt.Sprintf("h%d", i)), "", true)
+		time.Sleep(100 * time.Millisecond) // the writers' pace, not a wait for the feed
+	}
+	wait.Eventually(t, 10*time.Second, func() bool { return f.Stats().FromWrites == n }, "every write appended while Redis hangs")
+	if st := f.Stats(); st.Lost != 0 || !strings.Contains(st.LastError, "claims skipped") {
+		t.Fatalf("while Redis hangs: %+v; want nothing lost and the claim failure said", st)
+	}
+	if got := consume(t, b, topic, n); len(got.byKey) != n {
+		t.Fatalf("%d of %d changes published", len(got.byKey), n)
+	}
+	t.Logf("%d writes appended within %v of the first", n, time.Since(start).Round(time.Millisecond))
+	r.Thaw()
+	// Past the back-off, the next write's claim goes through: the leader
+	// would skip its event.
+	wait.Eventually(t, 15*time.Second, func() bool {
+		f.Wrote("create_table", table("after"), "", true)
+		ok, _ := claims.Take(context.Background(), []string{"CREATE_TABLE|sales|after"})
+		return ok
+	}, "a write claimed once Redis answers")
+}
+
 // TestKafkaTLSVerifiesTheBroker: over TLS, a feed that trusts the
 // broker's certificate publishes; one that trusts only the system roots
 // publishes nothing and says why.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,6 +71,24 @@ func (s *Server) Stop() {
 	s.cmd.Process.Signal(os.Kill)
 	s.cmd.Wait()
 	s.cmd = nil
+}
+
+// Freeze stops the server's process (SIGSTOP) until Thaw: connections
+// stay open and calls hang, as with a server stuck in a long command or
+// on a host that stopped answering. Stop still kills it.
+func (s *Server) Freeze() {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// Thaw lets a frozen server run again.
+func (s *Server) Thaw() {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		s.t.Fatal(err)
+	}
 }
 
 // Restart starts the server again on the same port, empty.

@@ -332,6 +332,17 @@ func TestScopes(t *testing.T) {
 			if n := demo.CallCount("get_table"); n != want {
 				t.Fatalf("metastore saw %d loads; want %d", n, want)
 			}
+			// A batch read repeated until its memo answers it (batchmemo.go)
+			// is still one user's: the memo's key holds the scope too.
+			byNames := byNamesReq("get_partitions_by_names", partName(0), partName(1), partName(2))
+			for range 3 {
+				call(t, alice, "get_partitions_by_names", byNames)
+				caching.Store.Wait()
+			}
+			call(t, bob, "get_partitions_by_names", byNames)
+			if n := demo.CallCount("get_partitions_by_names"); n != want {
+				t.Fatalf("metastore saw %d batch loads; want %d", n, want)
+			}
 		})
 	}
 	// Issue 20: setMetaConf overrides change answers (capability checks,

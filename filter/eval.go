@@ -207,9 +207,7 @@ func evalLeaf(n *node, v string, integral bool) (tri, error) {
 		var x int64
 		parsed := false
 		if integral && v != DefaultPartition {
-			var err error
-			x, err = strconv.ParseInt(v, 10, 64)
-			parsed = err == nil
+			x, parsed = parseInt(v)
 		}
 		for i := range n.lits {
 			if parsed && n.lits[i].kind == litInt {
@@ -253,6 +251,26 @@ func evalLeaf(n *node, v string, integral bool) (tri, error) {
 	return triUnknown, fmt.Errorf("%w: node kind %d", errInternal, n.kind)
 }
 
+// parseInt is strconv.ParseInt(v, 10, 64) succeeding: a partition value
+// of a few digits, as nearly all are, is read in a loop that returns
+// no error value (filters test it once per candidate partition).
+func parseInt(v string) (int64, bool) {
+	if n := len(v); n > 0 && n <= 18 {
+		var x int64
+		for i := 0; i < n; i++ {
+			d := v[i] - '0'
+			if d > 9 {
+				goto slow // a sign, or not a number at all
+			}
+			x = x*10 + int64(d)
+		}
+		return x, true
+	}
+slow:
+	x, err := strconv.ParseInt(v, 10, 64)
+	return x, err == nil
+}
+
 // compare decides "v op lit".
 func compare(key, v string, op Op, lit *literal, integral bool) (tri, error) {
 	var c int
@@ -260,8 +278,8 @@ func compare(key, v string, op Op, lit *literal, integral bool) (tri, error) {
 		if v == DefaultPartition {
 			return triUnknown, nil
 		}
-		x, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
+		x, ok := parseInt(v)
+		if !ok {
 			return triUnknown, fmt.Errorf("%w: %s=%q", ErrNotInteger, key, v)
 		}
 		switch {

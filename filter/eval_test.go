@@ -2,6 +2,7 @@ package filter
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 )
 
@@ -127,4 +128,18 @@ func TestInternalErrorKind(t *testing.T) {
 	if !errors.Is(err, ErrNotInteger) || errors.Is(err, errInternal) {
 		t.Fatalf("non-integer value: got %v; want ErrNotInteger, not errInternal", err)
 	}
+}
+
+// FuzzParseInt: the fast parse of partition values agrees with strconv.
+func FuzzParseInt(f *testing.F) {
+	for _, s := range []string{"0", "7", "07", "-1", "+5", "", "1_000", "999999999999999999", "9223372036854775807", "9223372036854775808", "-9223372036854775808", " 1", "1x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := strconv.ParseInt(s, 10, 64)
+		got, ok := parseInt(s)
+		if ok != (err == nil) || (ok && got != want) {
+			t.Fatalf("parseInt(%q) = %d, %v; strconv: %d, %v", s, got, ok, want, err)
+		}
+	})
 }

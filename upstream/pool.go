@@ -177,9 +177,6 @@ func (p *pool) queue(w *waiter, sem chan struct{}) error {
 // exchange sends the call on cn and hands the reply to sink. released is
 // called once the connection is no longer the call's, before the sink
 // runs.
-// afterReplyRead, set by tests only, runs between reading a reply and
-// stopping the call's cancel function: the window a late cancel races.
-var afterReplyRead func(ctx context.Context)
 
 func (p *pool) exchange(ctx context.Context, cn *conn, c Call, sink ReplySink, released func()) error {
 	if t := p.g.timeout(c.Class); t > 0 {
@@ -231,8 +228,8 @@ func (p *pool) exchange(ctx context.Context, cn *conn, c Call, sink ReplySink, r
 	} else {
 		m, err = cn.r.Read()
 	}
-	if afterReplyRead != nil {
-		afterReplyRead(ctx)
+	if hook := p.g.afterReplyRead.Load(); hook != nil {
+		(*hook)(ctx)
 	}
 	// The reply is in: a late cancel must not hit the next user. When
 	// stop comes too late, the deadline function is running on its own

@@ -301,6 +301,10 @@ type Metastores struct {
 	wg     sync.WaitGroup
 	closed atomic.Bool
 	n      counters
+	// afterReplyRead, set by tests only, runs between reading a reply
+	// and stopping the call's cancel function: the window a late cancel
+	// races. Atomic: the health loop's calls read it too.
+	afterReplyRead atomic.Pointer[func(ctx context.Context)]
 }
 
 // New validates cfg and starts the health checker.

@@ -801,12 +801,12 @@ func TestCancelAfterReplyRetiresConnection(t *testing.T) {
 	})
 	g := newGroup(t, Config{MaxConns: 1}, f.addr)
 	ctx, cancel := context.WithCancel(ctxT(t))
-	afterReplyRead = func(c context.Context) {
+	hook := func(c context.Context) {
 		if c == ctx {
 			cancel()
 		}
 	}
-	t.Cleanup(func() { afterReplyRead = nil })
+	g.afterReplyRead.Store(&hook)
 	var s copySink
 	if err := g.Do(ctx, Call{Session: NoSession, Class: Read, Msg: msg(t, wire.Call, "get_table", 1)}, &s); err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
@@ -141,12 +142,8 @@ func (c *Client) connect(ctx context.Context) (*hmsclient.Client, error) {
 			}
 		}
 		if err == nil && c.cfg.User != "" {
-			var e wire.Encoder
-			e.StringField(1, c.cfg.User)
-			e.StringListField(2, nil)
-			e.Stop()
 			var m wire.Message
-			if m, err = hc.Call(dctx, "set_ugi", e.B); err == nil && m.Type != wire.Reply {
+			if m, err = hc.Call(dctx, "set_ugi", hmsreq.Args(hmsreq.Str(1, c.cfg.User), hmsreq.Strings(2))); err == nil && m.Type != wire.Reply {
 				err = fmt.Errorf("housekeeping: set_ugi refused by %s", addr)
 			}
 			if err != nil {
@@ -215,7 +212,7 @@ func call(ctx context.Context, c Caller, method string, args []byte) (d *wire.De
 	}
 	ce := &CallError{Method: method, Field: id}
 	if typ == wire.TStruct {
-		readStruct(d, func(d *wire.Decoder, typ byte, id int16) bool {
+		d.Fields(func(id int16, typ byte) bool {
 			if id == 1 && typ == wire.TString {
 				ce.Message = d.String()
 				return true
@@ -224,20 +221,6 @@ func call(ctx context.Context, c Caller, method string, args []byte) (d *wire.De
 		})
 	}
 	return nil, 0, ce
-}
-
-// readStruct reads struct fields until STOP, giving each to f, which
-// returns false to have it skipped. Errors stick in d.
-func readStruct(d *wire.Decoder, f func(d *wire.Decoder, typ byte, id int16) bool) {
-	for d.Err() == nil {
-		typ, id := d.FieldBegin()
-		if typ == wire.TStop {
-			break
-		}
-		if !f(d, typ, id) {
-			d.Skip(typ)
-		}
-	}
 }
 
 // stringList reads a list<string> value.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/ops/worker"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
@@ -86,11 +87,8 @@ func (x compaction) key() string {
 }
 
 func (c *Compactions) run(ctx context.Context) error {
-	var e wire.Encoder
-	e.FieldBegin(wire.TStruct, 1)
-	e.Stop() // ShowCompactRequest: empty (2.3/3.1), no filters (4.0)
-	e.Stop()
-	d, typ, err := call(ctx, c.cfg.Caller, "show_compact", e.B)
+	// ShowCompactRequest: empty (2.3/3.1), no filters (4.0).
+	d, typ, err := call(ctx, c.cfg.Caller, "show_compact", hmsreq.Req())
 	if err != nil {
 		return err
 	}
@@ -98,14 +96,14 @@ func (c *Compactions) run(ctx context.Context) error {
 		return fmt.Errorf("housekeeping: show_compact: no result (type %d)", typ)
 	}
 	var list []compaction
-	readStruct(d, func(d *wire.Decoder, typ byte, id int16) bool {
+	d.Fields(func(id int16, typ byte) bool {
 		if id != 1 || typ != wire.TList {
 			return false
 		}
 		_, n := d.ListBegin()
 		for i := 0; i < n && d.Err() == nil; i++ {
 			var x compaction
-			readStruct(d, func(d *wire.Decoder, typ byte, id int16) bool {
+			d.Fields(func(id int16, typ byte) bool {
 				switch {
 				case id == 1 && typ == wire.TString:
 					x.db = d.String()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/ops/worker"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
@@ -39,16 +40,14 @@ func (t txnInfo) lastSign() int64 {
 
 // getOpenTxnsInfo calls get_open_txns_info.
 func getOpenTxnsInfo(ctx context.Context, c Caller) (hwm int64, txns []txnInfo, err error) {
-	var e wire.Encoder
-	e.Stop()
-	d, typ, err := call(ctx, c, "get_open_txns_info", e.B)
+	d, typ, err := call(ctx, c, "get_open_txns_info", hmsreq.Args())
 	if err != nil {
 		return 0, nil, err
 	}
 	if typ != wire.TStruct {
 		return 0, nil, fmt.Errorf("housekeeping: get_open_txns_info: no result (type %d)", typ)
 	}
-	readStruct(d, func(d *wire.Decoder, typ byte, id int16) bool {
+	d.Fields(func(id int16, typ byte) bool {
 		switch {
 		case id == 1 && typ == wire.TI64:
 			hwm = d.I64()
@@ -56,7 +55,7 @@ func getOpenTxnsInfo(ctx context.Context, c Caller) (hwm int64, txns []txnInfo, 
 			_, n := d.ListBegin()
 			for i := 0; i < n && d.Err() == nil; i++ {
 				var t txnInfo
-				readStruct(d, func(d *wire.Decoder, typ byte, id int16) bool {
+				d.Fields(func(id int16, typ byte) bool {
 					switch {
 					case id == 1 && typ == wire.TI64:
 						t.ID = d.I64()
@@ -329,12 +328,7 @@ func (r *Reaper) abort(ctx context.Context, ids []int64) error {
 	r.cfg.Logger.Warn("housekeeping: abort_txns failed; aborting one by one", "err", err)
 	var errs []error
 	for _, id := range ids {
-		var e wire.Encoder
-		e.FieldBegin(wire.TStruct, 1)
-		e.I64Field(1, id)
-		e.Stop()
-		e.Stop()
-		if _, _, err := call(ctx, r.cfg.Caller, "abort_txn", e.B); err != nil {
+		if _, _, err := call(ctx, r.cfg.Caller, "abort_txn", hmsreq.Req(hmsreq.I64(1, id))); err != nil {
 			r.failed.Add(1)
 			r.cfg.Logger.Warn("housekeeping: abort_txn failed", "txn", id, "err", err)
 			errs = append(errs, err)
@@ -348,15 +342,6 @@ func (r *Reaper) abort(ctx context.Context, ids []int64) error {
 
 // abortTxns calls abort_txns(AbortTxnsRequest{1 txn_ids}).
 func abortTxns(ctx context.Context, c Caller, ids []int64) error {
-	var e wire.Encoder
-	e.FieldBegin(wire.TStruct, 1)
-	e.FieldBegin(wire.TList, 1)
-	e.ListBegin(wire.TI64, len(ids))
-	for _, id := range ids {
-		e.I64(id)
-	}
-	e.Stop()
-	e.Stop()
-	_, _, err := call(ctx, c, "abort_txns", e.B)
+	_, _, err := call(ctx, c, "abort_txns", hmsreq.Req(hmsreq.I64s(1, ids...)))
 	return err
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/filter"
 	"github.com/hmsproxy/hmsproxy/ops/worker"
+	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
@@ -534,13 +535,7 @@ func (w *WarmUp) head(ctx context.Context, c Caller, db, tbl string) ([]string, 
 	if err := w.tableObject(ctx, c, db, tbl); err != nil {
 		return nil, err
 	}
-	var e wire.Encoder
-	e.StringField(1, db)
-	e.StringField(2, tbl)
-	e.FieldBegin(wire.TI16, 3)
-	e.I16(-1)
-	e.Stop()
-	return stringsResult(ctx, c, "get_partition_names", e.B)
+	return stringsResult(ctx, c, "get_partition_names", hms.AppendPartitionNamesArgs(nil, []byte(db), []byte(tbl)))
 }
 
 // tableObject loads the table with get_table, or with get_table_req
@@ -556,24 +551,14 @@ func (w *WarmUp) tableObject(ctx context.Context, c Caller, db, tbl string) erro
 		}
 		w.tableReq.Store(true)
 	}
-	var e wire.Encoder
-	e.FieldBegin(wire.TStruct, 1)
-	e.StringField(1, db)
-	e.StringField(2, tbl)
-	e.Stop()
-	e.Stop()
-	_, _, err := call(ctx, c, "get_table_req", e.B)
+	_, _, err := call(ctx, c, "get_table_req", hms.AppendTableReqArgs(nil, []byte(db), []byte(tbl)))
 	return err
 }
 
 // batch loads partitions by name; it returns how many came back.
 func (w *WarmUp) batch(ctx context.Context, c Caller, db, tbl string, names []string) (int, error) {
-	var b wire.Encoder
-	b.StringField(1, db)
-	b.StringField(2, tbl)
-	b.StringListField(3, names)
-	b.Stop()
-	d, typ, err := call(ctx, c, "get_partitions_by_names", b.B)
+	args := hms.AppendPartitionsByNamesArgs(nil, []byte(db), []byte(tbl), names)
+	d, typ, err := call(ctx, c, "get_partitions_by_names", args)
 	if err != nil {
 		return 0, err
 	}

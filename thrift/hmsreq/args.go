@@ -1,4 +1,4 @@
-// Package hmsreq builds Hive Metastore request args as Thrift bytes, for the bench tool, hmscli and tests.
+// Package hmsreq builds Hive Metastore request args as Thrift bytes, for the bench tool, hmscli, the housekeeping tasks and tests.
 package hmsreq
 
 import (

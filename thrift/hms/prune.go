@@ -157,13 +157,19 @@ func DecodePrune(method string, args []byte, defaultCat string) (p Prune, ok boo
 	return p, true
 }
 
-// AppendTableArgs appends the args of get_table(db, table).
-func AppendTableArgs(dst, db, tbl []byte) []byte {
-	e := wire.Encoder{B: dst}
+// appendDBTable appends the database and table fields (1 and 2) that
+// begin the args of the calls on one table, and of their requests.
+func appendDBTable(e *wire.Encoder, db, tbl []byte) {
 	e.FieldBegin(wire.TString, 1)
 	e.Bytes(db)
 	e.FieldBegin(wire.TString, 2)
 	e.Bytes(tbl)
+}
+
+// AppendTableArgs appends the args of get_table(db, table).
+func AppendTableArgs(dst, db, tbl []byte) []byte {
+	e := wire.Encoder{B: dst}
+	appendDBTable(&e, db, tbl)
 	e.Stop()
 	return e.B
 }
@@ -173,10 +179,7 @@ func AppendTableArgs(dst, db, tbl []byte) []byte {
 func AppendTableReqArgs(dst, db, tbl []byte) []byte {
 	e := wire.Encoder{B: dst}
 	e.FieldBegin(wire.TStruct, 1)
-	e.FieldBegin(wire.TString, 1)
-	e.Bytes(db)
-	e.FieldBegin(wire.TString, 2)
-	e.Bytes(tbl)
+	appendDBTable(&e, db, tbl)
 	e.Stop()
 	e.Stop()
 	return e.B
@@ -186,10 +189,7 @@ func AppendTableReqArgs(dst, db, tbl []byte) []byte {
 // table, -1): every name of the table.
 func AppendPartitionNamesArgs(dst, db, tbl []byte) []byte {
 	e := wire.Encoder{B: dst}
-	e.FieldBegin(wire.TString, 1)
-	e.Bytes(db)
-	e.FieldBegin(wire.TString, 2)
-	e.Bytes(tbl)
+	appendDBTable(&e, db, tbl)
 	e.FieldBegin(wire.TI16, 3)
 	e.I16(-1)
 	e.Stop()
@@ -201,10 +201,7 @@ func AppendPartitionNamesArgs(dst, db, tbl []byte) []byte {
 // whose per-partition entries a prune shares.
 func AppendPartitionsByNamesArgs(dst, db, tbl []byte, names []string) []byte {
 	e := wire.Encoder{B: dst}
-	e.FieldBegin(wire.TString, 1)
-	e.Bytes(db)
-	e.FieldBegin(wire.TString, 2)
-	e.Bytes(tbl)
+	appendDBTable(&e, db, tbl)
 	e.StringListField(3, names)
 	e.Stop()
 	return e.B

@@ -350,23 +350,7 @@ func (c *clientConn) gone() bool {
 	if c.r.Buffered() > 0 {
 		return false
 	}
-	sc, ok := c.nc.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return true
-	}
-	// Control, not Read: a read deadline that has passed (the request
-	// was read long ago) must not count as the client being gone.
-	gone := false
-	var one [1]byte
-	err = rc.Control(func(fd uintptr) {
-		n, _, rerr := syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		gone = n == 0 && rerr == nil || rerr != nil && rerr != syscall.EAGAIN && rerr != syscall.EWOULDBLOCK && rerr != syscall.EINTR
-	})
-	return err == nil && gone
+	return wire.Peek(c.nc) == wire.PeekClosed
 }
 
 // sessionSink forwards a session call's reply and notes whether it

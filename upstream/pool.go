@@ -10,7 +10,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -592,23 +591,12 @@ func (cn *conn) alive() bool {
 	if cn.r.Buffered() > 0 {
 		return false
 	}
-	sc, ok := rawConn(cn.nc).(syscall.Conn)
-	if !ok {
+	// Bytes nobody asked for make it as unusable as a close would.
+	switch wire.Peek(rawConn(cn.nc)) {
+	case wire.PeekEmpty, wire.PeekUnsupported:
 		return true
 	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	// Control, not Read: a deadline left from the last call must not
-	// make a live connection look dead.
-	alive := false
-	var one [1]byte
-	err = rc.Control(func(fd uintptr) {
-		_, _, rerr := syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		alive = rerr == syscall.EAGAIN || rerr == syscall.EWOULDBLOCK
-	})
-	return err == nil && alive
+	return false
 }
 
 func (cn *conn) close() {

@@ -14,7 +14,6 @@ import (
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/filter"
 	"github.com/hmsproxy/hmsproxy/proxy"
-	"github.com/hmsproxy/hmsproxy/thrift/hms"
 )
 
 // replayFile is what replay reads of an hmsproxy config file: the cache
@@ -125,54 +124,36 @@ func readReplayConfig(path string, warn io.Writer) (func() (*proxy.Caching, erro
 // replayKinds resolves the per-kind policies as hmsproxy does: defaults,
 // then the section-wide settings, then the per-kind ones.
 func replayKinds(f *replayFile) ([cache.NumKinds]cache.KindConfig, error) {
+	var none [cache.NumKinds]cache.KindConfig
 	c := f.Cache
-	k := cache.DefaultKinds()
-	ttl, err := offDuration("cache.ttl", c.TTL)
-	if err != nil {
-		return k, err
+	o := cache.Overrides{NoNegative: c.CacheMissing != nil && !*c.CacheMissing, Kinds: map[string]cache.KindOverride{}}
+	var err error
+	if o.TTL, err = offDuration("cache.ttl", c.TTL); err != nil {
+		return none, err
 	}
-	refresh, err := offDuration("cache.refresh_interval", c.RefreshInterval)
-	if err != nil {
-		return k, err
+	if o.RefreshAfter, err = offDuration("cache.refresh_interval", c.RefreshInterval); err != nil {
+		return none, err
 	}
-	for i := range k {
-		if k[i].TTL == 0 {
-			continue
+	for name, k := range c.Kinds {
+		ko := cache.KindOverride{Negative: k.CacheMissing}
+		if ko.TTL, err = optDuration("cache.kinds."+name+".ttl", k.TTL); err != nil {
+			return none, err
 		}
-		if ttl > 0 {
-			k[i].TTL = ttl
+		if ko.RefreshAfter, err = optDuration("cache.kinds."+name+".refresh_interval", k.RefreshInterval); err != nil {
+			return none, err
 		}
-		if refresh > 0 {
-			k[i].RefreshAfter = refresh
-		}
-		if c.CacheMissing != nil && !*c.CacheMissing {
-			k[i].Negative = false
-		}
+		o.Kinds[name] = ko
 	}
-	for name, o := range c.Kinds {
-		kind, ok := hms.ParseKind(name)
-		if !ok {
-			return k, fmt.Errorf("cache.kinds: unknown kind %q", name)
-		}
-		if o.TTL != "" {
-			d, err := offDuration("cache.kinds."+name+".ttl", o.TTL)
-			if err != nil {
-				return k, err
-			}
-			k[kind].TTL = max(d, 0)
-		}
-		if o.RefreshInterval != "" {
-			d, err := offDuration("cache.kinds."+name+".refresh_interval", o.RefreshInterval)
-			if err != nil {
-				return k, err
-			}
-			k[kind].RefreshAfter = max(d, 0)
-		}
-		if o.CacheMissing != nil {
-			k[kind].Negative = *o.CacheMissing
-		}
+	return o.Resolve()
+}
+
+// optDuration is offDuration of a setting that may be left out: nil.
+func optDuration(key, s string) (*time.Duration, error) {
+	if s == "" {
+		return nil, nil
 	}
-	return k, nil
+	d, err := offDuration(key, s)
+	return &d, err
 }
 
 // offDuration reads a duration or off (-1); "" is 0, the default.

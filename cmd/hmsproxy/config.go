@@ -9,7 +9,6 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/coherence"
-	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 	"github.com/hmsproxy/hmsproxy/trace"
 )
@@ -326,35 +325,11 @@ func splitList(s string) []string {
 // kinds resolves the per-kind cache policies: defaults, then the global
 // settings, then the per-kind overrides.
 func (c cacheConfig) kinds() ([cache.NumKinds]cache.KindConfig, error) {
-	k := cache.DefaultKinds()
-	for i := range k {
-		if k[i].TTL == 0 {
-			continue
-		}
-		if c.TTL > 0 {
-			k[i].TTL = c.TTL
-		}
-		if c.RefreshInterval > 0 {
-			k[i].RefreshAfter = c.RefreshInterval
-		}
-		if c.CacheMissing != nil && !*c.CacheMissing {
-			k[i].Negative = false
-		}
+	o := cache.Overrides{TTL: c.TTL, RefreshAfter: c.RefreshInterval,
+		NoNegative: c.CacheMissing != nil && !*c.CacheMissing, Kinds: map[string]cache.KindOverride{}}
+	for name, k := range c.Kinds {
+		// off (negative): not cached, no refresh-ahead
+		o.Kinds[name] = cache.KindOverride{TTL: k.TTL, RefreshAfter: k.RefreshInterval, Negative: k.CacheMissing}
 	}
-	for name, o := range c.Kinds {
-		kind, ok := hms.ParseKind(name)
-		if !ok {
-			return k, fmt.Errorf("cache.kinds: unknown kind %q", name)
-		}
-		if o.TTL != nil {
-			k[kind].TTL = max(*o.TTL, 0) // off: not cached
-		}
-		if o.RefreshInterval != nil {
-			k[kind].RefreshAfter = max(*o.RefreshInterval, 0) // off: no refresh-ahead
-		}
-		if o.CacheMissing != nil {
-			k[kind].Negative = *o.CacheMissing
-		}
-	}
-	return k, nil
+	return o.Resolve()
 }

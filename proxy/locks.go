@@ -309,17 +309,7 @@ func lockResponse(m wire.Message) (id int64, state int32, ok bool) {
 			return false
 		}
 		found = true
-		d.Fields(func(fid int16, typ byte) bool {
-			switch {
-			case fid == 1 && typ == wire.TI64:
-				id = d.I64()
-			case fid == 2 && typ == wire.TI32:
-				state = d.I32()
-			default:
-				return false
-			}
-			return true
-		})
+		id, state = hms.ReadLockResponse(d)
 		return true
 	})
 	return id, state, found && d.Err() == nil

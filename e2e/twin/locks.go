@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
+	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
@@ -71,17 +72,7 @@ func lockResponse(rp reply) (id int64, state int32, ok bool) {
 	if d == nil {
 		return 0, 0, false
 	}
-	d.Fields(func(fid int16, typ byte) bool {
-		switch {
-		case fid == 1 && typ == wire.TI64:
-			id = d.I64()
-		case fid == 2 && typ == wire.TI32:
-			state = d.I32()
-		default:
-			return false
-		}
-		return true
-	})
+	id, state = hms.ReadLockResponse(d)
 	return id, state, d.Err() == nil
 }
 

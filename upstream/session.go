@@ -81,17 +81,13 @@ func (s *Session) WithUGI(args []byte) *Session {
 	}
 	n := &Session{ugi: append([]byte(nil), args...), conf: s.conf, background: s.background}
 	d := wire.NewDecoder(args)
-	for {
-		typ, id := d.FieldBegin()
-		if typ == wire.TStop || d.Err() != nil {
-			break
-		}
+	d.Fields(func(id int16, typ byte) bool {
 		if id == 1 && typ == wire.TString {
 			n.user = d.String()
-			continue
+			return true
 		}
-		d.Skip(typ)
-	}
+		return false
+	})
 	n.key = n.makeKey()
 	return n
 }
@@ -166,23 +162,21 @@ func (s *Session) HasConf() bool { return len(s.conf) > 0 }
 // ConfArgs decodes setMetaConf args into key and value.
 func ConfArgs(args []byte) (key, value string, err error) {
 	d := wire.NewDecoder(args)
-	for {
-		typ, id := d.FieldBegin()
-		if d.Err() != nil {
-			return "", "", d.Err()
-		}
-		if typ == wire.TStop {
-			return key, value, nil
-		}
+	d.Fields(func(id int16, typ byte) bool {
 		switch {
 		case id == 1 && typ == wire.TString:
 			key = d.String()
 		case id == 2 && typ == wire.TString:
 			value = d.String()
 		default:
-			d.Skip(typ)
+			return false
 		}
+		return true
+	})
+	if err := d.Err(); err != nil {
+		return "", "", err
 	}
+	return key, value, nil
 }
 
 // replay lists the calls that put a fresh connection into this state.

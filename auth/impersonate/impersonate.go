@@ -175,14 +175,7 @@ func tokenReply(m wire.Message) (tok, refused string, err error) {
 		return "", "", fmt.Errorf("impersonate: get_delegation_token: application exception %q", m.Body())
 	}
 	d := wire.NewDecoder(m.Body())
-	for {
-		typ, id := d.FieldBegin()
-		if d.Err() != nil {
-			return "", "", d.Err()
-		}
-		if typ == wire.TStop {
-			return tok, refused, nil
-		}
+	d.Fields(func(id int16, typ byte) bool {
 		switch {
 		case id == 0 && typ == wire.TString:
 			tok = d.String()
@@ -192,23 +185,25 @@ func tokenReply(m wire.Message) (tok, refused string, err error) {
 				refused = "MetaException"
 			}
 		default:
-			d.Skip(typ)
+			return false
 		}
+		return true
+	})
+	if err := d.Err(); err != nil {
+		return "", "", err
 	}
+	return tok, refused, nil
 }
 
 // exceptionMessage reads a MetaException struct's message (field 1).
 func exceptionMessage(d *wire.Decoder) string {
 	var msg string
-	for {
-		typ, id := d.FieldBegin()
-		if d.Err() != nil || typ == wire.TStop {
-			return msg
-		}
+	d.Fields(func(id int16, typ byte) bool {
 		if id == 1 && typ == wire.TString {
 			msg = d.String()
-			continue
+			return true
 		}
-		d.Skip(typ)
-	}
+		return false
+	})
+	return msg
 }

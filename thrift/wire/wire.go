@@ -188,23 +188,21 @@ func (e *ApplicationException) Error() string {
 func DecodeApplicationException(body []byte) (*ApplicationException, error) {
 	d := NewDecoder(body)
 	ex := &ApplicationException{}
-	for {
-		typ, id := d.FieldBegin()
-		if d.Err() != nil {
-			return nil, d.Err()
-		}
-		if typ == TStop {
-			return ex, nil
-		}
+	d.Fields(func(id int16, typ byte) bool {
 		switch {
 		case id == 1 && typ == TString:
 			ex.Message = string(d.Bytes())
 		case id == 2 && typ == TI32:
 			ex.Code = d.I32()
 		default:
-			d.Skip(typ)
+			return false
 		}
+		return true
+	})
+	if err := d.Err(); err != nil {
+		return nil, err
 	}
+	return ex, nil
 }
 
 // ResultField reports which field a reply's result struct sets: 0 for

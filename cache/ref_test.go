@@ -8,6 +8,7 @@ import (
 	"time"
 	"weak"
 
+	"github.com/hmsproxy/hmsproxy/internal/testenv/clocktest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 )
@@ -41,7 +42,7 @@ type leaving struct {
 // leavings are the ways an entry leaves or goes stale that every promise
 // to give it back (Again, Settled) must follow: deletion as shadow
 // validation does, replacement as a refresh does, Clear and TTL on c.
-func leavings(t *testing.T, c *clock, kinds [NumKinds]KindConfig) []leaving {
+func leavings(t *testing.T, c *clocktest.Clock, kinds [NumKinds]KindConfig) []leaving {
 	return []leaving{
 		{"delete", func(s *Store, l *load) { s.Delete(l.key) }},
 		{"replace", func(s *Store, l *load) {

@@ -9,20 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/internal/testenv/clocktest"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 )
 
-// clock is a settable fake time.
-type clock struct{ ns atomic.Int64 }
-
-func newClock() *clock {
-	c := &clock{}
-	c.ns.Store(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	return c
-}
-func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+// newClock is a settable fake time, at a fixed start.
+func newClock() *clocktest.Clock { return clocktest.At(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)) }
 
 // load is what a proxy miss does before the upstream call: key, deps,
 // snapshot and start time.
@@ -163,7 +156,7 @@ func TestTTLAndRefresh(t *testing.T) {
 		{10 * time.Minute, Miss},
 	}
 	for _, st := range steps {
-		c.ns.Store(l.started.Add(st.after).UnixNano())
+		c.Advance(l.started.Add(st.after).Sub(c.Now()))
 		if _, got := s.Get(l.key, hms.KindTable); got != st.want {
 			t.Errorf("Get %v after load start: got %v; want %v", st.after, got, st.want)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/filter"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/clocktest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
@@ -20,18 +21,10 @@ import (
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
 
-// fakeClock is a settable clock for TTL and refresh-ahead tests.
-type fakeClock struct{ ns atomic.Int64 }
+// newClock is a settable clock for TTL and refresh-ahead tests.
+func newClock() *clocktest.Clock { return clocktest.At(time.Now()) }
 
-func newClock() *fakeClock {
-	c := &fakeClock{}
-	c.ns.Store(time.Now().UnixNano())
-	return c
-}
-func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
-
-func newCaching(t testing.TB, clock *fakeClock) *Caching {
+func newCaching(t testing.TB, clock *clocktest.Clock) *Caching {
 	t.Helper()
 	var cfg cache.Config
 	if clock != nil {

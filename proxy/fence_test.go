@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/clocktest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
@@ -112,7 +113,7 @@ func TestRemoteInvalidationFencesLoads(t *testing.T) {
 
 // env is one case's proxy, its metastore and its seams.
 type env struct {
-	clock   *fakeClock
+	clock   *clocktest.Clock
 	caching *Caching
 	gate    *holdOne
 	srv     *Server

@@ -16,6 +16,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/coherence/eventlog"
 	"github.com/hmsproxy/hmsproxy/demohms"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/clocktest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
@@ -253,7 +254,7 @@ type pruneBed struct {
 	direct, c *hmsclient.Client // to the metastore, to the proxy
 }
 
-func newPruneBed(t *testing.T, clock *fakeClock) *pruneBed {
+func newPruneBed(t *testing.T, clock *clocktest.Clock) *pruneBed {
 	t.Helper()
 	b := &pruneBed{caching: newCaching(t, clock), f: &countingForwarder{}}
 	_, b.addr = startDemo(t, wire.Buffered)

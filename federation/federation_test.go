@@ -14,6 +14,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -79,24 +80,12 @@ func newBed(t *testing.T, o bedOptions) *bed {
 	return b
 }
 
-func databaseArg(name string) []byte {
-	var e wire.Encoder
-	e.FieldBegin(wire.TStruct, 1)
-	e.StringField(1, name)
-	e.Stop()
-	e.Stop()
-	return e.B
-}
+// databaseArg is create_database's arg: a Database of that name alone.
+func databaseArg(name string) []byte { return hmsreq.Req(hmsreq.Str(1, name)) }
 
-func tableArg(db, name string) []byte {
-	var e wire.Encoder
-	e.FieldBegin(wire.TStruct, 1)
-	e.StringField(1, name)
-	e.StringField(2, db)
-	e.Stop()
-	e.Stop()
-	return e.B
-}
+// tableArg is create_table's arg: a Table of that name in db, and nothing
+// else.
+func tableArg(db, name string) []byte { return hmsreq.Req(hmsreq.Str(1, name), hmsreq.Str(2, db)) }
 
 // body is the result struct of a whole reply message.
 func body(t *testing.T, msg []byte) []byte {

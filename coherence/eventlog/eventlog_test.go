@@ -16,6 +16,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -322,14 +323,7 @@ func TestFollowReportsSharedCursor(t *testing.T) {
 
 // createDBArgs are create_database's args for a database named db and
 // nothing else.
-func createDBArgs(db string) []byte {
-	var e wire.Encoder
-	e.FieldBegin(wire.TStruct, 1)
-	e.StringField(1, db)
-	e.Stop()
-	e.Stop()
-	return e.B
-}
+func createDBArgs(db string) []byte { return hmsreq.Req(hmsreq.Str(1, db)) }
 
 // partitionCounter returns a func that counts the partitions of the
 // demo's demo_db0.t0 that get_partition_names lists through c.

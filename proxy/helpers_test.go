@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"net"
 	"testing"
 	"time"
@@ -134,4 +135,31 @@ func refreshesSettled(t testing.TB, s *Server) int64 {
 		t.Fatalf("refresh jobs not finished within 10s: %d of %d", s.cache.settled.Load(), q)
 	}
 	return q
+}
+
+// benchConnPerCall is what a new client connection costs: b.N times, open
+// a connection (connect and any handshake, in open), make one call on it
+// and close it.
+func benchConnPerCall(b *testing.B, open func(ctx context.Context) (net.Conn, error), tr wire.Transport, method string, args []byte) {
+	b.Helper()
+	ctx := context.Background()
+	for i := 0; i < b.N; i++ {
+		nc, err := open(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c := hmsclient.New(nc, tr)
+		if _, err := c.Call(ctx, method, args); err != nil {
+			b.Fatal(err)
+		}
+		c.Close()
+	}
+}
+
+// dialTCP opens a plain connection to addr.
+func dialTCP(addr string) func(ctx context.Context) (net.Conn, error) {
+	return func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}
 }

@@ -412,33 +412,14 @@ func BenchmarkNewClientConnKerberos(b *testing.B) {
 	args := hmsclient.Args("demo_db0", "t0")
 	call(b, dial(b, plainAddr, wire.Framed), "get_table", args)
 	caching.Store.Wait()
-	ctx := context.Background()
-	b.Run("plain", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			c, err := hmsclient.Dial(ctx, plainAddr, wire.Framed)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := c.Call(ctx, "get_table", args); err != nil {
-				b.Fatal(err)
-			}
-			c.Close()
-		}
-	})
+	b.Run("plain", func(b *testing.B) { benchConnPerCall(b, dialTCP(plainAddr), wire.Framed, "get_table", args) })
 	b.Run("kerberos", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			nc, err := net.Dial("tcp", krbAddr)
+		benchConnPerCall(b, func(ctx context.Context) (net.Conn, error) {
+			nc, err := dialTCP(krbAddr)(ctx)
 			if err != nil {
-				b.Fatal(err)
+				return nil, err
 			}
-			if err := cl.Handshake(ctx, nc, kdctest.Proxy, ""); err != nil {
-				b.Fatal(err)
-			}
-			c := hmsclient.New(nc, wire.Framed)
-			if _, err := c.Call(ctx, "get_table", args); err != nil {
-				b.Fatal(err)
-			}
-			c.Close()
-		}
+			return nc, cl.Handshake(ctx, nc, kdctest.Proxy, "")
+		}, wire.Framed, "get_table", args)
 	})
 }

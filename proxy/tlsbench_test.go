@@ -97,20 +97,7 @@ func BenchmarkNewClientConnTLS(b *testing.B) {
 	args := hmsclient.Args("demo_db0", "t0")
 	call(b, dial(b, plainAddr, wire.Buffered), "get_table", args)
 	caching.Store.Wait()
-	ctx := context.Background()
-
-	b.Run("plain", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			c, err := hmsclient.Dial(ctx, plainAddr, wire.Buffered)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := c.Call(ctx, "get_table", args); err != nil {
-				b.Fatal(err)
-			}
-			c.Close()
-		}
-	})
+	b.Run("plain", func(b *testing.B) { benchConnPerCall(b, dialTCP(plainAddr), wire.Buffered, "get_table", args) })
 	for _, tc := range []struct {
 		name string
 		algo certstest.Algo
@@ -119,23 +106,17 @@ func BenchmarkNewClientConnTLS(b *testing.B) {
 			taddr, cfg := tlsProxy(b, caching, addr, tc.algo)
 			var hs time.Duration
 			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				nc, err := net.Dial("tcp", taddr)
+			benchConnPerCall(b, func(ctx context.Context) (net.Conn, error) {
+				nc, err := dialTCP(taddr)(ctx)
 				if err != nil {
-					b.Fatal(err)
+					return nil, err
 				}
 				tc := tls.Client(nc, cfg)
 				start := time.Now()
-				if err := tc.HandshakeContext(ctx); err != nil {
-					b.Fatal(err)
-				}
+				err = tc.HandshakeContext(ctx)
 				hs += time.Since(start)
-				c := hmsclient.New(tc, wire.Buffered)
-				if _, err := c.Call(ctx, "get_table", args); err != nil {
-					b.Fatal(err)
-				}
-				c.Close()
-			}
+				return tc, err
+			}, wire.Buffered, "get_table", args)
 			b.ReportMetric(float64(hs.Microseconds())/float64(b.N), "handshake-µs")
 		})
 	}

@@ -115,6 +115,29 @@ func tableParam(t testing.TB, reply []byte, key string) string {
 	return v
 }
 
+// The read-your-writes tests stamp a table of demo_db0 with a version,
+// its parameter "v": alterV writes version v, versionOf reads the version
+// a get_table reply carries (0 before the first alterV).
+func alterV(table string, v int64) []byte {
+	return alterTableArgs("demo_db0", table, testTable("demo_db0", table, map[string]string{"v": strconv.FormatInt(v, 10)}))
+}
+
+func versionOf(t testing.TB, reply []byte) int64 {
+	t.Helper()
+	p, ok := proxytest.TableParam(reply, "v")
+	if !ok {
+		t.Errorf("no table in reply %x", reply)
+	}
+	if p == "" {
+		return 0
+	}
+	v, err := strconv.ParseInt(p, 10, 64)
+	if err != nil {
+		t.Errorf("version %q: %v", p, err)
+	}
+	return v
+}
+
 // TestReadYourWrites: a write through the proxy invalidates what it
 // changed before its reply, including not-found entries (promise 2).
 func TestReadYourWrites(t *testing.T) {
@@ -132,14 +155,14 @@ func TestReadYourWrites(t *testing.T) {
 	call(t, c, "create_table", tableArgs("demo_db0", "fresh"))
 	call(t, c, "get_table", get)
 	caching.Store.Wait()
-	for v := 1; v <= 3; v++ {
-		call(t, c, "alter_table", alterTableArgs("demo_db0", "fresh", testTable("demo_db0", "fresh", map[string]string{"v": strconv.Itoa(v)})))
+	for v := int64(1); v <= 3; v++ {
+		call(t, c, "alter_table", alterV("fresh", v))
 		// Read again and again on one connection: the later hits come
 		// through the connection's Ref of its last hit (lookup), which
 		// the next write must leave behind too.
 		for i := 0; i < 3; i++ {
-			if got := tableParam(t, call(t, c, "get_table", get), "v"); got != strconv.Itoa(v) {
-				t.Fatalf("after write %d read %d: v=%q", v, i, got)
+			if got := versionOf(t, call(t, c, "get_table", get)); got != v {
+				t.Fatalf("after write %d read %d: v=%d", v, i, got)
 			}
 			caching.Store.Wait()
 		}
@@ -424,8 +447,7 @@ func TestRandomizedReadYourWrites(t *testing.T) {
 				parts++
 				lastParts.Store(parts)
 			} else {
-				args := alterTableArgs("demo_db0", "rw", testTable("demo_db0", "rw", map[string]string{"v": strconv.FormatInt(v, 10)}))
-				if _, err := w.Call(ctx, "alter_table", args); err != nil {
+				if _, err := w.Call(ctx, "alter_table", alterV("rw", v)); err != nil {
 					t.Error(err)
 					return
 				}
@@ -450,8 +472,7 @@ func TestRandomizedReadYourWrites(t *testing.T) {
 						t.Error(err)
 						return
 					}
-					got, _ := strconv.ParseInt(tableParam(t, m.Buf, "v"), 10, 64)
-					if got < floor {
+					if versionOf(t, m.Buf) < floor {
 						stale.Add(1)
 					}
 				} else {

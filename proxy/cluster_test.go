@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -106,9 +105,7 @@ func TestClusterReadYourWrites(t *testing.T) {
 	setup := dial(t, nodes[0].addr, wire.Buffered)
 	call(t, setup, "create_table", tableArgs("demo_db0", "cl"))
 	get := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "cl"))
-	alter := func(v int64) []byte {
-		return alterTableArgs("demo_db0", "cl", testTable("demo_db0", "cl", map[string]string{"v": strconv.FormatInt(v, 10)}))
-	}
+	alter := func(v int64) []byte { return alterV("cl", v) }
 
 	// Warm every node, write through A, read through B and C.
 	for _, nd := range nodes {
@@ -199,9 +196,7 @@ func TestClusterPartition(t *testing.T) {
 	writer := dial(t, cut.addr, wire.Buffered)
 	call(t, writer, "create_table", tableArgs("demo_db0", "part"))
 	get := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "part"))
-	alter := func(v int64) []byte {
-		return alterTableArgs("demo_db0", "part", testTable("demo_db0", "part", map[string]string{"v": strconv.FormatInt(v, 10)}))
-	}
+	alter := func(v int64) []byte { return alterV("part", v) }
 
 	type write struct {
 		v             int64
@@ -236,7 +231,7 @@ func TestClusterPartition(t *testing.T) {
 				if nd.st.Stats(hms.KindTable).Hits.Load() > before {
 					hits.Add(1)
 				}
-				got, _ := strconv.ParseInt(tableParam(t, m.Buf, "v"), 10, 64)
+				got := versionOf(t, m.Buf)
 				mu.Lock()
 				for _, w := range writes {
 					if w.v > got && w.began.Before(start) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -42,9 +41,6 @@ func fleetReadYourWrites(t *testing.T, nodes []*clusterNode, writers int, table 
 	setup := dial(t, nodes[0].addr, wire.Buffered)
 	call(t, setup, "create_table", tableArgs("demo_db0", table))
 	get := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, table))
-	alter := func(v int64) []byte {
-		return alterTableArgs("demo_db0", table, testTable("demo_db0", table, map[string]string{"v": strconv.FormatInt(v, 10)}))
-	}
 	type done struct {
 		v  int64
 		at time.Time
@@ -85,7 +81,7 @@ func fleetReadYourWrites(t *testing.T, nodes []*clusterNode, writers int, table 
 				return
 			}
 			v++
-			if _, err := callWithin(cs[v%int64(len(cs))], "alter_table", alter(v)); err != nil {
+			if _, err := callWithin(cs[v%int64(len(cs))], "alter_table", alterV(table, v)); err != nil {
 				t.Error(err)
 				return
 			}
@@ -121,7 +117,7 @@ func fleetReadYourWrites(t *testing.T, nodes []*clusterNode, writers int, table 
 					t.Error(err)
 					return
 				}
-				got, _ := strconv.ParseInt(tableParam(t, m.Buf, "v"), 10, 64)
+				got := versionOf(t, m.Buf)
 				if got < floor {
 					stale.Add(1)
 				}

@@ -158,9 +158,9 @@ func TestReadYourWrites(t *testing.T) {
 	for v := int64(1); v <= 3; v++ {
 		call(t, c, "alter_table", alterV("fresh", v))
 		// Read again and again on one connection: the later hits come
-		// through the connection's Ref of its last hit (lookup), which
-		// the next write must leave behind too.
-		for i := 0; i < 3; i++ {
+		// through the connection's Ref of its last hit (lookup, then
+		// repeatedHit), which the next write must leave behind too.
+		for i := 0; i < 4; i++ {
 			if got := versionOf(t, call(t, c, "get_table", get)); got != v {
 				t.Fatalf("after write %d read %d: v=%d", v, i, got)
 			}
@@ -358,6 +358,17 @@ func TestScopes(t *testing.T) {
 			call(t, bob, "get_partitions_by_names", byNames)
 			if n := demo.CallCount("get_partitions_by_names"); n != want {
 				t.Fatalf("metastore saw %d batch loads; want %d", n, want)
+			}
+			// A request repeated on one connection is answered without
+			// being decoded (repeatedHit), but not across a change of the
+			// session's scope.
+			for range 3 {
+				call(t, alice, "get_table", get)
+			}
+			call(t, alice, "setMetaConf", hmsclient.Args("hive.metastore.client.capability.check", "false"))
+			call(t, alice, "get_table", get)
+			if n := demo.CallCount("get_table"); n != want+1 {
+				t.Fatalf("after setMetaConf: metastore saw %d loads; want %d", n, want+1)
 			}
 		})
 	}

@@ -366,6 +366,12 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 	if k.Store.Policy(meth.Kind).TTL <= 0 || (k.Coherence != nil && !k.Coherence.Synced()) || k.catalogMismatch() {
 		return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
 	}
+	sampled := k.shadow.sample()
+	if !sampled && c.repeated(meth, m) {
+		if handled, err := c.repeatedHit(meth, m); handled {
+			return err
+		}
+	}
 	// The one walk over the args: everything below uses its result.
 	r := &c.res
 	defer r.Forget() // r aliases the request, which the reader may drop
@@ -419,7 +425,6 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 	// dependencies from before the lookup: an invalidation after it then
 	// explains any difference the re-read finds.
 	var shadowSnap cache.Snapshot
-	sampled := k.shadow.sample()
 	if sampled {
 		if !named {
 			names, named = cache.ReadNames(meth, r, k.DefaultCatalog), true
@@ -442,6 +447,7 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 				key: append([]byte(nil), key...), want: e.Body(), snap: shadowSnap})
 		}
 		c.outcome = OutcomeHit
+		c.remember(meth, m, sc)
 		return c.replyWith(m, wire.Reply, e.Body())
 	}
 	if !named {
@@ -467,6 +473,52 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 	}
 	ld := res.(loaded)
 	return c.replyWith(m, ld.typ, ld.body)
+}
+
+// repeated reports whether m is, byte for byte, the request of the
+// connection's last single-entry hit, on the same route and under the
+// same scope, and nothing since can make its answer another one's: then
+// its key is that hit's, and repeatedHit may serve it without decoding
+// it again (planners ask for one table again and again). A policy or a
+// lock held by the client depends on more than the request's bytes.
+func (c *clientConn) repeated(meth *hms.Method, m wire.Message) bool {
+	k := c.rt.cache
+	return c.lastRef != nil && c.lastMeth == meth && c.lastRoute == c.rt && k.Policy == nil && len(c.locks) == 0 &&
+		bytes.Equal(c.lastBody, m.Body()) && c.lastScope == k.scope(c.sess)
+}
+
+// repeatedHit answers a repeated request from the entry of the last hit,
+// while Store.Again finds it current; it reports false otherwise (the
+// entry changed or left, or Again sends this one to the store's lookup),
+// and the request goes the whole way.
+func (c *clientConn) repeatedHit(meth *hms.Method, m wire.Message) (bool, error) {
+	k := c.rt.cache
+	e, st := k.Store.Again(c.lastRef, meth.Kind, k.Store.Now())
+	switch st {
+	case cache.Miss:
+		return false, nil
+	case cache.HitRefresh:
+		if k.Store.StartRefresh(c.lastKey) {
+			r := &c.res
+			defer r.Forget()
+			if err := meth.Resolve(r, m.Body()); err == nil && !r.Bad {
+				names := cache.ReadNames(meth, r, k.DefaultCatalog)
+				k.enqueueRefresh(c.sess, meth, m, c.lastKey, &names)
+			}
+		}
+	}
+	c.outcome = OutcomeHit
+	return true, c.replyWith(m, wire.Reply, e.Body())
+}
+
+// remember notes the request of a single-entry hit, for repeated.
+func (c *clientConn) remember(meth *hms.Method, m wire.Message, sc cache.Scope) {
+	if len(m.Body()) > maxKeptLastKey || !bytes.Equal(c.key, c.lastKey) {
+		c.lastMeth = nil // lookup kept no Ref of this key
+		return
+	}
+	c.lastMeth, c.lastRoute, c.lastScope = meth, c.rt, sc
+	c.lastBody = append(c.lastBody[:0], m.Body()...)
 }
 
 // lookup is Store.Get of a single-entry read, through the Ref of the

@@ -73,9 +73,15 @@ type clientConn struct {
 	// reading a different key each time makes no Ref.
 	lastKey []byte
 	lastRef *cache.Ref
-	hdr     []byte
-	deps    []cache.Dep
-	ents    []cache.Entity
+	// The request of that hit, its route and scope: a request that
+	// repeats it is answered through lastRef without being decoded.
+	lastMeth  *hms.Method
+	lastRoute *route
+	lastScope cache.Scope
+	lastBody  []byte
+	hdr       []byte
+	deps      []cache.Dep
+	ents      []cache.Entity
 
 	iov   [][]byte    // reply pieces of a batch answered from the cache
 	frame []byte      // their wrapper bytes

@@ -22,6 +22,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/coherence"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/proctest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
 	"github.com/hmsproxy/hmsproxy/proxy"
@@ -129,6 +130,7 @@ func stopAll() {
 func TestMain(m *testing.M) {
 	code := m.Run()
 	stopAll()
+	proctest.RemoveBuilt()
 	os.Exit(code)
 }
 

@@ -22,9 +22,9 @@ import (
 	"github.com/hmsproxy/hmsproxy/changes/feed"
 	"github.com/hmsproxy/hmsproxy/coherence/eventlog"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/kafkatest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/proctest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
-	"github.com/hmsproxy/hmsproxy/internal/testenv/syncbuf"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 )
@@ -32,18 +32,6 @@ import (
 // feedNode is one hmsproxy process with the Kafka change feed on.
 type feedNode struct {
 	addr, admin string
-	stderr      *syncbuf.Buffer
-}
-
-func buildHmsproxy(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "hmsproxy")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/hmsproxy")
-	cmd.Dir = repoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build hmsproxy: %v\n%s", err, out)
-	}
-	return bin
 }
 
 func freeLoopback(t *testing.T) string {
@@ -56,32 +44,14 @@ func freeLoopback(t *testing.T) string {
 // feed on topic in format; extra are more flags.
 func startFeedNode(t *testing.T, bin string, ms *metastore, redisAddr, broker, name, topic, format string, extra ...string) *feedNode {
 	t.Helper()
-	n := &feedNode{addr: freeLoopback(t), admin: freeLoopback(t), stderr: &syncbuf.Buffer{}}
+	n := &feedNode{addr: freeLoopback(t), admin: freeLoopback(t)}
 	args := append([]string{"--upstream.uris", "thrift://" + ms.addr, "--upstream.name", name, "--listen", n.addr,
 		"--admin.listen", n.admin, "--redis.url", redisAddr, "--redis.heartbeat", "200ms",
 		"--change_feed.kafka.brokers", broker, "--change_feed.kafka.topic", topic,
 		"--change_feed.kafka.format", format, "--change_feed.kafka.atlas_cluster", "e2e",
 		"--change_feed.kafka.outbox_dir", t.TempDir(), "--change_feed.kafka.grace", "1s",
 		"--change_feed.kafka.delivery_timeout", "3s", "--log.format", "json", "--log.level", "warn"}, extra...)
-	cmd := exec.Command(bin, args...)
-	cmd.Stderr = n.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("%s (%s) stderr:\n%s", name, n.addr, n.stderr.String())
-		}
-	})
+	proctest.Start(t, name+" ("+n.addr+")", exec.Command(bin, args...), os.Interrupt, 15*time.Second)
 	proxytest.Eventually(t, "node "+n.addr+" ready", func() bool {
 		resp, err := http.Get("http://" + n.admin + "/readyz")
 		if err != nil {
@@ -239,7 +209,7 @@ func TestKafkaChangeFeedE2E(t *testing.T) {
 	r := redistest.Start(t)
 	b := kafkatest.Start(t)
 	native, atlas := b.Topic(t, 3), b.Topic(t, 3)
-	bin := buildHmsproxy(t)
+	bin := proctest.Hmsproxy(t)
 	base := currentEventID(t, ms)
 	a := startFeedNode(t, bin, ms, r.Addr, b.Addr, "feed-native", native, "native")
 	startFeedNode(t, bin, ms, r.Addr, b.Addr, "feed-native", native, "native") // B: may lead, publishes A's claims' rest

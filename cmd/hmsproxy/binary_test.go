@@ -3,23 +3,21 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/coherence"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/proctest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/syncbuf"
@@ -28,72 +26,39 @@ import (
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// binary builds cmd/hmsproxy once for the tests that run the real
-// process (signals, exit status, what it prints).
-func binary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "hmsproxy-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "hmsproxy")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = errors.New(string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("build: %v", buildErr)
-	}
-	return binPath
+// TestMain removes the binary the tests built and ran.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	proctest.RemoveBuilt()
+	os.Exit(code)
 }
 
+// proc is a running hmsproxy binary.
 type proc struct {
-	cmd    *exec.Cmd
-	stderr *syncbuf.Buffer
-	addr   string // the proxy's listen address
-	admin  string // the admin address, "" when off
-	done   chan struct{}
+	*proctest.Proc
+	stderr *syncbuf.Buffer // its output: hmsproxy logs to stderr
+	addr   string          // the proxy's listen address
+	admin  string          // the admin address, "" when off
 }
 
 // startBinary runs hmsproxy with args (JSON logs on loopback ports, no
 // drain delay unless args set one) and waits until it is listening.
 func startBinary(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
 	args = append([]string{"--listen", "127.0.0.1:0", "--log-format", "json", "--drain-delay", "0"}, args...)
-	p.cmd = exec.Command(binary(t), args...)
-	p.cmd.Stderr = p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("hmsproxy stderr:\n%s", p.stderr)
-		}
-	})
+	cmd := exec.Command(proctest.Hmsproxy(t), args...)
+	p := &proc{Proc: proctest.Start(t, "hmsproxy", cmd, os.Kill, 0)}
+	p.stderr = p.Out
+	stderr := p.Out
 	if !wait.Until(20*time.Second, func() bool {
-		select {
-		case <-p.done:
-			t.Fatalf("hmsproxy exited early:\n%s", p.stderr)
-		default:
+		if p.Exited() {
+			t.Fatalf("hmsproxy exited early:\n%s", stderr)
 		}
-		return strings.Contains(p.stderr.String(), "hmsproxy is ready")
+		return strings.Contains(stderr.String(), "hmsproxy is ready")
 	}) {
-		t.Fatalf("hmsproxy not listening after 20s:\n%s", p.stderr)
+		t.Fatalf("hmsproxy not listening after 20s:\n%s", stderr)
 	}
-	for _, line := range strings.Split(p.stderr.String(), "\n") {
+	for _, line := range strings.Split(stderr.String(), "\n") {
 		var rec struct{ Msg, Addr string }
 		if json.Unmarshal([]byte(line), &rec) != nil {
 			continue
@@ -112,14 +77,11 @@ func startBinary(t *testing.T, args ...string) *proc {
 // its exit status.
 func (p *proc) stop(t *testing.T, within time.Duration) (time.Duration, int) {
 	t.Helper()
-	start := time.Now()
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(within):
+	took, killed := p.Stop(syscall.SIGTERM, within)
+	if killed {
 		t.Fatalf("still running %v after SIGTERM", within)
 	}
-	return time.Since(start), p.cmd.ProcessState.ExitCode()
+	return took, p.Cmd.ProcessState.ExitCode()
 }
 
 // hungMetastore accepts connections and reads calls but never answers,
@@ -217,7 +179,7 @@ func TestSecretsRedacted(t *testing.T) {
 	p.stop(t, 30*time.Second)
 
 	// A bad URL fails at start; its error quotes the URL.
-	bad := exec.CommandContext(proxytest.Within(t, time.Minute), binary(t), "--upstream", "thrift://"+demoAddr, "--listen", "127.0.0.1:0",
+	bad := exec.CommandContext(proxytest.Within(t, time.Minute), proctest.Hmsproxy(t), "--upstream", "thrift://"+demoAddr, "--listen", "127.0.0.1:0",
 		"--admin", "", "--redis", "redis://:"+redisPW+"@127.0.0.1:notaport")
 	badOut, _ := bad.CombinedOutput()
 
@@ -267,7 +229,7 @@ func TestRSSWithinBudget(t *testing.T) {
 	const budgetMiB = 100 // the smallest allowed: max_message_bytes
 	p := startBinary(t, "--upstream", "thrift://"+hung, "--admin", "127.0.0.1:0", "--eventlog-interval", "0",
 		"--inflight-bytes", strconv.Itoa(budgetMiB<<20))
-	base := rssMiB(t, p.cmd.Process.Pid)
+	base := rssMiB(t, p.Cmd.Process.Pid)
 
 	var e wire.Encoder
 	e.FieldBegin(wire.TString, 1)
@@ -299,7 +261,7 @@ func TestRSSWithinBudget(t *testing.T) {
 	if !wait.Poll(30*time.Second, 20*time.Millisecond, func() bool { return inflightWaits(t, p.admin) >= 3 }) {
 		t.Fatal("the other three requests never waited for budget")
 	}
-	grew := rssMiB(t, p.cmd.Process.Pid) - base
+	grew := rssMiB(t, p.Cmd.Process.Pid) - base
 	t.Logf("RSS grew %d MiB holding 4 incomplete 48 MiB requests; budget %d MiB", grew, budgetMiB)
 	if grew > budgetMiB+16 {
 		t.Errorf("RSS grew %d MiB; want at most the %d MiB budget (+16 MiB)", grew, budgetMiB)

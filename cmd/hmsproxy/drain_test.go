@@ -60,7 +60,7 @@ func TestSIGTERMDrainsFirst(t *testing.T) {
 	}
 
 	signalled := time.Now()
-	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.Cmd.Process.Signal(syscall.SIGTERM)
 	waitFor(t, "readiness false", func() bool {
 		code, body := adminDo(t, "GET", ready)
 		return code == 503 && strings.Contains(body, "draining")
@@ -78,11 +78,11 @@ func TestSIGTERMDrainsFirst(t *testing.T) {
 		t.Fatalf("listener closed %v after SIGTERM; want the 2s drain delay first", took)
 	}
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatal("still running 10s after the drain delay")
 	}
-	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+	if code := p.Cmd.ProcessState.ExitCode(); code != 0 {
 		t.Fatalf("exit status %d; want 0", code)
 	}
 }

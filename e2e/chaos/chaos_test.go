@@ -1,14 +1,11 @@
 package chaos
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,7 +15,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/auth/certs/certstest"
 	"github.com/hmsproxy/hmsproxy/demohms"
-	"github.com/hmsproxy/hmsproxy/internal/testenv/module"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/proctest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
@@ -74,7 +71,9 @@ func TestMain(m *testing.M) {
 	case "hostile":
 		os.Exit(runHostile())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	proctest.RemoveBuilt()
+	os.Exit(code)
 }
 
 type settings struct {
@@ -176,7 +175,7 @@ func TestChaos(t *testing.T) {
 
 	bin := st.bin
 	if bin == "" {
-		bin = buildProxy(t)
+		bin = proctest.Hmsproxy(t)
 	}
 	p, feats := startProxy(t, bin, maddr, files)
 	t.Logf("proxy: %s pid %d, listening %s (TLS), admin %s; %s", bin, p.cmd.Process.Pid, p.addr, p.admin, featureNotes(feats))
@@ -258,19 +257,6 @@ func TestChaos(t *testing.T) {
 		r.hsum = hsum.Hostile
 	}
 	r.evaluate(t)
-}
-
-// buildProxy builds cmd/hmsproxy into a temporary directory.
-func buildProxy(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "hmsproxy")
-	gocmd := cmp.Or(os.Getenv("GO"), "go")
-	cmd := exec.Command(gocmd, "build", "-o", bin, "./cmd/hmsproxy")
-	cmd.Dir = module.Root(t)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/hmsproxy: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // mon samples the proxy's RSS every 100 ms and scrapes its metrics every

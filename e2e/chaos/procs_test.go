@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/auth/certs/certstest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/proctest"
 )
 
 // proxyProc is the hmsproxy process under test.
@@ -24,8 +25,16 @@ type proxyProc struct {
 	cmd         *exec.Cmd
 	log         *logTail
 	addr, admin string
-	done        chan struct{} // closed once it has exited
-	exit        string        // how it exited; set before done closes
+	done        <-chan struct{} // closed once it has exited
+	proc        *proctest.Proc
+}
+
+// exit says how the process exited, once done is closed.
+func (p *proxyProc) exit() string {
+	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return "killed by " + ws.Signal().String()
+	}
+	return fmt.Sprintf("%v (%s)", p.proc.Err(), p.cmd.ProcessState)
 }
 
 // features are the settings the suite uses that an older binary may not
@@ -145,14 +154,14 @@ func startProxy(t *testing.T, bin, metastore string, files certstest.Files) (*pr
 			}
 		}
 		if len(dropped) == 0 {
-			t.Fatalf("hmsproxy exited at start (%s):\n%s", p.exit, out)
+			t.Fatalf("hmsproxy exited at start (%s):\n%s", p.exit(), out)
 		}
 	}
 }
 
 func launchProxy(t *testing.T, bin, cfg string, noDrainDelay bool) *proxyProc {
 	t.Helper()
-	p := &proxyProc{log: newLogTail(), done: make(chan struct{})}
+	p := &proxyProc{log: newLogTail()}
 	keys := keyFlags(bin)
 	flag := func(key, old string) string {
 		if keys {
@@ -180,26 +189,8 @@ func launchProxy(t *testing.T, bin, cfg string, noDrainDelay bool) *proxyProc {
 		t.Cleanup(func() { f.Close() })
 		p.cmd.Stderr = io.MultiWriter(p.log, f)
 	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		err := p.cmd.Wait()
-		p.exit = fmt.Sprintf("%v (%s)", err, p.cmd.ProcessState)
-		if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			p.exit = "killed by " + ws.Signal().String()
-		}
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(15 * time.Second):
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
+	p.proc = proctest.Start(t, "hmsproxy", p.cmd, syscall.SIGTERM, 15*time.Second)
+	p.done = p.proc.Done()
 	return p
 }
 

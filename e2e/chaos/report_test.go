@@ -187,8 +187,8 @@ func (r *report) evaluate(t *testing.T) {
 	if r.p.alive() {
 		fmt.Fprintf(&b, "proxy: alive\n")
 	} else {
-		fmt.Fprintf(&b, "proxy: DEAD, %s\n", r.p.exit)
-		failf("the proxy process died (%s); its last log lines:\n%s", r.p.exit, r.p.log.tail(30))
+		fmt.Fprintf(&b, "proxy: DEAD, %s\n", r.p.exit())
+		failf("the proxy process died (%s); its last log lines:\n%s", r.p.exit(), r.p.log.tail(30))
 	}
 	fmt.Fprintf(&b, "\nproxy log, most frequent:\n  %s\n", strings.Join(r.p.log.top(12), "\n  "))
 	fmt.Fprintf(&b, "\nproxy counters at the last scrape:\n")

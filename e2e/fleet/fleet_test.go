@@ -27,9 +27,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/internal/testenv/proctest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
-	"github.com/hmsproxy/hmsproxy/internal/testenv/syncbuf"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
@@ -37,6 +37,13 @@ import (
 )
 
 var waitFor = proxytest.Eventually
+
+// TestMain removes the hmsproxy binary the test built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	proctest.RemoveBuilt()
+	os.Exit(code)
+}
 
 // TestFleetBehindHAProxy: clients that retry as the Java metastore
 // client does see no failed call and no stale read while one node of
@@ -53,7 +60,7 @@ func TestFleetBehindHAProxy(t *testing.T) {
 		t.Fatal("HMSPROXY_FLEET set without HMSPROXY_HAPROXY")
 	}
 	t0 := time.Now()
-	bin := buildProxy(t)
+	bin := proctest.Hmsproxy(t)
 	r := redistest.Start(t)
 	_, metastore := proxytest.Demo(t, proxytest.DemoOptions{})
 
@@ -96,17 +103,17 @@ func TestFleetBehindHAProxy(t *testing.T) {
 	// takes it out, then its listener closes), and it comes back.
 	restartStart := time.Now()
 	n1 := nodes[1]
-	n1.cmd.Process.Signal(syscall.SIGTERM)
+	n1.proc.Cmd.Process.Signal(syscall.SIGTERM)
 	sawDown := false
 	if !wait.Poll(time.Minute, 50*time.Millisecond, func() bool {
 		if !sawDown && lb.status(t, n1.name) != "UP" {
 			sawDown = true
 		}
-		return n1.exited()
+		return n1.proc.Exited()
 	}) {
 		t.Fatal("n1 did not exit within a minute of SIGTERM")
 	}
-	if code := n1.cmd.ProcessState.ExitCode(); code != 0 {
+	if code := n1.proc.Cmd.ProcessState.ExitCode(); code != 0 {
 		t.Errorf("n1 exited %d after SIGTERM; want 0", code)
 	}
 	if !sawDown {
@@ -121,8 +128,7 @@ func TestFleetBehindHAProxy(t *testing.T) {
 	// n2 dies without a word.
 	killStart := time.Now()
 	n2 := nodes[2]
-	n2.cmd.Process.Signal(syscall.SIGKILL)
-	n2.wait()
+	n2.proc.Stop(syscall.SIGKILL, time.Minute)
 	waitFor(t, "HAProxy takes n2 out", func() bool { return lb.status(t, n2.name) != "UP" })
 	n2.start(t)
 	waitFor(t, "n2 back UP in HAProxy", func() bool { return lb.status(t, n2.name) == "UP" })
@@ -194,16 +200,6 @@ func table(v int64) hmsreq.Table {
 		Params: map[string]string{"v": strconv.FormatInt(v, 10)}}
 }
 
-func buildProxy(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "hmsproxy")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/hmsproxy/hmsproxy/cmd/hmsproxy").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build hmsproxy: %v\n%s", err, out)
-	}
-	return bin
-}
-
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln := proxytest.Listen(t)
@@ -217,42 +213,17 @@ type node struct {
 	relay               *redistest.Relay // its way to Redis, cut to cut it off
 	bin, metastore      string
 
-	cmd    *exec.Cmd
-	stderr *syncbuf.Buffer
-	done   chan struct{}
+	proc *proctest.Proc
 }
 
 func (n *node) start(t *testing.T) {
 	t.Helper()
-	n.cmd = exec.Command(n.bin, "--upstream.uris", "thrift://"+n.metastore, "--listen", n.listen, "--admin.listen", n.admin,
+	cmd := exec.Command(n.bin, "--upstream.uris", "thrift://"+n.metastore, "--listen", n.listen, "--admin.listen", n.admin,
 		"--redis.url", n.relay.Addr, "--redis.heartbeat", "200ms", "--redis.peer_gone", "5s",
 		"--shutdown.drain_delay", "2s", "--shutdown.timeout", "10s", "--upstream.health_interval", "500ms",
 		"--eventlog.interval", "1s", "--ratelimit.other.rate", "1", "--log.format", "json", "--log.level", "warn")
-	n.stderr = &syncbuf.Buffer{}
-	n.cmd.Stderr = n.stderr
-	if err := n.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	n.done = done
-	cmd := n.cmd
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-done
-	})
+	n.proc = proctest.Start(t, n.name, cmd, os.Kill, 0)
 }
-
-func (n *node) exited() bool {
-	select {
-	case <-n.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (n *node) wait() { <-n.done }
 
 func (n *node) ready() bool {
 	resp, err := http.Get("http://" + n.admin + "/readyz")
@@ -310,34 +281,8 @@ backend nodes
 	if err := os.WriteFile(p, []byte(cfg.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	startProcess(t, "haproxy", bin, "-f", p, "-db")
+	proctest.Start(t, "haproxy", exec.Command(bin, "-f", p, "-db"), syscall.SIGTERM, 5*time.Second)
 	return h
-}
-
-// startProcess runs a helper process until the test ends; its output is
-// logged if the test fails.
-func startProcess(t *testing.T, name, bin string, args ...string) {
-	t.Helper()
-	var out syncbuf.Buffer
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("%s output:\n%s", name, out.String())
-		}
-	})
 }
 
 // status is a server's status in HAProxy's stats ("UP", "DOWN", ...).
@@ -619,8 +564,8 @@ scrape_configs:
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
-	startProcess(t, "prometheus", bin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr, "--log.level=warn")
+	proctest.Start(t, "prometheus", exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr, "--log.level=warn"), syscall.SIGTERM, 5*time.Second)
 	p := &prometheus{url: "http://" + addr}
 	waitFor(t, "prometheus ready", func() bool {
 		resp, err := http.Get(p.url + "/-/ready")

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/internal/testenv/proctest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 )
@@ -130,12 +131,6 @@ func repoRoot() string {
 	return dir
 }
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
 // proxyBinary is the hmsproxy binary under test: TWIN_PROXY_BIN when set
 // (a build of another commit, say), else this tree's, built once.
 func proxyBinary(t testing.TB) string {
@@ -143,23 +138,7 @@ func proxyBinary(t testing.TB) string {
 	if p := os.Getenv("TWIN_PROXY_BIN"); p != "" {
 		return p
 	}
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "hmsproxy-twin-bin-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "hmsproxy")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/hmsproxy")
-		cmd.Dir = repoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("%v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatalf("twin: build hmsproxy: %v", binErr)
-	}
-	return binPath
+	return proctest.Hmsproxy(t)
 }
 
 // Node is one hmsproxy process.

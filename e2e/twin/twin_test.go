@@ -6,11 +6,13 @@ import (
 	"testing"
 
 	"github.com/hmsproxy/hmsproxy/e2e/twin"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/proctest"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
 	twin.StopAll()
+	proctest.RemoveBuilt()
 	os.Exit(code)
 }
 

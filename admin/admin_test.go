@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -340,7 +342,7 @@ func TestMetrics(t *testing.T) {
 	}
 
 	series, families := scrape(t, e.url)
-	for _, f := range []string{
+	wantFamilies(t, families,
 		"hmsproxy_requests_total",
 		"hmsproxy_cache_requests_total",
 		"hmsproxy_cache_bytes",
@@ -358,54 +360,37 @@ func TestMetrics(t *testing.T) {
 		"hmsproxy_request_duration_seconds",
 		"go_goroutines",
 		"process_open_fds",
-	} {
-		if !families[f] {
-			t.Errorf("family %s missing from /metrics", f)
-		}
-	}
-	want := []struct {
-		series string
-		value  float64
-	}{
-		{`hmsproxy_requests_total{method="get_table",outcome="miss"}`, 1},
-		{`hmsproxy_requests_total{method="get_table",outcome="hit"}`, 1},
-		{`hmsproxy_requests_total{method="get_all_databases",outcome="miss"}`, 1},
-		{`hmsproxy_requests_total{method="get_all_databases",outcome="hit"}`, 2},
-		{`hmsproxy_requests_total{method="other",outcome="write"}`, 2},
-		{`hmsproxy_unknown_method_flushes_total{method="other"}`, 2},
-		{`hmsproxy_cache_flush_calls_total{path="immediate"}`, 2}, // within the default burst
-		{`hmsproxy_cache_flush_calls_total{path="coalesced"}`, 0},
-		{`hmsproxy_cache_requests_total{kind="table",outcome="miss"}`, 1},
-		{`hmsproxy_cache_requests_total{kind="table",outcome="hit"}`, 1},
-		{`hmsproxy_cache_requests_total{kind="database_names",outcome="hit"}`, 2},
-		{`hmsproxy_cache_requests_total{kind="partition",outcome="hit"}`, 0},
-		{`hmsproxy_cache_admissions_total{kind="table"}`, 1},
-		{`hmsproxy_cache_admissions_total{kind="database_names"}`, 1},
-		{`hmsproxy_cache_entries{kind="table"}`, 1},
-		{`hmsproxy_cache_entries{kind="partition"}`, 0},
-		{`hmsproxy_cache_evictions_total{kind="table"}`, 0},
-		{`hmsproxy_cache_stale_total{kind="table"}`, 0},
-		{`hmsproxy_cache_discarded_loads_total{kind="table"}`, 0},
-		{`hmsproxy_cache_rejections_total{kind="table"}`, 0},
-		{`hmsproxy_cache_flushes_total{level="database"}`, 1},
-		{`hmsproxy_cache_flushes_total{level="all"}`, 0},
-		{`hmsproxy_upstream_up{upstream="` + e.upAddr + `"}`, 1},
-		{`hmsproxy_client_connections`, 1},
-		{`hmsproxy_request_duration_seconds_count{method_class="read",path="hit"}`, 3},
-		{`hmsproxy_request_duration_seconds_count{method_class="read",path="miss"}`, 2},
-		{`hmsproxy_request_duration_seconds_bucket{method_class="read",path="hit",le="+Inf"}`, 3},
-		{`hmsproxy_request_duration_seconds_count{method_class="passthrough",path="write"}`, 2},
-	}
-	for _, w := range want {
-		got, ok := series[w.series]
-		if !ok {
-			t.Errorf("%s missing from /metrics", w.series)
-			continue
-		}
-		if got != w.value {
-			t.Errorf("%s = %v; want %v", w.series, got, w.value)
-		}
-	}
+	)
+	wantSeries(t, series, map[string]float64{
+		`hmsproxy_requests_total{method="get_table",outcome="miss"}`:                         1,
+		`hmsproxy_requests_total{method="get_table",outcome="hit"}`:                          1,
+		`hmsproxy_requests_total{method="get_all_databases",outcome="miss"}`:                 1,
+		`hmsproxy_requests_total{method="get_all_databases",outcome="hit"}`:                  2,
+		`hmsproxy_requests_total{method="other",outcome="write"}`:                            2,
+		`hmsproxy_unknown_method_flushes_total{method="other"}`:                              2,
+		`hmsproxy_cache_flush_calls_total{path="immediate"}`:                                 2, // within the default burst
+		`hmsproxy_cache_flush_calls_total{path="coalesced"}`:                                 0,
+		`hmsproxy_cache_requests_total{kind="table",outcome="miss"}`:                         1,
+		`hmsproxy_cache_requests_total{kind="table",outcome="hit"}`:                          1,
+		`hmsproxy_cache_requests_total{kind="database_names",outcome="hit"}`:                 2,
+		`hmsproxy_cache_requests_total{kind="partition",outcome="hit"}`:                      0,
+		`hmsproxy_cache_admissions_total{kind="table"}`:                                      1,
+		`hmsproxy_cache_admissions_total{kind="database_names"}`:                             1,
+		`hmsproxy_cache_entries{kind="table"}`:                                               1,
+		`hmsproxy_cache_entries{kind="partition"}`:                                           0,
+		`hmsproxy_cache_evictions_total{kind="table"}`:                                       0,
+		`hmsproxy_cache_stale_total{kind="table"}`:                                           0,
+		`hmsproxy_cache_discarded_loads_total{kind="table"}`:                                 0,
+		`hmsproxy_cache_rejections_total{kind="table"}`:                                      0,
+		`hmsproxy_cache_flushes_total{level="database"}`:                                     1,
+		`hmsproxy_cache_flushes_total{level="all"}`:                                          0,
+		`hmsproxy_upstream_up{upstream="` + e.upAddr + `"}`:                                  1,
+		`hmsproxy_client_connections`:                                                        1,
+		`hmsproxy_request_duration_seconds_count{method_class="read",path="hit"}`:            3,
+		`hmsproxy_request_duration_seconds_count{method_class="read",path="miss"}`:           2,
+		`hmsproxy_request_duration_seconds_bucket{method_class="read",path="hit",le="+Inf"}`: 3,
+		`hmsproxy_request_duration_seconds_count{method_class="passthrough",path="write"}`:   2,
+	})
 	if v := series[`hmsproxy_cache_bytes{kind="table"}`]; v <= 0 {
 		t.Errorf(`hmsproxy_cache_bytes{kind="table"} = %v; want > 0`, v)
 	}
@@ -644,4 +629,26 @@ func TestSharedRegistry(t *testing.T) {
 		t.Fatalf("New after Shutdown released the registry: %v", err)
 	}
 	s.Shutdown(ctx)
+}
+
+// wantFamilies fails the test for each of names missing from the
+// families of a scrape.
+func wantFamilies(t testing.TB, families map[string]bool, names ...string) {
+	t.Helper()
+	for _, f := range names {
+		if !families[f] {
+			t.Errorf("family %s missing from /metrics", f)
+		}
+	}
+}
+
+// wantSeries fails the test for each series of want that the series of a
+// scrape lack or hold at another value.
+func wantSeries(t testing.TB, series, want map[string]float64) {
+	t.Helper()
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		if got, ok := series[name]; !ok || got != want[name] {
+			t.Errorf("%s = %v (present %v); want %v", name, got, ok, want[name])
+		}
+	}
 }

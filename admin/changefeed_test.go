@@ -24,7 +24,7 @@ func TestChangeFeedLossesShown(t *testing.T) {
 		LastErrorAt: time.Unix(1764745200, 0), Outbox: outbox.Stats{Waiting: 12, Bytes: 4096, MaxBytes: 1 << 20}}
 	e := startEnv(t, envOpts{changeFeed: fixedFeed{st}})
 	series, _ := scrape(t, e.url)
-	for s, want := range map[string]float64{
+	wantSeries(t, series, map[string]float64{
 		`hmsproxy_changefeed_lost_total{reason="outbox_full"}`: 3,
 		`hmsproxy_changefeed_lost_total{reason="log_gap"}`:     1,
 		`hmsproxy_changefeed_lost_total{reason="queue_full"}`:  0,
@@ -33,11 +33,7 @@ func TestChangeFeedLossesShown(t *testing.T) {
 		`hmsproxy_changefeed_outbox_records`:                   12,
 		`hmsproxy_changefeed_stalled`:                          1,
 		`hmsproxy_changefeed_outbox_limit_bytes`:               1 << 20,
-	} {
-		if got, ok := series[s]; !ok || got != want {
-			t.Errorf("%s: got %v (present %v); want %v", s, got, ok, want)
-		}
-	}
+	})
 	resp, err := http.Get(e.url + "/status.json")
 	if err != nil {
 		t.Fatal(err)

@@ -46,7 +46,7 @@ func TestInFlightMetrics(t *testing.T) {
 			}
 		}
 	}
-	for name, want := range map[string]float64{
+	wantSeries(t, got, map[string]float64{
 		"hmsproxy_inflight_bytes":              600,
 		"hmsproxy_inflight_limit_bytes":        1000,
 		"hmsproxy_inflight_waits_total":        0,
@@ -57,9 +57,5 @@ func TestInFlightMetrics(t *testing.T) {
 		"hmsproxy_client_connections_shed_total/idle_evicted": 10,
 		"hmsproxy_client_connections_shed_total/max_clients":  11,
 		"hmsproxy_client_connections_shed_total/per_address":  12,
-	} {
-		if v, ok := got[name]; !ok || v != want {
-			t.Errorf("%s = %v (present %v); want %v", name, v, ok, want)
-		}
-	}
+	})
 }

@@ -21,14 +21,10 @@ func TestRateLimitMetrics(t *testing.T) {
 		lim.Allow(context.Background(), ratelimit.Caller{User: "bob"}, ratelimit.ClassWrite)
 	}
 	series, _ := scrape(t, serve(t, Config{Registerer: prometheus.NewRegistry(), RateLimit: lim}))
-	for name, want := range map[string]float64{
+	wantSeries(t, series, map[string]float64{
 		`hmsproxy_ratelimit_allowed_total{class="write"}`: 1,
 		`hmsproxy_ratelimit_limited_total{class="write"}`: 2,
 		`hmsproxy_ratelimit_limited_total{class="read"}`:  0,
 		`hmsproxy_ratelimit_redis_errors_total`:           0,
-	} {
-		if got, ok := series[name]; !ok || got != want {
-			t.Errorf("%s = %v (present %v); want %v", name, got, ok, want)
-		}
-	}
+	})
 }

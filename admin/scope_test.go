@@ -25,16 +25,12 @@ func TestScopeMetricsAndStatus(t *testing.T) {
 	url := serve(t, Config{Registerer: prometheus.NewRegistry(), Scope: src})
 
 	series, _ := scrape(t, url)
-	for name, want := range map[string]float64{
+	wantSeries(t, series, map[string]float64{
 		`hmsproxy_cache_scope_per_user{mode="auto"}`: 1,
 		`hmsproxy_cache_scope_checks_total`:          3,
 		`hmsproxy_cache_scope_check_failures_total`:  1,
 		`hmsproxy_cache_scope_changes_total`:         2,
-	} {
-		if got, ok := series[name]; !ok || got != want {
-			t.Errorf("%s = %v (present %v); want %v", name, got, ok, want)
-		}
-	}
+	})
 	r := do(t, "GET", url+"/status.json", "")
 	if r.code != http.StatusOK {
 		t.Fatalf("GET /status.json: %d", r.code)

@@ -36,11 +36,7 @@ func TestShadowOnStatus(t *testing.T) {
 	waitFor(t, "the mismatch", func() bool { return sh.Mismatches() == 1 })
 
 	series, families := scrape(t, e.url)
-	for _, f := range []string{"hmsproxy_shadow_checks_total", "hmsproxy_shadow_mismatches_total", "hmsproxy_shadow_skipped_total"} {
-		if !families[f] {
-			t.Errorf("family %s missing from /metrics", f)
-		}
-	}
+	wantFamilies(t, families, "hmsproxy_shadow_checks_total", "hmsproxy_shadow_mismatches_total", "hmsproxy_shadow_skipped_total")
 	if got := series[`hmsproxy_shadow_mismatches_total{kind="table"}`]; got != 1 {
 		t.Errorf("hmsproxy_shadow_mismatches_total{kind=table} = %v; want 1", got)
 	}

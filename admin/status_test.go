@@ -155,42 +155,27 @@ func TestBusAndWorkerMetrics(t *testing.T) {
 	e := busyEnv(t, 5)
 
 	series, families := scrape(t, e.url)
-	for _, f := range []string{
+	wantFamilies(t, families,
 		"hmsproxy_bus_published_total", "hmsproxy_bus_publish_errors_total",
 		"hmsproxy_bus_received_total", "hmsproxy_bus_applied_total", "hmsproxy_bus_synced",
 		"hmsproxy_invalidation_losses_total", "hmsproxy_bus_lag_seconds",
 		"hmsproxy_worker_runs_total", "hmsproxy_worker_failures_total",
 		"hmsproxy_worker_last_success_timestamp_seconds",
-	} {
-		if !families[f] {
-			t.Errorf("family %s missing from /metrics", f)
-		}
-	}
-	want := []struct {
-		series string
-		value  float64
-	}{
-		{`hmsproxy_bus_applied_total`, 5},
-		{`hmsproxy_bus_publish_errors_total`, 0},
-		{`hmsproxy_bus_synced`, 1},
-		{`hmsproxy_invalidation_losses_total{reason="undecodable"}`, 1},
-		{`hmsproxy_invalidation_losses_total{reason="gap"}`, 0},
-		{`hmsproxy_invalidation_losses_total{reason="reconnect"}`, 0},
-		{`hmsproxy_invalidation_losses_total{reason="redis-restart"}`, 0},
-		{`hmsproxy_worker_runs_total{worker="eventlog-poller"}`, 120},
-		{`hmsproxy_worker_failures_total{worker="eventlog-poller"}`, 2},
-		{`hmsproxy_worker_failures_total{worker="upstream-health"}`, 0},
-		{`hmsproxy_worker_last_success_timestamp_seconds{worker="refresh-ahead"}`, float64(lastSync.Unix())},
-		{`hmsproxy_worker_last_success_timestamp_seconds{worker="txn-monitor"}`, 0},
-	}
-	for _, w := range want {
-		got, ok := series[w.series]
-		if !ok {
-			t.Errorf("%s missing from /metrics", w.series)
-		} else if got != w.value {
-			t.Errorf("%s = %v; want %v", w.series, got, w.value)
-		}
-	}
+	)
+	wantSeries(t, series, map[string]float64{
+		`hmsproxy_bus_applied_total`:                                             5,
+		`hmsproxy_bus_publish_errors_total`:                                      0,
+		`hmsproxy_bus_synced`:                                                    1,
+		`hmsproxy_invalidation_losses_total{reason="undecodable"}`:               1,
+		`hmsproxy_invalidation_losses_total{reason="gap"}`:                       0,
+		`hmsproxy_invalidation_losses_total{reason="reconnect"}`:                 0,
+		`hmsproxy_invalidation_losses_total{reason="redis-restart"}`:             0,
+		`hmsproxy_worker_runs_total{worker="eventlog-poller"}`:                   120,
+		`hmsproxy_worker_failures_total{worker="eventlog-poller"}`:               2,
+		`hmsproxy_worker_failures_total{worker="upstream-health"}`:               0,
+		`hmsproxy_worker_last_success_timestamp_seconds{worker="refresh-ahead"}`: float64(lastSync.Unix()),
+		`hmsproxy_worker_last_success_timestamp_seconds{worker="txn-monitor"}`:   0,
+	})
 	if v := series[`hmsproxy_bus_received_total`]; v < 6 {
 		t.Errorf("hmsproxy_bus_received_total = %v; want >= 6 (5 invalidations and heartbeats)", v)
 	}
@@ -217,21 +202,13 @@ func TestBusPeersAndLayoutAlarm(t *testing.T) {
 	waitFor(t, "the alarm", func() bool { return e.bus.Stats().LayoutAlarms.Load() == 1 })
 
 	series, families := scrape(t, e.url)
-	for _, f := range []string{"hmsproxy_bus_peers", "hmsproxy_bus_layout_mismatch", "hmsproxy_bus_ack_timeouts_total", "hmsproxy_bus_rejoins_total", "hmsproxy_bus_publish_wait_seconds"} {
-		if !families[f] {
-			t.Errorf("family %s missing from /metrics", f)
-		}
-	}
-	for name, want := range map[string]float64{
+	wantFamilies(t, families, "hmsproxy_bus_peers", "hmsproxy_bus_layout_mismatch", "hmsproxy_bus_ack_timeouts_total", "hmsproxy_bus_rejoins_total", "hmsproxy_bus_publish_wait_seconds")
+	wantSeries(t, series, map[string]float64{
 		`hmsproxy_bus_layout_mismatch`:       1,
 		`hmsproxy_bus_peers{state="alive"}`:  1,
 		`hmsproxy_bus_peers{state="silent"}`: 0,
 		`hmsproxy_bus_ack_timeouts_total`:    0,
-	} {
-		if got, ok := series[name]; !ok || got != want {
-			t.Errorf("%s = %v (present %v); want %v", name, got, ok, want)
-		}
-	}
+	})
 	st := getStatus(t, e.url)
 	if st.Bus == nil || !st.Bus.LayoutAlarm || len(st.Bus.Peers) != 1 || st.Bus.Peers[0].Node != "node-b" || !st.Bus.Peers[0].LayoutMismatch {
 		t.Errorf("status bus = %+v; want the layout alarm and node-b with another layout", st.Bus)

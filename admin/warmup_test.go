@@ -83,15 +83,11 @@ func TestWarmUpEndpoint(t *testing.T) {
 		t.Fatalf("GET /cache/warm: got %d %q", r.code, r.body)
 	}
 	series, _ := scrape(t, e.url)
-	for k, want := range map[string]float64{
+	wantSeries(t, series, map[string]float64{
 		`hmsproxy_warmup_partitions{state="loaded"}`: 80, `hmsproxy_warmup_partitions{state="found"}`: 80,
 		`hmsproxy_warmup_tables{state="done"}`: 4, `hmsproxy_warmup_runs_total`: 1, `hmsproxy_warmup_running`: 0,
 		`hmsproxy_warmup_errors`: 0,
-	} {
-		if got, ok := series[k]; !ok || got != want {
-			t.Errorf("%s = %v (present %v); want %v", k, got, ok, want)
-		}
-	}
+	})
 
 	// A second warm-up while one runs is refused.
 	e.demo.SetDelay("get_partitions_by_names", time.Hour)

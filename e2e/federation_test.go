@@ -378,7 +378,7 @@ func TestFederationMemberKilled(t *testing.T) {
 		t.Errorf("the primary slowed down %.1fx with the member dead", r)
 	}
 
-	exec.Command("bash", filepath.Join(repoRoot(), "testbed", "hms.sh"), "stop", member.work).Run()
+	member.hms.Stop(true) // stopAll deletes its work directory
 	defer memberClients()()
 	lc := dial(t, n.addr)
 	reply := call(t, lc, "get_all_databases", hmsreq.Args())

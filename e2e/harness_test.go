@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,7 +35,8 @@ import (
 type metastore struct {
 	version string
 	addr    string
-	work    string
+	work    string // its work directory
+	hms     *proctest.Metastore
 	err     error
 }
 
@@ -81,10 +81,7 @@ func startShared(t *testing.T, v, key string, delta int, env ...string) *metasto
 		}
 		return ms
 	}
-	port := basePort[v] + delta
-	if off, err := strconv.Atoi(os.Getenv("HMSPROXY_E2E_PORT_OFFSET")); err == nil {
-		port += off // lets two runs share a machine
-	}
+	port := proctest.PortOffset(basePort[v] + delta)
 	// Two keys on one port: the second start fails on a busy port (CI once
 	// lost TestPartitionLimitReal that way, behind the filter hook's
 	// metastore); say which test chose the port.
@@ -93,19 +90,14 @@ func startShared(t *testing.T, v, key string, delta int, env ...string) *metasto
 			t.Fatalf("HMS %s would take port %d of HMS %s: give it another delta", key, port, other)
 		}
 	}
-	work, _ := os.MkdirTemp("", "hmsproxy-e2e-"+strings.ReplaceAll(key, "+", "-")+"-")
-	ms := &metastore{version: v, addr: fmt.Sprintf("127.0.0.1:%d", port), work: work}
+	ms := &metastore{version: v, addr: fmt.Sprintf("127.0.0.1:%d", port)}
 	stores[key] = ms
 	begin := time.Now()
-	cmd := exec.Command("bash", filepath.Join(repoRoot(), "testbed", "hms.sh"), "start", v, fmt.Sprint(port), work)
-	if len(env) > 0 {
-		cmd.Env = append(os.Environ(), env...)
+	ms.hms, ms.err = proctest.StartMetastore(t, "hmsproxy-e2e-"+strings.ReplaceAll(key, "+", "-"), v, port, env...)
+	if ms.err != nil {
+		t.Fatal(ms.err)
 	}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		ms.err = fmt.Errorf("%v\n%s", err, out)
-		t.Fatalf("start HMS %s: %v", key, ms.err)
-	}
+	ms.work = ms.hms.Work
 	fmt.Printf("e2e: HMS %s started on %s in %v\n", key, ms.addr, time.Since(begin).Round(100*time.Millisecond))
 	return ms
 }
@@ -121,9 +113,10 @@ func stopAll() {
 		f()
 	}
 	for v, ms := range stores {
-		exec.Command("bash", filepath.Join(repoRoot(), "testbed", "hms.sh"), "stop", ms.work).Run()
-		os.RemoveAll(ms.work)
-		fmt.Printf("e2e: HMS %s stopped\n", v)
+		if ms.hms != nil {
+			ms.hms.Stop(false)
+			fmt.Printf("e2e: HMS %s stopped\n", v)
+		}
 	}
 }
 

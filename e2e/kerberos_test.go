@@ -8,8 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +19,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/auth/impersonate"
 	"github.com/hmsproxy/hmsproxy/auth/sasl"
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/proctest"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
@@ -45,45 +46,50 @@ type krbMetastore struct {
 	kdc string // testbed/kdc.sh work directory: krb5.conf, keytabs
 }
 
-var krbStore *krbMetastore
+var (
+	krbMu    sync.Mutex // guards the two below
+	krbStore *krbMetastore
+	kdcErr   error
+)
 
 // startKerberos starts (once) a KDC and an HMS 3.1 with
 // hive.metastore.sasl.enabled (testbed/kdc.sh, hms.sh HMS_KERBEROS).
 func startKerberos(t *testing.T) *krbMetastore {
 	t.Helper()
-	msMu.Lock()
-	defer msMu.Unlock()
-	if krbStore != nil {
-		if krbStore.err != nil {
-			t.Fatalf("Kerberized HMS 3.1 did not start earlier: %v", krbStore.err)
-		}
-		return krbStore
+	krbMu.Lock()
+	defer krbMu.Unlock()
+	if krbStore == nil && kdcErr == nil {
+		krbStore, kdcErr = startKDC()
 	}
-	off, _ := strconv.Atoi(os.Getenv("HMSPROXY_E2E_PORT_OFFSET"))
-	work, _ := os.MkdirTemp("", "hmsproxy-e2e-3.1-krb-")
-	ms := &krbMetastore{metastore: &metastore{version: "3.1", addr: fmt.Sprintf("127.0.0.1:%d", krbBasePort+off), work: work},
-		kdc: filepath.Join(work, "kdc")}
-	krbStore = ms
-	stores["3.1-kerberos"] = ms.metastore
-	begin := time.Now()
-	if out, err := exec.Command("bash", filepath.Join(repoRoot(), "testbed", "kdc.sh"), "start", ms.kdc,
-		fmt.Sprint(kdcBasePort+off)).CombinedOutput(); err != nil {
-		ms.err = fmt.Errorf("KDC: %v\n%s", err, out)
-		t.Fatalf("start KDC: %v", ms.err)
+	if kdcErr != nil {
+		t.Fatalf("start KDC: %v", kdcErr)
 	}
-	atExit = append(atExit, func() {
-		exec.Command("bash", filepath.Join(repoRoot(), "testbed", "kdc.sh"), "stop", ms.kdc).Run()
-	})
-	cmd := exec.Command("bash", filepath.Join(repoRoot(), "testbed", "hms.sh"), "start", "3.1", fmt.Sprint(krbBasePort+off), work)
 	// with the test bed's filter hook, so that impersonation shows: only
 	// admin may read secret_* tables
-	cmd.Env = append(os.Environ(), "HMS_KERBEROS="+ms.kdc, "HMS_FILTER_HOOK=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		ms.err = fmt.Errorf("%v\n%s", err, out)
-		t.Fatalf("start Kerberized HMS 3.1: %v", ms.err)
+	krbStore.metastore = startShared(t, "3.1", "3.1-kerberos", krbBasePort-basePort["3.1"], "HMS_KERBEROS="+krbStore.kdc, "HMS_FILTER_HOOK=1")
+	return krbStore
+}
+
+// startKDC starts the test bed's KDC in a work directory of its own,
+// which stopAll stops and deletes.
+func startKDC() (*krbMetastore, error) {
+	work, err := os.MkdirTemp("", "hmsproxy-e2e-kdc-")
+	if err != nil {
+		return nil, err
 	}
-	fmt.Printf("e2e: Kerberized HMS 3.1 started on %s in %v\n", ms.addr, time.Since(begin).Round(100*time.Millisecond))
-	return ms
+	ms := &krbMetastore{kdc: filepath.Join(work, "kdc")}
+	if out, err := exec.Command("bash", filepath.Join(repoRoot(), "testbed", "kdc.sh"), "start", ms.kdc,
+		fmt.Sprint(proctest.PortOffset(kdcBasePort))).CombinedOutput(); err != nil {
+		os.RemoveAll(work)
+		return nil, fmt.Errorf("%v\n%s", err, out)
+	}
+	msMu.Lock()
+	defer msMu.Unlock()
+	atExit = append(atExit, func() {
+		exec.Command("bash", filepath.Join(repoRoot(), "testbed", "kdc.sh"), "stop", ms.kdc).Run()
+		os.RemoveAll(work)
+	})
+	return ms, nil
 }
 
 func (ms *krbMetastore) keytab(t testing.TB, name string) *keytab.Keytab {

@@ -2,11 +2,9 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,29 +24,7 @@ const sslBasePort = 29583
 // keystore made by keytool (testbed/hms.sh, HMS_SSL=1).
 func startSSL(t *testing.T) *metastore {
 	t.Helper()
-	const key = "3.1-ssl"
-	msMu.Lock()
-	defer msMu.Unlock()
-	if ms, ok := stores[key]; ok {
-		if ms.err != nil {
-			t.Fatalf("SSL HMS 3.1 did not start earlier: %v", ms.err)
-		}
-		return ms
-	}
-	port := sslBasePort
-	if off, err := strconv.Atoi(os.Getenv("HMSPROXY_E2E_PORT_OFFSET")); err == nil {
-		port += off
-	}
-	work, _ := os.MkdirTemp("", "hmsproxy-e2e-3.1-ssl-")
-	ms := &metastore{version: "3.1", addr: fmt.Sprintf("127.0.0.1:%d", port), work: work}
-	stores[key] = ms
-	cmd := exec.Command("bash", filepath.Join(repoRoot(), "testbed", "hms.sh"), "start", "3.1", fmt.Sprint(port), work)
-	cmd.Env = append(os.Environ(), "HMS_SSL=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		ms.err = fmt.Errorf("%v\n%s", err, out)
-		t.Fatalf("start SSL HMS 3.1: %v", ms.err)
-	}
-	return ms
+	return startShared(t, "3.1", "3.1-ssl", sslBasePort-basePort["3.1"], "HMS_SSL=1")
 }
 
 // tlsProxy is an in-process hmsproxy with a TLS listener (a certificate

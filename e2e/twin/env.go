@@ -32,7 +32,8 @@ import (
 type Metastore struct {
 	Version string
 	Addr    string
-	work    string
+	work    string              // "" when started by hand
+	hms     *proctest.Metastore // nil when started by hand
 }
 
 var (
@@ -81,21 +82,13 @@ func StartMetastore(t testing.TB, v string) *Metastore {
 	if member {
 		port += 10
 	}
-	if off, err := strconv.Atoi(os.Getenv("HMSPROXY_E2E_PORT_OFFSET")); err == nil {
-		port += off
-	}
-	work, err := os.MkdirTemp("", "hmsproxy-twin-"+key+"-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ms := &Metastore{Version: v, Addr: fmt.Sprintf("127.0.0.1:%d", port), work: work}
+	port = proctest.PortOffset(port)
 	begin := time.Now()
-	cmd := exec.Command("bash", filepath.Join(repoRoot(), "testbed", "hms.sh"), "start", v, strconv.Itoa(port), work)
-	cmd.Env = append(os.Environ(), "HMS_PROPS="+ServerProps)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		os.RemoveAll(work)
-		t.Fatalf("twin: start HMS %s: %v\n%s", v, err, out)
+	hms, err := proctest.StartMetastore(t, "hmsproxy-twin-"+key, v, port, "HMS_PROPS="+ServerProps)
+	if err != nil {
+		t.Fatalf("twin: %v", err)
 	}
+	ms := &Metastore{Version: v, Addr: hms.Addr, work: hms.Work, hms: hms}
 	stores[key] = ms
 	fmt.Printf("twin: HMS %s started on %s in %v\n", key, ms.Addr, time.Since(begin).Round(100*time.Millisecond))
 	return ms
@@ -106,16 +99,14 @@ func StopAll() {
 	msMu.Lock()
 	defer msMu.Unlock()
 	for v, ms := range stores {
-		if ms.work == "" {
+		if ms.hms == nil {
 			continue
 		}
-		exec.Command("bash", filepath.Join(repoRoot(), "testbed", "hms.sh"), "stop", ms.work).Run()
+		ms.hms.Stop(keepLogs.Load())
 		if keepLogs.Load() {
 			// the metastore's own log explains some differences (a
 			// fallback from direct SQL, a retried write)
 			fmt.Printf("twin: HMS %s's log is %s\n", v, filepath.Join(ms.work, "hms.log"))
-		} else {
-			os.RemoveAll(ms.work)
 		}
 		delete(stores, v)
 	}

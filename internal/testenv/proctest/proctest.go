@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -140,4 +141,55 @@ func (p *Proc) Stop(sig os.Signal, grace time.Duration) (took time.Duration, kil
 	p.Cmd.Process.Kill()
 	<-p.done
 	return time.Since(start), true
+}
+
+// Metastore is a real Hive Metastore of the test bed, run by
+// testbed/hms.sh from the cache it keeps.
+type Metastore struct {
+	Addr string
+	Work string // its work directory: the database, its log
+	root string // the module's, where testbed/ is
+}
+
+// PortOffset moves a test bed port by HMSPROXY_E2E_PORT_OFFSET, which lets
+// two runs share a machine.
+func PortOffset(port int) int {
+	if off, err := strconv.Atoi(os.Getenv("HMSPROXY_E2E_PORT_OFFSET")); err == nil {
+		port += off
+	}
+	return port
+}
+
+// StartMetastore starts metastore version v (2.3, 3.1 or 4.0) on
+// loopback port, in a new work directory whose name holds name, with env
+// added to the script's environment. It takes a minute or so: callers
+// share one start between their tests, and Stop it at the end.
+func StartMetastore(t testing.TB, name, v string, port int, env ...string) (*Metastore, error) {
+	ms := &Metastore{Addr: fmt.Sprintf("127.0.0.1:%d", port), root: module.Root(t)}
+	work, err := os.MkdirTemp("", name+"-")
+	if err != nil {
+		return nil, fmt.Errorf("start HMS %s: %w", v, err)
+	}
+	ms.Work = work
+	cmd := ms.script("start", v, strconv.Itoa(port), work)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		os.RemoveAll(work)
+		return nil, fmt.Errorf("start HMS %s on port %d: %v\n%s", v, port, err, out)
+	}
+	return ms, nil
+}
+
+// Stop stops the metastore and deletes its work directory, unless keep.
+func (ms *Metastore) Stop(keep bool) {
+	ms.script("stop", ms.Work).Run()
+	if !keep {
+		os.RemoveAll(ms.Work)
+	}
+}
+
+func (ms *Metastore) script(args ...string) *exec.Cmd {
+	return exec.Command("bash", append([]string{filepath.Join(ms.root, "testbed", "hms.sh")}, args...)...)
 }

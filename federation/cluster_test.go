@@ -98,24 +98,3 @@ func TestThreeNodesTwoGroups(t *testing.T) {
 		t.Errorf("primary loads after the member's write: %d, want 3 (its entries untouched)", n)
 	}
 }
-
-// A member's cache dropped (its bus lost invalidations) serves none of its
-// entries again, and the primary's stay.
-func TestGroupDropAll(t *testing.T) {
-	b := newBed(t, bedOptions{cached: true})
-	c := proxytest.Dial(t, b.addr, wire.Buffered)
-	get := func() {
-		proxytest.Call(t, c, "get_database", hmsclient.Args("lake"))
-		proxytest.Call(t, c, "get_database", hmsclient.Args("demo_db0"))
-		b.store.Wait()
-	}
-	get()
-	b.srv.FederatedCache(1).DropAll("test")
-	get()
-	if n := b.f.CallCount("get_database"); n != 2 {
-		t.Errorf("member loads: %d, want 2 (its entry dropped)", n)
-	}
-	if n := b.p.CallCount("get_database"); n != 1 {
-		t.Errorf("primary loads: %d, want 1 (its entry kept)", n)
-	}
-}

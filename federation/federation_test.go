@@ -333,30 +333,47 @@ func TestSlowMemberDoesNotDelayPrimary(t *testing.T) {
 	}
 }
 
-// Each group has its own cache scope: a flush of everything of one
-// group (an unknown method's answer) leaves the other's entries.
+// Each group has its own cache scope: one group's cache dropped whole
+// serves none of its entries again and leaves the other's, whether a
+// member's bus lost invalidations or an unknown method's answer flushed
+// the primary's group.
 func TestCacheScopePerGroup(t *testing.T) {
-	b := newBed(t, bedOptions{cached: true})
-	c := proxytest.Dial(t, b.addr, wire.Buffered)
-	get := func() {
-		proxytest.Call(t, c, "get_database", hmsclient.Args("lake"))
-		proxytest.Call(t, c, "get_database", hmsclient.Args("demo_db0"))
-	}
-	get()
-	b.store.Wait() // admissions done
-	get()
-	if b.p.CallCount("get_database") != 1 || b.f.CallCount("get_database") != 1 {
-		t.Fatalf("second reads not served from the cache: primary %d, lake %d", b.p.CallCount("get_database"), b.f.CallCount("get_database"))
-	}
-	// An unknown method goes to the primary and flushes all of its group.
-	proxytest.Call(t, c, "some_future_write", hmsclient.Args())
-	get()
-	b.store.Wait()
-	if n := b.p.CallCount("get_database"); n != 2 {
-		t.Errorf("primary's entry survived its group's flush: %d loads, want 2", n)
-	}
-	if n := b.f.CallCount("get_database"); n != 1 {
-		t.Errorf("lake's entry dropped by the primary's flush: %d loads, want 1", n)
+	for _, tc := range []struct {
+		name   string
+		drop   func(t *testing.T, b *bed, c *hmsclient.Client)
+		member bool // the member's cache is the one dropped, not the primary's
+	}{
+		{"member's bus lost invalidations", func(_ *testing.T, b *bed, _ *hmsclient.Client) { b.srv.FederatedCache(1).DropAll("test") }, true},
+		{"unknown method on the primary", func(t *testing.T, _ *bed, c *hmsclient.Client) {
+			proxytest.Call(t, c, "some_future_write", hmsclient.Args())
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBed(t, bedOptions{cached: true})
+			c := proxytest.Dial(t, b.addr, wire.Buffered)
+			get := func() {
+				proxytest.Call(t, c, "get_database", hmsclient.Args("lake"))
+				proxytest.Call(t, c, "get_database", hmsclient.Args("demo_db0"))
+				b.store.Wait() // admissions done
+			}
+			get()
+			get()
+			if b.p.CallCount("get_database") != 1 || b.f.CallCount("get_database") != 1 {
+				t.Fatalf("second reads not served from the cache: primary %d, lake %d", b.p.CallCount("get_database"), b.f.CallCount("get_database"))
+			}
+			tc.drop(t, b, c)
+			get()
+			wantPrimary, wantMember := 2, 1
+			if tc.member {
+				wantPrimary, wantMember = 1, 2
+			}
+			if n := b.p.CallCount("get_database"); n != wantPrimary {
+				t.Errorf("primary loads: %d, want %d", n, wantPrimary)
+			}
+			if n := b.f.CallCount("get_database"); n != wantMember {
+				t.Errorf("member loads: %d, want %d", n, wantMember)
+			}
+		})
 	}
 }
 

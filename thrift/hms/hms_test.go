@@ -262,36 +262,36 @@ func TestInvariants(t *testing.T) {
 
 func checkEffect(t *testing.T, i int, e Effect) {
 	t.Helper()
-	need := func(what string, p Path) {
-		if p == nil {
-			t.Errorf("effect %d (%v): no %s path", i, e.Scope, what)
-		}
+	// Per scope, which of the Cat, DB, Table and Part paths an effect
+	// must have (need), must not have (none) or may have (may).
+	const (
+		may = iota
+		need
+		none
+	)
+	rules := map[Scope][4]int{
+		ScopeCatalog:   {need, none, none, none},
+		ScopeDatabase:  {may, need, none, none},
+		ScopeTable:     {may, need, need, none},
+		ScopeFunction:  {may, need, need, none},
+		ScopePartition: {may, need, need, may},
 	}
-	none := func(what string, p Path) {
-		if p != nil {
-			t.Errorf("effect %d (%v): unexpected %s path %v", i, e.Scope, what, p)
+	paths, names := [4]Path{e.Cat, e.DB, e.Table, e.Part}, [4]string{"Cat", "DB", "Table", "Part"}
+	switch rule, ok := rules[e.Scope]; {
+	case ok:
+		for j, r := range rule {
+			if r == need && paths[j] == nil {
+				t.Errorf("effect %d (%v): no %s path", i, e.Scope, names[j])
+			}
+			if r == none && paths[j] != nil {
+				t.Errorf("effect %d (%v): unexpected %s path %v", i, e.Scope, names[j], paths[j])
+			}
 		}
-	}
-	switch e.Scope {
-	case ScopeCatalog:
-		need("Cat", e.Cat)
-		none("DB", e.DB)
-		none("Table", e.Table)
-		none("Part", e.Part)
-	case ScopeDatabase:
-		need("DB", e.DB)
-		none("Table", e.Table)
-		none("Part", e.Part)
-	case ScopeTable, ScopeFunction:
-		need("DB", e.DB)
-		need("Table", e.Table)
-		none("Part", e.Part)
-	case ScopePartition:
-		need("DB", e.DB)
-		need("Table", e.Table)
-	case ScopeTxn, ScopeAll:
+	case e.Scope == ScopeTxn || e.Scope == ScopeAll:
 		for _, p := range []Path{e.Cat, e.DB, e.Table, e.Part, e.NewDB, e.NewTable} {
-			none("any", p)
+			if p != nil {
+				t.Errorf("effect %d (%v): unexpected path %v", i, e.Scope, p)
+			}
 		}
 	default:
 		t.Errorf("effect %d: scope %v", i, e.Scope)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 	"github.com/hmsproxy/hmsproxy/upstream"
 )
@@ -68,11 +69,7 @@ func run(uri string, framed bool, user string, timeout time.Duration, args []str
 	}
 	defer c.Close()
 	if user != "" {
-		var e wire.Encoder
-		e.StringField(1, user)
-		e.StringListField(2, nil)
-		e.Stop()
-		if _, err := c.Call(ctx, "set_ugi", e.B); err != nil {
+		if _, err := c.Call(ctx, "set_ugi", hmsreq.Args(hmsreq.Str(1, user), hmsreq.Strings(2))); err != nil {
 			return err
 		}
 	}
@@ -121,17 +118,11 @@ func request(args []string) (string, []byte, error) {
 		if err := need(2); err != nil {
 			return "", nil, err
 		}
-		var e wire.Encoder
-		e.StringField(1, args[1])
-		e.StringField(2, args[2])
 		max := int16(-1)
 		if len(args) > 3 {
 			fmt.Sscan(args[3], &max)
 		}
-		e.FieldBegin(wire.TI16, 3)
-		e.I16(max)
-		e.Stop()
-		return "get_partition_names", e.B, nil
+		return "get_partition_names", hmsreq.Args(hmsreq.Str(1, args[1]), hmsreq.Str(2, args[2]), hmsreq.I16(3, max)), nil
 	case "call":
 		if err := need(1); err != nil {
 			return "", nil, err

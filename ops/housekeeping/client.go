@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/ops/worker"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
@@ -221,6 +222,14 @@ func call(ctx context.Context, c Caller, method string, args []byte) (d *wire.De
 		})
 	}
 	return nil, 0, ce
+}
+
+// leaderPoll is the task of a periodic look at the metastore's own state
+// (its transactions, its compactions): one node, the leader, does it for
+// the fleet; runs spread by a tenth of the period, and each is bounded by
+// the period so that a hung call cannot stack runs.
+func leaderPoll(name string, every time.Duration, run func(context.Context) error) worker.Task {
+	return worker.Task{Name: name, Every: every, Jitter: 0.1, Timeout: every, Scope: worker.LeaderOnly, Run: run}
 }
 
 // stringList reads a list<string> value.

@@ -60,8 +60,7 @@ func NewCompactions(cfg CompactionsConfig) (*Compactions, error) {
 
 // Task polls show_compact on the leader only.
 func (c *Compactions) Task() worker.Task {
-	return worker.Task{Name: "compactions", Every: c.cfg.Every, Jitter: 0.1, Timeout: c.cfg.Every,
-		Scope: worker.LeaderOnly, Run: c.run}
+	return leaderPoll("compactions", c.cfg.Every, c.run)
 }
 
 // Counts returns the last counts (ByState is a copy); false before the

@@ -145,8 +145,7 @@ func NewOpenTxns(cfg OpenTxnsConfig) (*OpenTxns, error) {
 // Task polls the metastore; by default on the leader only (the counts are
 // the metastore's, not the node's).
 func (o *OpenTxns) Task() worker.Task {
-	return worker.Task{Name: "open-txns", Every: o.cfg.Every, Jitter: 0.1, Timeout: o.cfg.Every,
-		Scope: worker.LeaderOnly, Run: o.run}
+	return leaderPoll("open-txns", o.cfg.Every, o.run)
 }
 
 // Counts returns the last counts; false before the first success.
@@ -257,8 +256,7 @@ func NewReaper(cfg ReaperConfig) (*Reaper, error) {
 
 // Task runs the reaper on the leader only.
 func (r *Reaper) Task() worker.Task {
-	return worker.Task{Name: "stale-txn-reaper", Every: r.cfg.Every, Jitter: 0.1, Timeout: r.cfg.Every,
-		Scope: worker.LeaderOnly, Run: r.run}
+	return leaderPoll("stale-txn-reaper", r.cfg.Every, r.run)
 }
 
 // Stats returns the counters.

@@ -114,12 +114,11 @@ func hLock(c *conn, a *tval, e *wire.Encoder) error {
 
 // check_lock(CheckLockRequest{1 lockid}) -> LockResponse
 func hCheckLock(c *conn, a *tval, e *wire.Encoder) error {
-	id := a.sub(1).integer(1, 0)
 	st, unlock := c.s.lockedTxnState()
 	defer unlock()
-	l := st.locks[id]
-	if l == nil {
-		return &hmsError{exNoSuchLock, "No such lock lockid:" + strconv.FormatInt(id, 10)}
+	l, err := st.namedLock(a)
+	if err != nil {
+		return err
 	}
 	if l.state == lockWaiting && !st.blocked(l) {
 		l.state = lockAcquired
@@ -129,18 +128,28 @@ func hCheckLock(c *conn, a *tval, e *wire.Encoder) error {
 
 // unlock(UnlockRequest{1 lockid})
 func hUnlock(c *conn, a *tval, e *wire.Encoder) error {
-	id := a.sub(1).integer(1, 0)
 	st, unlock := c.s.lockedTxnState()
 	defer unlock()
-	l := st.locks[id]
-	switch {
-	case l == nil:
-		return &hmsError{exNoSuchLock, "No such lock lockid:" + strconv.FormatInt(id, 10)}
-	case l.txn > 0:
+	l, err := st.namedLock(a)
+	if err != nil {
+		return err
+	}
+	if l.txn > 0 {
 		return &hmsError{exTxnOpen, "Unlocking locks associated with transaction not permitted. " + txnName(l.txn)}
 	}
-	delete(st.locks, id)
+	delete(st.locks, l.id)
 	return nil
+}
+
+// namedLock is the lock that the lockid of a CheckLockRequest or
+// UnlockRequest (arg 1) names, or the metastore's NoSuchLockException.
+// st.mu is held.
+func (st *txnState) namedLock(a *tval) (*demoLock, error) {
+	id := a.sub(1).integer(1, 0)
+	if l := st.locks[id]; l != nil {
+		return l, nil
+	}
+	return nil, &hmsError{exNoSuchLock, "No such lock lockid:" + strconv.FormatInt(id, 10)}
 }
 
 // show_locks(ShowLocksRequest) -> ShowLocksResponse{1 list<ShowLocksResponseElement>}

@@ -52,12 +52,16 @@ func Strings(id int16, vs ...string) Field {
 
 // I64s is a list<i64> field.
 func I64s(id int16, vs ...int64) Field {
-	return func(e *wire.Encoder) {
-		e.FieldBegin(wire.TList, id)
-		e.ListBegin(wire.TI64, len(vs))
-		for _, v := range vs {
-			e.I64(v)
-		}
+	return func(e *wire.Encoder) { appendList(e, id, wire.TI64, vs, (*wire.Encoder).I64) }
+}
+
+// appendList writes vs as list field id of elements of type et, each
+// written by put.
+func appendList[T any](e *wire.Encoder, id int16, et byte, vs []T, put func(*wire.Encoder, T)) {
+	e.FieldBegin(wire.TList, id)
+	e.ListBegin(et, len(vs))
+	for _, v := range vs {
+		put(e, v)
 	}
 }
 
@@ -102,11 +106,9 @@ func Nested(id int16, depth int) Field {
 // StructList is a list<struct> field with one struct per element of elems.
 func StructList(id int16, elems ...[]Field) Field {
 	return func(e *wire.Encoder) {
-		e.FieldBegin(wire.TList, id)
-		e.ListBegin(wire.TStruct, len(elems))
-		for _, fs := range elems {
+		appendList(e, id, wire.TStruct, elems, func(e *wire.Encoder, fs []Field) {
 			appendFields(e, fs)
 			e.Stop()
-		}
+		})
 	}
 }

@@ -10,14 +10,12 @@ import "github.com/hmsproxy/hmsproxy/thrift/wire"
 type Column struct{ Name, Type, Comment string }
 
 func appendColumns(e *wire.Encoder, id int16, cols []Column) {
-	e.FieldBegin(wire.TList, id)
-	e.ListBegin(wire.TStruct, len(cols))
-	for _, c := range cols {
+	appendList(e, id, wire.TStruct, cols, func(e *wire.Encoder, c Column) {
 		e.StringField(1, c.Name)
 		e.StringField(2, c.Type)
 		e.StringField(3, c.Comment)
 		e.Stop()
-	}
+	})
 }
 
 // SerDeInfo names a table's serializer.
@@ -39,26 +37,22 @@ type StorageDescriptor struct {
 // TextSD is a text-format StorageDescriptor with LazySimpleSerDe, Hive's
 // default for a new table.
 func TextSD(location string, cols ...Column) StorageDescriptor {
-	return StorageDescriptor{
-		Cols:         cols,
-		Location:     location,
-		InputFormat:  "org.apache.hadoop.mapred.TextInputFormat",
-		OutputFormat: "org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat",
-		SerDe: SerDeInfo{Lib: "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe",
-			Params: map[string]string{"serialization.format": "1"}},
-	}
+	return formatSD(location, cols, "org.apache.hadoop.mapred.TextInputFormat",
+		"org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat", "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe")
 }
 
 // ORCSD is an ORC StorageDescriptor.
 func ORCSD(location string, cols ...Column) StorageDescriptor {
-	return StorageDescriptor{
-		Cols:         cols,
-		Location:     location,
-		InputFormat:  "org.apache.hadoop.hive.ql.io.orc.OrcInputFormat",
-		OutputFormat: "org.apache.hadoop.hive.ql.io.orc.OrcOutputFormat",
-		SerDe: SerDeInfo{Lib: "org.apache.hadoop.hive.ql.io.orc.OrcSerde",
-			Params: map[string]string{"serialization.format": "1"}},
-	}
+	return formatSD(location, cols, "org.apache.hadoop.hive.ql.io.orc.OrcInputFormat",
+		"org.apache.hadoop.hive.ql.io.orc.OrcOutputFormat", "org.apache.hadoop.hive.ql.io.orc.OrcSerde")
+}
+
+// formatSD is a StorageDescriptor of one file format: its input and
+// output format classes and its SerDe, which Hive gives
+// serialization.format 1.
+func formatSD(location string, cols []Column, input, output, serde string) StorageDescriptor {
+	return StorageDescriptor{Cols: cols, Location: location, InputFormat: input, OutputFormat: output,
+		SerDe: SerDeInfo{Lib: serde, Params: map[string]string{"serialization.format": "1"}}}
 }
 
 // Append writes sd as struct field id.
@@ -185,10 +179,6 @@ func (p Partition) Field(id int16) Field { return func(e *wire.Encoder) { p.Appe
 // Partitions is a list<Partition> field, as add_partitions takes.
 func Partitions(id int16, ps ...Partition) Field {
 	return func(e *wire.Encoder) {
-		e.FieldBegin(wire.TList, id)
-		e.ListBegin(wire.TStruct, len(ps))
-		for _, p := range ps {
-			p.appendBody(e)
-		}
+		appendList(e, id, wire.TStruct, ps, func(e *wire.Encoder, p Partition) { p.appendBody(e) })
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/coherence/eventlog"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
@@ -580,36 +581,13 @@ func evcovCurrentID(t *testing.T, c *hmsclient.Client) int64 {
 func evcovEventsAfter(t *testing.T, c *hmsclient.Client, after int64) []evcovEvent {
 	t.Helper()
 	reply := call(t, c, "get_next_notification", hmsreq.Req(hmsreq.I64(1, after), hmsreq.I32(2, 1000)))
-	d := evcovSuccess(t, "get_next_notification", reply)
-	var evs []evcovEvent
-	d.Fields(func(fid int16, typ byte) bool {
-		if fid != 1 || typ != wire.TList {
-			return false
-		}
-		_, n := d.ListBegin()
-		for i := 0; i < n && d.Err() == nil; i++ {
-			var ev evcovEvent
-			d.Fields(func(fid int16, typ byte) bool {
-				switch {
-				case fid == 1 && typ == wire.TI64:
-					ev.id = d.I64()
-				case typ != wire.TString:
-					return false
-				case fid == 3:
-					ev.typ = d.String()
-				case fid == 4:
-					ev.db = d.String()
-				default:
-					return false
-				}
-				return true
-			})
-			evs = append(evs, ev)
-		}
-		return true
-	})
-	if d.Err() != nil {
-		t.Fatalf("get_next_notification: %v", d.Err())
+	read, err := eventlog.ReadEvents(evcovSuccess(t, "get_next_notification", reply))
+	if err != nil {
+		t.Fatalf("get_next_notification: %v", err)
+	}
+	evs := make([]evcovEvent, 0, len(read))
+	for _, ev := range read {
+		evs = append(evs, evcovEvent{id: ev.ID, typ: ev.Type, db: ev.DB})
 	}
 	return evs
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
@@ -264,13 +265,7 @@ func currentID(ctx context.Context, c Caller) (int64, error) {
 // next asks for events after cursor, without a server-side skip list: a
 // filtered reply has natural gaps, and gaps must mean lost events.
 func (p *Poller) next(ctx context.Context, cursor int64) ([]Event, error) {
-	var e wire.Encoder
-	e.FieldBegin(wire.TStruct, 1)
-	e.I64Field(1, cursor)
-	e.I32Field(2, p.cfg.Batch)
-	e.Stop()
-	e.Stop()
-	m, err := p.cfg.Caller.Call(ctx, "get_next_notification", e.B)
+	m, err := p.cfg.Caller.Call(ctx, "get_next_notification", hmsreq.Req(hmsreq.I64(1, cursor), hmsreq.I32(2, p.cfg.Batch)))
 	if err != nil {
 		return nil, fmt.Errorf("eventlog: get_next_notification: %w", err)
 	}
@@ -278,6 +273,12 @@ func (p *Poller) next(ctx context.Context, cursor int64) ([]Event, error) {
 	if err != nil {
 		return nil, fmt.Errorf("eventlog: get_next_notification: %w", err)
 	}
+	return ReadEvents(d)
+}
+
+// ReadEvents reads the events of the NotificationEventResponse struct at
+// d's position, which get_next_notification answers with.
+func ReadEvents(d *wire.Decoder) ([]Event, error) {
 	var events []Event
 	d.Fields(func(fid int16, typ byte) bool {
 		if fid != 1 || typ != wire.TList {

@@ -290,12 +290,7 @@ func dropDefaultCatalog(meth *hms.Method, m wire.Message) (wire.Message, bool) {
 	if meth.Name != "get_databases" && meth.Name != "get_table_meta" {
 		return m, false
 	}
-	args := m.Body()
-	pat, ok := "", false
-	hms.Walk(args, hms.Path{1}, func(typ byte, v []byte) bool {
-		pat, ok = string(v), typ == wire.TString
-		return true
-	})
+	pat, ok := patternArg(m)
 	const prefix = "@hive#"
 	if !ok || len(pat) < len(prefix) || !strings.EqualFold(pat[:len(prefix)], prefix) {
 		return m, false
@@ -304,15 +299,7 @@ func dropDefaultCatalog(meth *hms.Method, m wire.Message) (wire.Message, bool) {
 	if pat == "" {
 		pat = "*"
 	}
-	var e wire.Encoder
-	e.B = append(e.B, m.Header()...)
-	e.StringField(1, pat)
-	e.B = hms.DropField(e.B, args, hms.Path{1})
-	nm, err := wire.Parse(e.B, wire.Limits{MaxMessage: len(e.B)})
-	if err != nil {
-		return m, false
-	}
-	return nm, true
+	return withPattern(m, pat)
 }
 
 // prefixedPattern maps a listing's database pattern (get_databases,
@@ -324,12 +311,7 @@ func prefixedPattern(g *group, meth *hms.Method, m wire.Message) (wire.Message, 
 	if meth.Name != "get_databases" && meth.Name != "get_table_meta" {
 		return m, true
 	}
-	args := m.Body()
-	pat, ok := "", false
-	hms.Walk(args, hms.Path{1}, func(typ byte, v []byte) bool {
-		pat, ok = string(v), typ == wire.TString
-		return true
-	})
+	pat, ok := patternArg(m)
 	if !ok || strings.HasPrefix(pat, "@") {
 		return m, true // another catalog's: the group answers as it can
 	}
@@ -348,10 +330,26 @@ func prefixedPattern(g *group, meth *hms.Method, m wire.Message) (wire.Message, 
 	if len(keep) == 0 {
 		return m, false
 	}
+	return withPattern(m, strings.Join(keep, "|"))
+}
+
+// patternArg is the database pattern of a listing (get_databases,
+// get_table_meta): its string arg 1.
+func patternArg(m wire.Message) (pat string, ok bool) {
+	hms.Walk(m.Body(), hms.Path{1}, func(typ byte, v []byte) bool {
+		pat, ok = string(v), typ == wire.TString
+		return true
+	})
+	return pat, ok
+}
+
+// withPattern is m with its pattern arg replaced by pat; false, with m,
+// when the message cannot be rebuilt.
+func withPattern(m wire.Message, pat string) (wire.Message, bool) {
 	var e wire.Encoder
 	e.B = append(e.B, m.Header()...)
-	e.StringField(1, strings.Join(keep, "|"))
-	e.B = hms.DropField(e.B, args, hms.Path{1})
+	e.StringField(1, pat)
+	e.B = hms.DropField(e.B, m.Body(), hms.Path{1})
 	nm, err := wire.Parse(e.B, wire.Limits{MaxMessage: len(e.B)})
 	if err != nil {
 		return m, false

@@ -274,12 +274,7 @@ func metaException(method, msg string) []byte {
 	if f <= 0 {
 		f = 1
 	}
-	e := wire.Encoder{}
-	e.FieldBegin(wire.TStruct, f)
-	e.StringField(1, msg)
-	e.Stop()
-	e.Stop()
-	return e.B
+	return hms.AppendMetaException(nil, f, msg)
 }
 
 // dropDefaultCatalog rewrites a listing whose database pattern (field 1 of

@@ -758,13 +758,8 @@ func (c *clientConn) readFailed(err error, log *slog.Logger) {
 func (c *clientConn) refuse(meth *hms.Method, m wire.Message, msg string) error {
 	if meth != nil {
 		if f := hms.MetaExceptionField(meth.Name); f > 0 {
-			e := wire.Encoder{B: c.scratch[:0]}
-			e.FieldBegin(wire.TStruct, f)
-			e.StringField(1, msg)
-			e.Stop()
-			e.Stop()
-			c.scratch = e.B
-			return c.replyWith(m, wire.Reply, e.B)
+			c.scratch = hms.AppendMetaException(c.scratch[:0], f, msg)
+			return c.replyWith(m, wire.Reply, c.scratch)
 		}
 	}
 	c.appError(string(m.Name()), m.SeqID, wire.ExInternalError, msg)

@@ -1,11 +1,24 @@
 package hms
 
+import "github.com/hmsproxy/hmsproxy/thrift/wire"
+
 // MetaExceptionField is the result-struct field at which method declares
 // MetaException, the same in Hive 2.3, 3.1 and 4.0, or 0 when some
 // version declares none (or the method is unknown). The proxy answers
 // with a MetaException there when it refuses a call itself (a rate
 // limit), which every client surfaces with its message.
 func MetaExceptionField(method string) int16 { return metaExceptionField[method] }
+
+// AppendMetaException appends a result body that throws a MetaException
+// with message msg at result field f (MetaExceptionField).
+func AppendMetaException(dst []byte, f int16, msg string) []byte {
+	e := wire.Encoder{B: dst}
+	e.FieldBegin(wire.TStruct, f)
+	e.StringField(1, msg)
+	e.Stop()
+	e.Stop()
+	return e.B
+}
 
 // metaExceptionField was read from the generated ThriftHiveMetastore
 // *_result classes of hive-metastore 2.3.9 and hive-standalone-metastore

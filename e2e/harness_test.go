@@ -121,9 +121,8 @@ func stopAll() {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := proctest.Run(m)
 	stopAll()
-	proctest.RemoveBuilt()
 	os.Exit(code)
 }
 

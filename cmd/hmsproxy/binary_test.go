@@ -28,9 +28,7 @@ import (
 
 // TestMain removes the binary the tests built and ran.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	proctest.RemoveBuilt()
-	os.Exit(code)
+	os.Exit(proctest.Run(m))
 }
 
 // proc is a running hmsproxy binary.

@@ -71,9 +71,7 @@ func TestMain(m *testing.M) {
 	case "hostile":
 		os.Exit(runHostile())
 	}
-	code := m.Run()
-	proctest.RemoveBuilt()
-	os.Exit(code)
+	os.Exit(proctest.Run(m))
 }
 
 type settings struct {

@@ -40,9 +40,7 @@ var waitFor = proxytest.Eventually
 
 // TestMain removes the hmsproxy binary the test built.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	proctest.RemoveBuilt()
-	os.Exit(code)
+	os.Exit(proctest.Run(m))
 }
 
 // TestFleetBehindHAProxy: clients that retry as the Java metastore

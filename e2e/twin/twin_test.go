@@ -10,9 +10,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := proctest.Run(m)
 	twin.StopAll()
-	proctest.RemoveBuilt()
 	os.Exit(code)
 }
 

@@ -26,8 +26,8 @@ var (
 
 // Hmsproxy is ./cmd/hmsproxy of the module the test runs in, built once
 // per test process ($GO, when set, is the go command) into a directory of
-// its own. RemoveBuilt deletes it; a package whose tests call Hmsproxy
-// calls RemoveBuilt from its TestMain.
+// its own, which Run deletes: a package whose tests call Hmsproxy runs
+// them through Run from its TestMain.
 func Hmsproxy(t testing.TB) string {
 	t.Helper()
 	root := module.Root(t)
@@ -58,9 +58,14 @@ func build(root string) error {
 	return nil
 }
 
-// RemoveBuilt deletes what Hmsproxy built, if anything; a later Hmsproxy
-// builds again.
-func RemoveBuilt() {
+// Run runs the tests of m, then deletes what Hmsproxy built for them; it
+// returns m.Run's exit code.
+func Run(m *testing.M) int {
+	defer removeBuilt()
+	return m.Run()
+}
+
+func removeBuilt() {
 	buildMu.Lock()
 	defer buildMu.Unlock()
 	if built != "" {

@@ -28,7 +28,7 @@ import (
 func TestPublishSettledBySilence(t *testing.T) {
 	r := redistest.Start(t)
 	relay := redistest.NewRelay(t, r.Addr)
-	cfg := Config{Client: r.Client(), Group: "silence", Heartbeat: 50 * time.Millisecond, HeartbeatTimeout: time.Second, PeerGone: time.Hour}
+	cfg := silenceConfig(r.Client(), "silence")
 	a := run(t, cfg, nil)
 	cfg.Client = relay.Client()
 	run(t, cfg, nil)

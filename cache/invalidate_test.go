@@ -193,6 +193,12 @@ func TestWriteEntities(t *testing.T) {
 		{"add_partitions", "add_partitions",
 			hmsreq.Args(hmsreq.StructList(1, part("1", "DB0", "t1"), part("2", "db0", "T1"))),
 			[]Entity{{Level: LevelPartitions, Cat: "hive", DB: "db0", Table: "t1", Added: true}}},
+		// A list naming several databases (the metastore refuses it, but
+		// the write may have begun): everything, not db1's table as
+		// db0's.
+		{"add_partitions of two databases", "add_partitions",
+			hmsreq.Args(hmsreq.StructList(1, part("1", "db0", "t1"), part("2", "db1", "t1"))),
+			[]Entity{{Level: LevelAll}}},
 		{"append_partition", "append_partition", hmsreq.Args(hmsreq.Str(1, "db0"), hmsreq.Str(2, "t1"), hmsreq.Strings(3, "1")),
 			[]Entity{{Level: LevelPartitions, Cat: "hive", DB: "db0", Table: "t1", Added: true}}},
 		{"drop_partition", "drop_partition", hmsreq.Args(hmsreq.Str(1, "db0"), hmsreq.Str(2, "t1"), hmsreq.Strings(3, "1")),
@@ -226,6 +232,17 @@ func TestWriteEntities(t *testing.T) {
 			hmsreq.Args(hmsreq.Struct(1, hmsreq.Struct(1, hmsreq.Str(1, "t1"), hmsreq.Str(2, "db0")),
 				hmsreq.StructList(8, []hmsreq.Field{hmsreq.Str(2, "db1"), hmsreq.Str(3, "other"), hmsreq.Str(4, "id")}))),
 			[]Entity{{Level: LevelTable, Cat: "hive", DB: "db0", Table: "t1"}, {Level: LevelTable, Cat: "hive", DB: "db1", Table: "other"}}},
+		{"create_table_with_constraints, keys of tables in two databases", "create_table_with_constraints",
+			hmsreq.Args(hmsreq.Struct(1, hmsreq.Str(1, "t1"), hmsreq.Str(2, "db0")),
+				hmsreq.StructList(2, []hmsreq.Field{hmsreq.Str(1, "db1"), hmsreq.Str(2, "other"), hmsreq.Str(3, "id")},
+					[]hmsreq.Field{hmsreq.Str(1, "db2"), hmsreq.Str(2, "third"), hmsreq.Str(3, "id")})),
+			[]Entity{{Level: LevelTable, Cat: "hive", DB: "db0", Table: "t1"}, {Level: LevelAll}}},
+		{"create_table_with_constraints, keys of two tables of one database", "create_table_with_constraints",
+			hmsreq.Args(hmsreq.Struct(1, hmsreq.Str(1, "t1"), hmsreq.Str(2, "db0")),
+				hmsreq.StructList(2, []hmsreq.Field{hmsreq.Str(1, "db1"), hmsreq.Str(2, "other"), hmsreq.Str(3, "id")},
+					[]hmsreq.Field{hmsreq.Str(1, "DB1 "), hmsreq.Str(2, "third"), hmsreq.Str(3, "id")})),
+			[]Entity{{Level: LevelTable, Cat: "hive", DB: "db0", Table: "t1"}, {Level: LevelTable, Cat: "hive", DB: "db1", Table: "other"},
+				{Level: LevelTable, Cat: "hive", DB: "db1", Table: "third"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package cache
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
@@ -65,41 +66,80 @@ func splitCatDB(v []byte) (cat []byte, db []byte, null bool) {
 	return cat, db, false
 }
 
+// ErrMixedNames: a write's list names objects of more than one database
+// (or catalog) at a path where ExtractNames reads one. Its writer widens
+// what it invalidates to everything rather than pair each table with a
+// database it is not in.
+var ErrMixedNames = errors.New("cache: a list names more than one database")
+
 // ExtractNames reads the names at e's paths in args. defaultCat fills in
-// a missing catalog, as the server does.
+// a missing catalog, as the server does. A path through a list (Each)
+// gives one catalog and database for all its elements, so elements
+// naming different ones give ErrMixedNames: the metastore refuses most
+// such lists (add_partitions takes one table), but not all (the foreign
+// keys of a create may reference tables of several databases).
 func ExtractNames(e *hms.Effect, args []byte, defaultCat string) (Names, error) {
 	n := Names{Cat: defaultCat}
+	mixed := false
+	catSeen := false
 	if e.Cat != nil {
+		var first []byte
 		if err := hms.Walk(args, e.Cat, func(typ byte, v []byte) bool {
-			if typ == wire.TString {
-				n.Cat = hms.Normalize(v)
+			if typ == wire.TString && !(catSeen && bytes.Equal(v, first)) {
+				first = v
+				c := hms.Normalize(v)
+				if catSeen && c != n.Cat {
+					mixed = true
+					return false
+				}
+				n.Cat, catSeen = c, true
 			}
-			return false
+			return true
 		}); err != nil {
 			return n, err
 		}
 	}
 	if e.DB != nil {
+		dbSeen := false
+		var first []byte // the first element's name as sent: most lists repeat it
+		base := n.Cat    // an element's catalog unless its name carries one
 		if err := hms.Walk(args, e.DB, func(typ byte, v []byte) bool {
-			if typ != wire.TString {
+			if typ != wire.TString || (dbSeen && bytes.Equal(v, first)) {
 				return true
 			}
+			if !dbSeen {
+				first = v
+			}
+			cat, prefixed := base, false
 			if e.DBInName {
-				cat, db, null := splitCatDB(v)
-				if cat != nil {
-					n.Cat = hms.Normalize(cat)
-					n.Prefixed = true
+				c, db, null := splitCatDB(v)
+				if c != nil {
+					cat, prefixed = hms.Normalize(c), true
 				}
 				if null {
+					// No database: the catalog alone is named (widened
+					// by the caller).
+					if !dbSeen {
+						n.Cat, n.Prefixed = cat, prefixed
+					}
 					return false
 				}
 				v = db
 			}
-			n.DB, n.HasDB = normDB(e.Scope, v), true
-			return false
+			db := normDB(e.Scope, v)
+			if dbSeen && (db != n.DB || cat != n.Cat) {
+				mixed = true
+				return false
+			}
+			n.Cat, n.DB, n.HasDB, dbSeen = cat, db, true, true
+			n.Prefixed = n.Prefixed || prefixed
+			return true
 		}); err != nil {
 			return n, err
 		}
+	}
+	if mixed {
+		return n, ErrMixedNames
 	}
 	if e.Table != nil {
 		if err := hms.Walk(args, e.Table, func(typ byte, v []byte) bool {

@@ -13,6 +13,30 @@ import (
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
+// prunedDemo is the demo metastore of the pruning benchmarks, with one
+// table of size partitions (24 hours a day), and dayArgs the arguments
+// of a planner's filter over day i of it (days wrap around).
+func prunedDemo(b *testing.B, size int) (addr string, dayArgs func(i int) []byte) {
+	d := demohms.New(demohms.Config{})
+	d.Seed(1, 1, size)
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	go d.Serve(ln)
+	b.Cleanup(func() { d.Close() })
+	days := size / 24
+	return ln.Addr().String(), func(i int) []byte {
+		day := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, i%days)
+		return filterArgs("get_partitions_by_filter", fmt.Sprintf("ds = '%s' and (hr) in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)", day.Format("2006-01-02")), -1)
+	}
+}
+
+// countLocal fails b unless every one of its b.N calls was pruned
+// locally: srv's count after the run, less local0 taken before it.
+func countLocal(b *testing.B, srv *Server, local0 uint64) {
+	if n := srv.PruneStats().Local.Load() - local0; n != uint64(b.N) {
+		b.Fatalf("%d of %d calls answered locally", n, b.N)
+	}
+}
+
 // BenchmarkPrunedFilter: get_partitions_by_filter answered by local
 // pruning, side by side with a loopback echo server returning the same
 // reply bytes (issue 24's goal: at most 1.5x at p50), for tables of 1,000
@@ -23,20 +47,11 @@ import (
 func BenchmarkPrunedFilter(b *testing.B) {
 	for _, size := range []int{1000, 10000} {
 		b.Run(fmt.Sprint(size), func(b *testing.B) {
-			d := demohms.New(demohms.Config{})
-			d.Seed(1, 1, size)
-			ln, _ := net.Listen("tcp", "127.0.0.1:0")
-			go d.Serve(ln)
-			b.Cleanup(func() { d.Close() })
-			addr := ln.Addr().String()
+			addr, argsOf := prunedDemo(b, size)
+			days := size / 24
 			caching := newCaching(b, nil)
 			srv, paddr := startProxy(b, proxyOpts{cache: caching, clientTransport: wire.Framed}, addr)
 			direct, proxied := dial(b, addr, wire.Buffered), dialRaw(b, paddr)
-			days := size / 24
-			argsOf := func(i int) []byte {
-				day := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, i%days)
-				return filterArgs("get_partitions_by_filter", fmt.Sprintf("ds = '%s' and (hr) in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)", day.Format("2006-01-02")), -1)
-			}
 			callRaw(b, proxied, "get_partitions_by_filter", filterArgs("get_partitions_by_filter", "hr != -1", -1)) // warm
 			caching.Store.Wait()
 			for i := 0; i < 3; i++ {
@@ -55,9 +70,7 @@ func BenchmarkPrunedFilter(b *testing.B) {
 			b.ResetTimer()
 			lp, le := timeRaw(b, b.N, proxied, echo, "get_partitions_by_filter", func(i int) []byte { return args[i%len(args)] })
 			b.StopTimer()
-			if n := srv.PruneStats().Local.Load() - local0; n != uint64(b.N) {
-				b.Fatalf("%d of %d calls answered locally", n, b.N)
-			}
+			countLocal(b, srv, local0)
 			b.ReportMetric(float64(len(m.Buf)), "reply-bytes")
 			reportPair(b, "pruned", "echo", lp, le)
 		})
@@ -73,20 +86,13 @@ func BenchmarkPrunedFilter(b *testing.B) {
 func BenchmarkPruneHitPath(b *testing.B) {
 	for _, size := range []int{1000, 10000} {
 		b.Run(fmt.Sprint(size), func(b *testing.B) {
-			d := demohms.New(demohms.Config{})
-			d.Seed(1, 1, size)
-			ln, _ := net.Listen("tcp", "127.0.0.1:0")
-			go d.Serve(ln)
-			b.Cleanup(func() { d.Close() })
+			addr, argsOf := prunedDemo(b, size)
 			caching := newCaching(b, nil)
-			s, _ := startProxy(b, proxyOpts{cache: caching}, ln.Addr().String())
+			s, _ := startProxy(b, proxyOpts{cache: caching}, addr)
 			c := &clientConn{s: s, w: wire.NewWriter(io.Discard, wire.Buffered), sess: upstream.NoSession}
-			days := size / 24
-			msgs := make([]wire.Message, days)
+			msgs := make([]wire.Message, size/24)
 			for i := range msgs {
-				day := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, i)
-				msgs[i] = callMsg(b, "get_partitions_by_filter", filterArgs("get_partitions_by_filter",
-					fmt.Sprintf("ds = '%s' and (hr) in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)", day.Format("2006-01-02")), -1))
+				msgs[i] = callMsg(b, "get_partitions_by_filter", argsOf(i))
 			}
 			meth := hms.Lookup([]byte("get_partitions_by_filter"))
 			warm := callMsg(b, "get_partitions_by_filter", filterArgs("get_partitions_by_filter", "hr != -1", -1))
@@ -108,9 +114,7 @@ func BenchmarkPruneHitPath(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			if n := s.PruneStats().Local.Load() - local0; n != uint64(b.N) {
-				b.Fatalf("%d of %d calls answered locally", n, b.N)
-			}
+			countLocal(b, s, local0)
 		})
 	}
 }

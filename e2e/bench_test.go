@@ -29,8 +29,7 @@ func TestCachedVersusRealHMS(t *testing.T) {
 			n := startProxy(t, ms, nodeOpts{})
 			direct, proxied := dial(t, ms.addr), dial(t, n.addr)
 			db := "e2e_bench_" + strings.ReplaceAll(v, ".", "")
-			call(t, direct, "drop_database", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
-			clMustOK(t, "create_database", call(t, direct, "create_database", hmsreq.Args(hmsreq.Database{Name: db, Location: "file:///tmp/hmsproxy-e2e/" + db}.Field(1))))
+			clDatabase(t, direct, db)
 			clMustOK(t, "create_table", call(t, direct, "create_table", hmsreq.Args(clTable(db, "wide", nil).Field(1))))
 			var names []string
 			partsErr := ""
@@ -153,8 +152,7 @@ func runWriteThroughputReal(t *testing.T, v string) {
 	withBus, peer := onBus[0], onBus[1]
 	db := "e2e_writes"
 	direct := dial(t, ms.addr)
-	call(t, direct, "drop_database", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
-	clMustOK(t, "create_database", call(t, direct, "create_database", hmsreq.Args(hmsreq.Database{Name: db, Location: "file:///tmp/hmsproxy-e2e/" + db}.Field(1))))
+	clDatabase(t, direct, db)
 	writerCounts := []int{8, 32}
 	const (
 		rounds   = 8                       // per writer count and kind of node
@@ -295,7 +293,7 @@ func runWriteThroughputReal(t *testing.T, v string) {
 			t.Fatalf("table %s has v=%s on the metastore, want %s (the last write)", name, got, want)
 		}
 	}
-	call(t, direct, "drop_database", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
+	dropDatabase(t, direct, db)
 }
 
 // replyError says why a reply is not a success, or nil.

@@ -55,6 +55,14 @@ func clMustOK(t *testing.T, what string, reply []byte) {
 	}
 }
 
+// clDatabase drops what a run before left of db on direct's metastore
+// and creates it afresh under /tmp/hmsproxy-e2e.
+func clDatabase(t *testing.T, direct *hmsclient.Client, db string) {
+	t.Helper()
+	dropDatabase(t, direct, db)
+	clMustOK(t, "create_database", call(t, direct, "create_database", hmsreq.Args(hmsreq.Database{Name: db, Location: "file:///tmp/hmsproxy-e2e/" + db}.Field(1))))
+}
+
 // clParam reads a table parameter from a get_table reply.
 func clParam(reply []byte, key string) string {
 	v, _ := proxytest.TableParam(reply, key)
@@ -103,8 +111,7 @@ func TestBypassingWritesReal(t *testing.T) {
 
 			direct := dial(t, ms.addr)
 			db := "e2e_cl_" + strings.ReplaceAll(v, ".", "")
-			call(t, direct, "drop_database", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
-			clMustOK(t, "create_database", call(t, direct, "create_database", hmsreq.Args(hmsreq.Database{Name: db, Location: "file:///tmp/hmsproxy-e2e/" + db}.Field(1))))
+			clDatabase(t, direct, db)
 			create := hmsreq.Args(clTable(db, "t", nil).Field(1))
 			clMustOK(t, "create_table", call(t, direct, "create_table", create))
 			// 4.0.1 has dropped get_table; its clients send get_table_req.
@@ -245,8 +252,7 @@ func TestRedisRestartReal(t *testing.T) {
 
 			direct := dial(t, ms.addr)
 			db := "e2e_rr_" + strings.ReplaceAll(v, ".", "")
-			call(t, direct, "drop_database", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
-			clMustOK(t, "create_database", call(t, direct, "create_database", hmsreq.Args(hmsreq.Database{Name: db, Location: "file:///tmp/hmsproxy-e2e/" + db}.Field(1))))
+			clDatabase(t, direct, db)
 			clMustOK(t, "create_table", call(t, direct, "create_table", hmsreq.Args(clTable(db, "t", nil).Field(1))))
 			getMethod, get := "get_table", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, "t"))
 			if v == "4.0" {

@@ -40,7 +40,7 @@ func TestDBNamePrefixedReal(t *testing.T) {
 	loc := "file://" + ms.work + "/dbn-wh/" + db + ".db"
 
 	// Set up directly on the metastore: a partitioned table, a partition, a view.
-	call(t, direct, "drop_database", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
+	dropDatabase(t, direct, db)
 	clMustOK(t, "create_database", call(t, direct, "create_database",
 		hmsreq.Args(hmsreq.Database{Name: db, Description: "dbname", Location: loc, Owner: "e2e"}.Field(1))))
 	clMustOK(t, "create_table", call(t, direct, "create_table",

@@ -377,7 +377,7 @@ func runEventLogCoverage(t *testing.T, v string) []evcovResult {
 	c := dial(t, ms.addr)
 	drop := func() {
 		for _, d := range []string{db, db2} {
-			call(t, c, "drop_database", hmsreq.Args(hmsreq.Str(1, d), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
+			dropDatabase(t, c, d)
 		}
 	}
 	drop() // left over from an earlier run against the same metastore

@@ -107,7 +107,7 @@ func testFederation(t *testing.T, primary, member *metastore, o fedOpts, prefix 
 
 	// The member's table, with one row, made directly on HMS 2.3.
 	lc := dial(t, member.addr)
-	call(t, lc, "drop_database", hmsreq.Args(hmsreq.Str(1, lakeDB), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
+	dropDatabase(t, lc, lakeDB)
 	mustOK(t, "create the member's database", call(t, lc, "create_database", hmsreq.Args(
 		hmsreq.Database{Name: lakeDB, Location: "file:" + wh + "/" + lakeDB + ".db"}.Field(1))))
 	loc := wh + "/" + lakeDB + ".db/people_lake"
@@ -120,10 +120,10 @@ func testFederation(t *testing.T, primary, member *metastore, o fedOpts, prefix 
 	mustOK(t, "create the member's table", call(t, lc, "create_table", hmsreq.Args(
 		corpusTable(lakeDB, "people_lake", "file:"+loc, false).Field(1))))
 	pc := dial(t, primary.addr)
-	call(t, pc, "drop_database", hmsreq.Args(hmsreq.Str(1, mainDB), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
+	dropDatabase(t, pc, mainDB)
 	if prefix != "" {
 		mainDB += "_p" // the manual run's table is still in it
-		call(t, pc, "drop_database", hmsreq.Args(hmsreq.Str(1, mainDB), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
+		dropDatabase(t, pc, mainDB)
 	}
 	mustOK(t, "create the primary's database", call(t, pc, "create_database", hmsreq.Args(
 		hmsreq.Database{Name: mainDB, Location: "file:" + wh + "/" + mainDB + ".db"}.Field(1))))

@@ -27,8 +27,7 @@ func TestOnewayGetTableReal(t *testing.T) {
 			ms := start(t, v)
 			direct := dial(t, ms.addr)
 			db := "e2e_oneway_" + strings.ReplaceAll(v, ".", "")
-			call(t, direct, "drop_database", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
-			clMustOK(t, "create_database", call(t, direct, "create_database", hmsreq.Args(hmsreq.Database{Name: db, Location: "file:///tmp/hmsproxy-e2e/" + db}.Field(1))))
+			clDatabase(t, direct, db)
 			for _, tbl := range []string{"t0", "t1"} {
 				clMustOK(t, "create_table", call(t, direct, "create_table", hmsreq.Args(clTable(db, tbl, nil).Field(1))))
 			}

@@ -371,7 +371,7 @@ func kafkaOutage(t *testing.T, a *feedNode, b *kafkatest.Broker, topic string, m
 	outage := time.Duration(secs) * time.Second
 	c := dial(t, a.addr)
 	db := "kf_outage"
-	call(t, c, "drop_database", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
+	dropDatabase(t, c, db)
 	call(t, c, "create_database", hmsreq.Args(hmsreq.Database{Name: db, Location: "file:" + t.TempDir()}.Field(1)))
 	tbl := hmsreq.Table{DB: db, Name: "t", SD: hmsreq.TextSD("file:" + t.TempDir())}
 	call(t, c, "create_table", hmsreq.Args(tbl.Field(1)))

@@ -146,10 +146,9 @@ func runReadYourWritesReal(t *testing.T, v string) {
 	const tables, databases = 4, 2
 	dbName := func(i int) string { return db + "_d" + strconv.Itoa(i) }
 	for i := range databases {
-		call(t, direct, "drop_database", hmsreq.Args(hmsreq.Str(1, dbName(i)), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
+		dropDatabase(t, direct, dbName(i))
 	}
-	call(t, direct, "drop_database", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
-	clMustOK(t, "create_database", call(t, direct, "create_database", hmsreq.Args(hmsreq.Database{Name: db, Location: "file:///tmp/hmsproxy-e2e/" + db}.Field(1))))
+	clDatabase(t, direct, db)
 	state := rywState{tables: map[string]int{}, dbs: map[string]bool{}}
 	names := make([]string, 0, 2*tables)
 	for i := range tables {

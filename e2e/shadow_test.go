@@ -25,8 +25,7 @@ func TestShadowReal(t *testing.T) {
 			sh := n.srv.ShadowStats()
 			direct, c := dial(t, ms.addr), dial(t, n.addr)
 			db := "e2e_sh_" + strings.ReplaceAll(v, ".", "")
-			call(t, direct, "drop_database", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
-			clMustOK(t, "create_database", call(t, direct, "create_database", hmsreq.Args(hmsreq.Database{Name: db, Location: "file:///tmp/hmsproxy-e2e/" + db}.Field(1))))
+			clDatabase(t, direct, db)
 			clMustOK(t, "create_table", call(t, direct, "create_table", hmsreq.Args(clTable(db, "t", nil).Field(1))))
 			tblLoc := "file:///tmp/hmsproxy-e2e/" + db + "/t"
 			clMustOK(t, "add_partitions", call(t, direct, "add_partitions", hmsreq.Args(hmsreq.Partitions(1,

@@ -33,8 +33,7 @@ func TestMetastoreTornRenameReal(t *testing.T) {
 	ms := start(t, "3.1")
 	direct := dial(t, ms.addr)
 	db := "e2e_torn"
-	call(t, direct, "drop_database", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Bool(2, true), hmsreq.Bool(3, true)))
-	clMustOK(t, "create_database", call(t, direct, "create_database", hmsreq.Args(hmsreq.Database{Name: db, Location: "file:///tmp/hmsproxy-e2e/" + db}.Field(1))))
+	clDatabase(t, direct, db)
 	const ncols = 1500
 	cols := make([]hmsreq.Column, ncols+1)
 	for i := range cols {

@@ -217,48 +217,43 @@ func TestKerberosClients(t *testing.T) {
 		t.Skip("the Kerberized metastore is an HMS 3.1; HMSPROXY_E2E lacks 3.1")
 	}
 	ms := startKerberos(t)
-	t.Run("java-3.1 direct", func(t *testing.T) {
-		out, err, took := javaKerberos(t, ms, "thrift://"+ms.addr, "alice", "alice@"+realm, hmsPrincipal)
-		if err != nil {
-			t.Fatalf("directly: %v\n%s", err, tail(out, 30))
+	for _, cl := range []struct {
+		name string
+		// run runs the client against uri, asking a ticket for service.
+		run        func(t *testing.T, uri, service string) ([]byte, error, time.Duration)
+		needsKinit bool
+	}{
+		{"java-3.1", func(t *testing.T, uri, service string) ([]byte, error, time.Duration) {
+			return javaKerberos(t, ms, uri, "alice", "alice@"+realm, service)
+		}, false},
+		{"spark-sql", func(t *testing.T, uri, service string) ([]byte, error, time.Duration) {
+			return sparkKerberos(t, ms, uri, service)
+		}, true},
+	} {
+		if _, err := exec.LookPath("kinit"); cl.needsKinit && err != nil {
+			t.Logf("kinit not installed (scripts/deps.sh installs krb5-user): no %s cells", cl.name)
+			continue
 		}
-		fmt.Printf("e2e: Kerberos client java-3.1 HMS 3.1 direct: PASS in %v; %s\n", took, lastLine(out))
-	})
-	t.Run("java-3.1 proxy", func(t *testing.T) {
-		n := krbProxy(t, ms, false)
-		out, err, took := javaKerberos(t, ms, "thrift://"+n.addr, "alice", "alice@"+realm, pxPrincipal)
-		if err != nil {
-			t.Fatalf("through the proxy: %v\n%s", err, tail(out, 30))
-		}
-		hits, calls := proxyCounts(n.srv.Stats())
-		fmt.Printf("e2e: Kerberos client java-3.1 HMS 3.1 proxy:  PASS in %v, %d calls, %d cache hits; %s\n", took, calls, hits, lastLine(out))
-		if hits == 0 {
-			t.Fatalf("the Java client made %d calls through the Kerberos proxy and none was a cache hit", calls)
-		}
-	})
-	if _, err := exec.LookPath("kinit"); err != nil {
-		t.Log("kinit not installed (scripts/deps.sh installs krb5-user): no Spark cells")
-		return
+		t.Run(cl.name+" direct", func(t *testing.T) {
+			out, err, took := cl.run(t, "thrift://"+ms.addr, hmsPrincipal)
+			if err != nil {
+				t.Fatalf("directly: %v\n%s", err, tail(out, 30))
+			}
+			fmt.Printf("e2e: Kerberos client %s HMS 3.1 direct: PASS in %v; %s\n", cl.name, took, lastLine(out))
+		})
+		t.Run(cl.name+" proxy", func(t *testing.T) {
+			n := krbProxy(t, ms, false)
+			out, err, took := cl.run(t, "thrift://"+n.addr, pxPrincipal)
+			if err != nil {
+				t.Fatalf("through the proxy: %v\n%s", err, tail(out, 30))
+			}
+			hits, calls := proxyCounts(n.srv.Stats())
+			fmt.Printf("e2e: Kerberos client %s HMS 3.1 proxy:  PASS in %v, %d calls, %d cache hits; %s\n", cl.name, took, calls, hits, lastLine(out))
+			if hits == 0 {
+				t.Fatalf("%s made %d calls through the Kerberos proxy and none was a cache hit", cl.name, calls)
+			}
+		})
 	}
-	t.Run("spark-sql direct", func(t *testing.T) {
-		out, err, took := sparkKerberos(t, ms, "thrift://"+ms.addr, hmsPrincipal)
-		if err != nil {
-			t.Fatalf("directly: %v\n%s", err, tail(out, 30))
-		}
-		fmt.Printf("e2e: Kerberos client spark-sql HMS 3.1 direct: PASS in %v; %s\n", took, lastLine(out))
-	})
-	t.Run("spark-sql proxy", func(t *testing.T) {
-		n := krbProxy(t, ms, false)
-		out, err, took := sparkKerberos(t, ms, "thrift://"+n.addr, pxPrincipal)
-		if err != nil {
-			t.Fatalf("through the proxy: %v\n%s", err, tail(out, 30))
-		}
-		hits, calls := proxyCounts(n.srv.Stats())
-		fmt.Printf("e2e: Kerberos client spark-sql HMS 3.1 proxy:  PASS in %v, %d calls, %d cache hits; %s\n", took, calls, hits, lastLine(out))
-		if hits == 0 {
-			t.Fatalf("Spark made %d calls through the Kerberos proxy and none was a cache hit", calls)
-		}
-	})
 }
 
 // sparkKerberos runs Spark SQL (its built-in Hive 2.3 client) as alice from

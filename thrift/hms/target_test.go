@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
@@ -117,146 +118,84 @@ func TestTargets(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		want Effect
-		args func(e *wire.Encoder)
+		args []byte // encoded as the IDL says
 		got  resolved
 	}{
 		{"get_table",
 			Effect{Scope: ScopeTable, DB: Path{1}, Table: Path{2}, DBInName: true},
-			func(e *wire.Encoder) { e.StringField(1, "@hive#db"); e.StringField(2, "t") },
+			hmsreq.Args(hmsreq.Str(1, "@hive#db"), hmsreq.Str(2, "t")),
 			resolved{db: ss("@hive#db"), table: ss("t")}},
 		{"get_table_req",
 			Effect{Scope: ScopeTable, Cat: Path{1, 4}, DB: Path{1, 1}, Table: Path{1, 2}},
-			func(e *wire.Encoder) { // GetTableRequest: 1 dbName, 2 tblName, 4 catName, 6 validWriteIdList
-				e.FieldBegin(wire.TStruct, 1)
-				e.StringField(1, "db")
-				e.StringField(2, "t")
-				e.StringField(4, "cat")
-				e.StringField(6, "db.t:5:9::")
-				e.Stop()
-			},
+			// GetTableRequest: 1 dbName, 2 tblName, 4 catName, 6 validWriteIdList
+			hmsreq.Req(hmsreq.Str(1, "db"), hmsreq.Str(2, "t"), hmsreq.Str(4, "cat"), hmsreq.Str(6, "db.t:5:9::")),
 			resolved{cat: ss("cat"), db: ss("db"), table: ss("t")}},
 		{"get_partition_names",
 			Effect{Scope: ScopePartition, DB: Path{1}, Table: Path{2}, DBInName: true},
-			func(e *wire.Encoder) {
-				e.StringField(1, "db")
-				e.StringField(2, "t")
-				e.FieldBegin(wire.TI16, 3)
-				e.I16(-1)
-			},
+			hmsreq.Args(hmsreq.Str(1, "db"), hmsreq.Str(2, "t"), hmsreq.I16(3, -1)),
 			resolved{db: ss("db"), table: ss("t")}},
 		{"get_partitions_by_names",
 			Effect{Scope: ScopePartition, DB: Path{1}, Table: Path{2}, Part: Path{3, Each}, DBInName: true},
-			func(e *wire.Encoder) {
-				e.StringField(1, "db")
-				e.StringField(2, "t")
-				e.StringListField(3, []string{"ds=1/h=2", "ds=1/h=3"})
-			},
+			hmsreq.Args(hmsreq.Str(1, "db"), hmsreq.Str(2, "t"), hmsreq.Strings(3, "ds=1/h=2", "ds=1/h=3")),
 			resolved{db: ss("db"), table: ss("t"), part: ss("ds=1/h=2", "ds=1/h=3")}},
 		{"get_partitions_by_names_req",
 			Effect{Scope: ScopePartition, DB: Path{1, 1}, Table: Path{1, 2}, Part: Path{1, 3, Each}, DBInName: true},
-			func(e *wire.Encoder) { // GetPartitionsByNamesRequest: 1 db_name, 2 tbl_name, 3 names, 4 get_col_stats
-				e.FieldBegin(wire.TStruct, 1)
-				e.StringField(1, "@c#db")
-				e.StringField(2, "t")
-				e.StringListField(3, []string{"ds=1"})
-				e.BoolField(4, true)
-				e.Stop()
-			},
+			// GetPartitionsByNamesRequest: 1 db_name, 2 tbl_name, 3 names, 4 get_col_stats
+			hmsreq.Req(hmsreq.Str(1, "@c#db"), hmsreq.Str(2, "t"), hmsreq.Strings(3, "ds=1"), hmsreq.Bool(4, true)),
 			resolved{db: ss("@c#db"), table: ss("t"), part: ss("ds=1")}},
 		{"get_partitions_by_filter",
 			Effect{Scope: ScopePartition, DB: Path{1}, Table: Path{2}, DBInName: true},
-			func(e *wire.Encoder) {
-				e.StringField(1, "db")
-				e.StringField(2, "t")
-				e.StringField(3, `ds > "1"`)
-				e.FieldBegin(wire.TI16, 4)
-				e.I16(-1)
-			},
+			hmsreq.Args(hmsreq.Str(1, "db"), hmsreq.Str(2, "t"), hmsreq.Str(3, `ds > "1"`), hmsreq.I16(4, -1)),
 			resolved{db: ss("db"), table: ss("t")}},
 		{"get_table_objects_by_name_req",
 			Effect{Scope: ScopeTable, Cat: Path{1, 4}, DB: Path{1, 1}, Table: Path{1, 2, Each}},
-			func(e *wire.Encoder) { // GetTablesRequest: 1 dbName, 2 tblNames, 4 catName, 8 tablesPattern
-				e.FieldBegin(wire.TStruct, 1)
-				e.StringField(1, "db")
-				e.StringListField(2, []string{"a", "b"})
-				e.StringField(4, "cat")
-				e.Stop()
-			},
+			// GetTablesRequest: 1 dbName, 2 tblNames, 4 catName, 8 tablesPattern
+			hmsreq.Req(hmsreq.Str(1, "db"), hmsreq.Strings(2, "a", "b"), hmsreq.Str(4, "cat")),
 			resolved{cat: ss("cat"), db: ss("db"), table: ss("a", "b")}},
 		{"get_database",
 			Effect{Scope: ScopeDatabase, DB: Path{1}, DBInName: true},
-			func(e *wire.Encoder) { e.StringField(1, "@spark#db") },
+			hmsreq.Args(hmsreq.Str(1, "@spark#db")),
 			resolved{db: ss("@spark#db")}},
 		{"get_database_req",
 			Effect{Scope: ScopeDatabase, Cat: Path{1, 2}, DB: Path{1, 1}},
-			func(e *wire.Encoder) { // GetDatabaseRequest: 1 name, 2 catalogName
-				e.FieldBegin(wire.TStruct, 1)
-				e.StringField(1, "db")
-				e.StringField(2, "cat")
-				e.StringListField(3, []string{"EXTWRITE"})
-				e.Stop()
-			},
+			// GetDatabaseRequest: 1 name, 2 catalogName, 3 processorCapabilities
+			hmsreq.Req(hmsreq.Str(1, "db"), hmsreq.Str(2, "cat"), hmsreq.Strings(3, "EXTWRITE")),
 			resolved{cat: ss("cat"), db: ss("db")}},
 		{"get_all_tables",
 			Effect{Scope: ScopeDatabase, DB: Path{1}, DBInName: true},
-			func(e *wire.Encoder) { e.StringField(1, "db") },
+			hmsreq.Args(hmsreq.Str(1, "db")),
 			resolved{db: ss("db")}},
 		{"get_table_statistics_req",
 			Effect{Scope: ScopeTable, Cat: Path{1, 4}, DB: Path{1, 1}, Table: Path{1, 2}},
-			func(e *wire.Encoder) { // TableStatsRequest: 1 dbName, 2 tblName, 3 colNames, 4 catName, 6 engine
-				e.FieldBegin(wire.TStruct, 1)
-				e.StringField(1, "db")
-				e.StringField(2, "t")
-				e.StringListField(3, []string{"c1", "c2"})
-				e.StringField(4, "cat")
-				e.StringField(6, "hive")
-				e.Stop()
-			},
+			// TableStatsRequest: 1 dbName, 2 tblName, 3 colNames, 4 catName, 6 engine
+			hmsreq.Req(hmsreq.Str(1, "db"), hmsreq.Str(2, "t"), hmsreq.Strings(3, "c1", "c2"), hmsreq.Str(4, "cat"), hmsreq.Str(6, "hive")),
 			resolved{cat: ss("cat"), db: ss("db"), table: ss("t")}},
 		{"get_partitions_statistics_req",
 			Effect{Scope: ScopePartition, Cat: Path{1, 5}, DB: Path{1, 1}, Table: Path{1, 2}, Part: Path{1, 4, Each}},
-			func(e *wire.Encoder) { // PartitionsStatsRequest: 1 dbName, 2 tblName, 3 colNames, 4 partNames, 5 catName
-				e.FieldBegin(wire.TStruct, 1)
-				e.StringField(1, "db")
-				e.StringField(2, "t")
-				e.StringListField(3, []string{"c1"})
-				e.StringListField(4, []string{"ds=1", "ds=2"})
-				e.StringField(5, "cat")
-				e.Stop()
-			},
+			// PartitionsStatsRequest: 1 dbName, 2 tblName, 3 colNames, 4 partNames, 5 catName
+			hmsreq.Req(hmsreq.Str(1, "db"), hmsreq.Str(2, "t"), hmsreq.Strings(3, "c1"), hmsreq.Strings(4, "ds=1", "ds=2"), hmsreq.Str(5, "cat")),
 			resolved{cat: ss("cat"), db: ss("db"), table: ss("t"), part: ss("ds=1", "ds=2")}},
 		// A few more that are easy to get wrong.
 		{"get_partition",
 			Effect{Scope: ScopePartition, DB: Path{1}, Table: Path{2}, Part: Path{3}, DBInName: true},
-			func(e *wire.Encoder) {
-				e.StringField(1, "db")
-				e.StringField(2, "t")
-				e.StringListField(3, []string{"2024", "01"})
-			},
+			hmsreq.Args(hmsreq.Str(1, "db"), hmsreq.Str(2, "t"), hmsreq.Strings(3, "2024", "01")),
 			resolved{db: ss("db"), table: ss("t"), part: ss("2024", "01")}},
 		{"get_databases",
 			Effect{Scope: ScopeCatalog, DB: Path{1}, DBInName: true},
-			func(e *wire.Encoder) { e.StringField(1, "@hive#") },
+			hmsreq.Args(hmsreq.Str(1, "@hive#")),
 			resolved{db: ss("@hive#")}},
 		{"get_partitions_by_expr",
 			Effect{Scope: ScopePartition, Cat: Path{1, 6}, DB: Path{1, 1}, Table: Path{1, 2}},
-			func(e *wire.Encoder) { // PartitionsByExprRequest: 1 dbName, 2 tblName, 3 expr, 6 catName
-				e.FieldBegin(wire.TStruct, 1)
-				e.StringField(1, "db")
-				e.StringField(2, "t")
-				e.StringField(3, "\x00\x01expr")
-				e.StringField(6, "cat")
-				e.Stop()
-			},
+			// PartitionsByExprRequest: 1 dbName, 2 tblName, 3 expr, 6 catName
+			hmsreq.Req(hmsreq.Str(1, "db"), hmsreq.Str(2, "t"), hmsreq.Str(3, "\x00\x01expr"), hmsreq.Str(6, "cat")),
 			resolved{cat: ss("cat"), db: ss("db"), table: ss("t")}},
 		{"get_function",
 			Effect{Scope: ScopeFunction, DB: Path{1}, Table: Path{2}, DBInName: true},
-			func(e *wire.Encoder) { e.StringField(1, "db"); e.StringField(2, "f") },
+			hmsreq.Args(hmsreq.Str(1, "db"), hmsreq.Str(2, "f")),
 			resolved{db: ss("db"), table: ss("f")}},
-		{"get_all_functions", Effect{Scope: ScopeAll}, func(*wire.Encoder) {}, resolved{}},
-		{"get_config_value", Effect{Scope: ScopeAll},
-			func(e *wire.Encoder) { e.StringField(1, "hive.x"); e.StringField(2, "") }, resolved{}},
-		{"getVersion", Effect{Scope: ScopeAll}, func(*wire.Encoder) {}, resolved{}},
+		{"get_all_functions", Effect{Scope: ScopeAll}, hmsreq.Args(), resolved{}},
+		{"get_config_value", Effect{Scope: ScopeAll}, hmsreq.Args(hmsreq.Str(1, "hive.x"), hmsreq.Str(2, "")), resolved{}},
+		{"getVersion", Effect{Scope: ScopeAll}, hmsreq.Args(), resolved{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := Lookup([]byte(tc.name))
@@ -266,7 +205,7 @@ func TestTargets(t *testing.T) {
 			if g, w := fmt.Sprintf("%+v", m.Target), fmt.Sprintf("%+v", tc.want); g != w {
 				t.Errorf("Target\n got %s\nwant %s", g, w)
 			}
-			got := resolve(t, enc(tc.args), m.Target)
+			got := resolve(t, tc.args, m.Target)
 			if got.String() != tc.got.String() {
 				t.Errorf("resolved\n got %v\nwant %v", got, tc.got)
 			}

@@ -323,6 +323,7 @@ write_conf() { # version port workdir
     prop hive.metastore.try.direct.sql true
     prop hive.metastore.fastpath false
     prop hive.metastore.server.min.threads 4
+    # e2e/twin sizes its fleets' upstream.max_conns to these 200 threads
     prop hive.metastore.server.max.threads 200
     prop hive.metastore.uris ""
     prop metastore.thrift.uris ""

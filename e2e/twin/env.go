@@ -153,7 +153,24 @@ type Fleet struct {
 	// keyFlags: bin names its flags by their settings' keys.
 	keyFlags bool
 	fed      *federation // nil: one metastore
+	n        int         // nodes
 }
+
+// metastoreThreads is the test bed's hive.metastore.server.max.threads
+// (testbed/hms.sh), and directConns what the twin's own sessions open
+// straight to the metastore at the most. The metastore serves one
+// connection per thread and refuses connections past them, so the nodes
+// are sized as the README asks of a fleet: nodes × upstream.max_conns
+// within the metastore's threads. Past them, a metastore stall that
+// makes each node open its 64 connections starved the twin's own
+// sessions (the run of seed 155885836 with 3 nodes).
+const (
+	metastoreThreads = 200
+	directConns      = 56
+)
+
+// nodeConns is upstream.max_conns for each of n nodes.
+func nodeConns(n int) int { return min(64, (metastoreThreads-directConns)/max(n, 1)) }
 
 // StartFleet runs n hmsproxy processes in front of ms (with a Redis of
 // their own when n > 1), each with args added to its flags.
@@ -168,7 +185,7 @@ func startFleet(t testing.TB, ms *Metastore, fed *federation, n int, args ...str
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &Fleet{ms: ms, t: t, args: args, dir: dir, bin: proxyBinary(t), fed: fed}
+	f := &Fleet{ms: ms, t: t, args: args, dir: dir, bin: proxyBinary(t), fed: fed, n: n}
 	f.keyFlags = exec.Command(f.bin, "--version").Run() == nil
 	if fed != nil {
 		p, err := fed.writeConfig(dir)
@@ -227,8 +244,12 @@ func (f *Fleet) start(i int) (*Node, error) {
 	if !f.keyFlags {
 		admin, upstream, logFormat, nodeID, redis = "--admin", "--upstream", "--log-format", "--node-id", "--redis"
 	}
+	maxConns := "--upstream.max_conns"
+	if !f.keyFlags {
+		maxConns = "--upstream-max-conns"
+	}
 	args := []string{"--listen", n.Addr, admin, n.Admin, upstream, "thrift://" + f.ms.Addr,
-		logFormat, "json", nodeID, fmt.Sprintf("twin%d", i)}
+		logFormat, "json", nodeID, fmt.Sprintf("twin%d", i), maxConns, strconv.Itoa(nodeConns(f.n))}
 	if f.redis != nil {
 		args = append(args, redis, f.redis.Addr)
 	}

@@ -561,17 +561,9 @@ func evcovPrintTable(t *testing.T, vs []string, results map[string][]evcovResult
 func evcovCurrentID(t *testing.T, c *hmsclient.Client) int64 {
 	t.Helper()
 	reply := call(t, c, "get_current_notificationEventId", hmsreq.Args())
-	d := evcovSuccess(t, "get_current_notificationEventId", reply)
-	var id int64
-	d.Fields(func(fid int16, typ byte) bool {
-		if fid == 1 && typ == wire.TI64 {
-			id = d.I64()
-			return true
-		}
-		return false
-	})
-	if d.Err() != nil {
-		t.Fatalf("get_current_notificationEventId: %v", d.Err())
+	id, err := eventlog.ReadCurrentID(evcovSuccess(t, "get_current_notificationEventId", reply))
+	if err != nil {
+		t.Fatalf("get_current_notificationEventId: %v", err)
 	}
 	return id
 }

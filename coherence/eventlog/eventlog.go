@@ -251,6 +251,13 @@ func currentID(ctx context.Context, c Caller) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("eventlog: get_current_notificationEventId: %w", err)
 	}
+	return ReadCurrentID(d)
+}
+
+// ReadCurrentID reads the event id of the CurrentNotificationEventId
+// struct at d's position, which get_current_notificationEventId answers
+// with.
+func ReadCurrentID(d *wire.Decoder) (int64, error) {
 	var id int64
 	d.Fields(func(fid int16, typ byte) bool {
 		if fid == 1 && typ == wire.TI64 {

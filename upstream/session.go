@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 
+	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
@@ -186,11 +187,7 @@ func (s *Session) replay() []replayCall {
 		calls = append(calls, replayCall{"set_ugi", s.ugi})
 	}
 	for _, kv := range s.conf {
-		e := wire.Encoder{}
-		e.StringField(1, kv.k)
-		e.StringField(2, kv.v)
-		e.Stop()
-		calls = append(calls, replayCall{"setMetaConf", e.B})
+		calls = append(calls, replayCall{"setMetaConf", hmsclient.Args(kv.k, kv.v)})
 	}
 	return calls
 }

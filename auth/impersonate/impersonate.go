@@ -145,11 +145,7 @@ func (im *Impersonator) fetch(ctx context.Context, addr, user string) (sasl.Toke
 	if err := im.cfg.Client.Handshake(ctx, nc, im.cfg.Service, ""); err != nil {
 		return sasl.Token{}, fmt.Errorf("impersonate: token for %s: %w", user, err)
 	}
-	var e wire.Encoder
-	e.StringField(1, user)
-	e.StringField(2, im.cfg.Renewer)
-	e.Stop()
-	m, err := hmsclient.New(nc, wire.Framed).Call(ctx, "get_delegation_token", e.B)
+	m, err := hmsclient.New(nc, wire.Framed).Call(ctx, "get_delegation_token", hmsclient.Args(user, im.cfg.Renewer))
 	if err != nil {
 		return sasl.Token{}, fmt.Errorf("impersonate: token for %s: %w", user, err)
 	}

@@ -127,6 +127,9 @@ func TestRecordCalls(t *testing.T) {
 			}
 			do("set_ugi", ugiArgs("alice", "analysts"), trace.OK, 0, "passthrough")
 			do("get_table", tableArgs, trace.OK, 0, first)
+			if tc.cache {
+				cfg.Cache.Store.Wait() // the store admits asynchronously: the next read must find it
+			}
 			do("get_table", tableArgs, trace.OK, 0, again)
 			do("get_table", hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "nope")), trace.Declared, 2, first)
 			do("get_partitions", allParts, trace.OK, 0, first) // 240 partitions: streamed when not cached

@@ -367,9 +367,17 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 		return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
 	}
 	sampled := k.shadow.sample()
-	if !sampled && c.repeated(meth, m) {
-		if handled, err := c.repeatedHit(meth, m); handled {
-			return err
+	// The session's scope is read once per call (with setMetaConf
+	// overrides it is a digest of them), and only where needed: it waits
+	// for the scope decision while the proxy starts.
+	var sc cache.Scope
+	scoped := false
+	if !sampled && c.repeatsLast(meth, m) {
+		sc, scoped = k.scope(c.sess), true
+		if sc == c.lastScope {
+			if handled, err := c.repeatedHit(meth, m); handled {
+				return err
+			}
 		}
 	}
 	// The one walk over the args: everything below uses its result.
@@ -398,7 +406,9 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 			return c.forward(upstream.Call{Session: c.sess, Class: upstream.Read, Msg: m}, c)
 		}
 	}
-	sc := k.scope(c.sess)
+	if !scoped {
+		sc = k.scope(c.sess)
+	}
 	if handled, err := c.pruneRead(meth, m, sc); handled {
 		return err
 	}
@@ -475,16 +485,16 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 	return c.replyWith(m, ld.typ, ld.body)
 }
 
-// repeated reports whether m is, byte for byte, the request of the
-// connection's last single-entry hit, on the same route and under the
-// same scope, and nothing since can make its answer another one's: then
-// its key is that hit's, and repeatedHit may serve it without decoding
-// it again (planners ask for one table again and again). A policy or a
-// lock held by the client depends on more than the request's bytes.
-func (c *clientConn) repeated(meth *hms.Method, m wire.Message) bool {
-	k := c.rt.cache
-	return c.lastRef != nil && c.lastMeth == meth && c.lastRoute == c.rt && k.Policy == nil && len(c.locks) == 0 &&
-		bytes.Equal(c.lastBody, m.Body()) && c.lastScope == k.scope(c.sess)
+// repeatsLast reports whether m is, byte for byte, the request of the
+// connection's last single-entry hit, on the same route, and nothing
+// but the scope (which the caller compares) can make its answer another
+// one's: then its key is that hit's, and repeatedHit may serve it
+// without decoding it again (planners ask for one table again and
+// again). A policy or a lock held by the client depends on more than
+// the request's bytes.
+func (c *clientConn) repeatsLast(meth *hms.Method, m wire.Message) bool {
+	return c.lastRef != nil && c.lastMeth == meth && c.lastRoute == c.rt && c.rt.cache.Policy == nil &&
+		len(c.locks) == 0 && bytes.Equal(c.lastBody, m.Body())
 }
 
 // repeatedHit answers a repeated request from the entry of the last hit,
@@ -511,7 +521,7 @@ func (c *clientConn) repeatedHit(meth *hms.Method, m wire.Message) (bool, error)
 	return true, c.replyWith(m, wire.Reply, e.Body())
 }
 
-// remember notes the request of a single-entry hit, for repeated.
+// remember notes the request of a single-entry hit, for repeatsLast.
 func (c *clientConn) remember(meth *hms.Method, m wire.Message, sc cache.Scope) {
 	if len(m.Body()) > maxKeptLastKey || !bytes.Equal(c.key, c.lastKey) {
 		c.lastMeth = nil // lookup kept no Ref of this key

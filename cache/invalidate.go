@@ -1,6 +1,8 @@
 package cache
 
 import (
+	"cmp"
+	"errors"
 	"slices"
 	"sync"
 
@@ -210,6 +212,12 @@ func writeEntities(dst []Entity, m *hms.Method, args []byte, defaultCat string) 
 	for i := range m.Effects {
 		e := &m.Effects[i]
 		n, err := ExtractNames(e, args, defaultCat)
+		if errors.Is(err, ErrMixedNames) && (e.Scope == hms.ScopeTable || e.Scope == hms.ScopePartition) {
+			// Which table is in which database is not read: every
+			// database the list names, whole.
+			dst = append(dst, mixedDatabases(e, args, defaultCat)...)
+			continue
+		}
 		if err != nil {
 			return append(dst, Entity{Level: LevelAll})
 		}
@@ -269,6 +277,62 @@ func dedupe(ents []Entity) []Entity {
 			out = append(out, e)
 		}
 	}
+	return out
+}
+
+// maxMixedDatabases bounds the databases one mixed list invalidates one
+// by one; a list naming more (a hostile client's) invalidates everything
+// in one entity rather than flood the bus with thousands.
+const maxMixedDatabases = 64
+
+// mixedDatabases are the database entities of every catalog and database
+// e's paths name in args: each catalog with each database, as elements
+// pair them in ways ExtractNames does not read.
+func mixedDatabases(e *hms.Effect, args []byte, defaultCat string) []Entity {
+	cats := map[string]bool{}
+	dbs := map[[2]string]bool{}
+	if e.Cat != nil {
+		hms.Walk(args, e.Cat, func(typ byte, v []byte) bool {
+			if typ == wire.TString {
+				cats[hms.Normalize(v)] = true
+			}
+			return len(cats) <= maxMixedDatabases
+		})
+	}
+	if len(cats) == 0 {
+		cats[defaultCat] = true
+	}
+	hms.Walk(args, e.DB, func(typ byte, v []byte) bool {
+		if typ != wire.TString {
+			return true
+		}
+		cat := ""
+		if e.DBInName {
+			c, db, null := splitCatDB(v)
+			if null {
+				return true
+			}
+			if c != nil {
+				cat = hms.Normalize(c)
+			}
+			v = db
+		}
+		dbs[[2]string{cat, normDB(e.Scope, v)}] = true
+		return len(dbs) <= maxMixedDatabases
+	})
+	var out []Entity
+	for d := range dbs {
+		for c := range cats {
+			if d[0] != "" {
+				c = d[0]
+			}
+			out = append(out, Entity{Level: LevelDatabase, Cat: c, DB: d[1]})
+		}
+	}
+	if len(out) == 0 || len(out) > maxMixedDatabases || len(cats) > maxMixedDatabases {
+		return []Entity{{Level: LevelAll}}
+	}
+	slices.SortFunc(out, func(a, b Entity) int { return cmp.Or(cmp.Compare(a.Cat, b.Cat), cmp.Compare(a.DB, b.DB)) })
 	return out
 }
 

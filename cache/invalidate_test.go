@@ -194,10 +194,19 @@ func TestWriteEntities(t *testing.T) {
 			hmsreq.Args(hmsreq.StructList(1, part("1", "DB0", "t1"), part("2", "db0", "T1"))),
 			[]Entity{{Level: LevelPartitions, Cat: "hive", DB: "db0", Table: "t1", Added: true}}},
 		// A list naming several databases (the metastore refuses it, but
-		// the write may have begun): everything, not db1's table as
-		// db0's.
+		// the write may have begun): each database whole, not db1's
+		// table as db0's; past maxMixedDatabases, everything.
 		{"add_partitions of two databases", "add_partitions",
 			hmsreq.Args(hmsreq.StructList(1, part("1", "db0", "t1"), part("2", "db1", "t1"))),
+			[]Entity{{Level: LevelDatabase, Cat: "hive", DB: "db0"}, {Level: LevelDatabase, Cat: "hive", DB: "db1"}}},
+		{"add_partitions of a hundred databases", "add_partitions",
+			hmsreq.Args(hmsreq.StructList(1, func() [][]hmsreq.Field {
+				var ps [][]hmsreq.Field
+				for i := range 100 {
+					ps = append(ps, part("1", fmt.Sprintf("db%d", i), "t1"))
+				}
+				return ps
+			}()...)),
 			[]Entity{{Level: LevelAll}}},
 		{"append_partition", "append_partition", hmsreq.Args(hmsreq.Str(1, "db0"), hmsreq.Str(2, "t1"), hmsreq.Strings(3, "1")),
 			[]Entity{{Level: LevelPartitions, Cat: "hive", DB: "db0", Table: "t1", Added: true}}},
@@ -236,7 +245,8 @@ func TestWriteEntities(t *testing.T) {
 			hmsreq.Args(hmsreq.Struct(1, hmsreq.Str(1, "t1"), hmsreq.Str(2, "db0")),
 				hmsreq.StructList(2, []hmsreq.Field{hmsreq.Str(1, "db1"), hmsreq.Str(2, "other"), hmsreq.Str(3, "id")},
 					[]hmsreq.Field{hmsreq.Str(1, "db2"), hmsreq.Str(2, "third"), hmsreq.Str(3, "id")})),
-			[]Entity{{Level: LevelTable, Cat: "hive", DB: "db0", Table: "t1"}, {Level: LevelAll}}},
+			[]Entity{{Level: LevelTable, Cat: "hive", DB: "db0", Table: "t1"},
+				{Level: LevelDatabase, Cat: "hive", DB: "db1"}, {Level: LevelDatabase, Cat: "hive", DB: "db2"}}},
 		{"create_table_with_constraints, keys of two tables of one database", "create_table_with_constraints",
 			hmsreq.Args(hmsreq.Struct(1, hmsreq.Str(1, "t1"), hmsreq.Str(2, "db0")),
 				hmsreq.StructList(2, []hmsreq.Field{hmsreq.Str(1, "db1"), hmsreq.Str(2, "other"), hmsreq.Str(3, "id")},

@@ -351,42 +351,56 @@ func TestAcquireTimeout(t *testing.T) {
 	}
 }
 
-// TestReservedReadConns guards issue 9: long writes cannot take the
-// connections reserved for reads.
+// TestReservedReadConns guards issue 9, long writes cannot take the
+// connections reserved for reads, and issue 12, reads of a background
+// session (the warm-up) share the write slots, so a warm-up that hangs
+// never takes them either. Either way a client read still gets one.
 func TestReservedReadConns(t *testing.T) {
-	f, release := hangingFake(t)
-	g := newGroup(t, Config{MaxConns: 4, ReservedReadConns: 1, AcquireTimeout: -1}, f.addr)
-	p := g.pools[0]
-	const writes = 5
-	var wg sync.WaitGroup
-	for i := int32(1); i <= writes; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := g.Do(context.Background(), Call{Session: NoSession, Class: Write, Msg: msg(t, wire.Call, "hang", i)}, &copySink{}); err != nil {
-				t.Error(err)
+	for _, tc := range []struct {
+		name    string
+		session *Session
+		class   Class
+	}{
+		{"writes", NoSession, Write},
+		{"background reads", NoSession.InBackground(), Read},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, release := hangingFake(t)
+			g := newGroup(t, Config{MaxConns: 4, ReservedReadConns: 1, AcquireTimeout: -1}, f.addr)
+			p := g.pools[0]
+			const hung = 5
+			var wg sync.WaitGroup
+			for i := int32(1); i <= hung; i++ {
+				wg.Go(func() {
+					if err := g.Do(context.Background(), Call{Session: tc.session, Class: tc.class, Msg: msg(t, wire.Call, "hang", i)}, &copySink{}); err != nil {
+						t.Error(err)
+					}
+				})
 			}
-		}()
+			// Every hung call has either reached the metastore or queued
+			// for a write slot; without the reservation all four
+			// connections hang.
+			f.waitCalls(3)
+			if !wait.Until(5*time.Second, func() bool { return f.count("hang")+int(p.queued.Load()) >= hung }) {
+				t.Fatalf("%d %s arrived, %d queued; want %d in all", f.count("hang"), tc.name, p.queued.Load(), hung)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if err := g.Do(ctx, Call{Session: NoSession, Class: Read, Msg: msg(t, wire.Call, "get_table", 100)}, &copySink{}); err != nil {
+				t.Fatalf("client read while %s hang: %v", tc.name, err)
+			}
+			if got := f.count("hang"); got != 3 {
+				t.Fatalf("%d %s reached the metastore; want 3 (MaxConns 4 less 1 reserved)", got, tc.name)
+			}
+			close(release)
+			wg.Wait()
+			if got := f.count("hang"); got != hung {
+				t.Fatalf("%d %s ran in the end; want %d", got, tc.name, hung)
+			}
+		})
 	}
-	// Every write has either reached the metastore or queued for a
-	// write slot; without the reservation all four connections hang.
-	f.waitCalls(3)
-	if !wait.Until(5*time.Second, func() bool { return f.count("hang")+int(p.queued.Load()) >= writes }) {
-		t.Fatalf("%d writes arrived, %d queued; want %d in all", f.count("hang"), p.queued.Load(), writes)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	var s copySink
-	if err := g.Do(ctx, Call{Session: NoSession, Class: Read, Msg: msg(t, wire.Call, "get_table", 100)}, &s); err != nil {
-		t.Fatalf("read while writes hang: %v", err)
-	}
-	if got := f.count("hang"); got != 3 {
-		t.Fatalf("%d writes reached the metastore; want 3 (MaxConns 4 less 1 reserved)", got)
-	}
-	close(release)
-	wg.Wait()
-	if got := f.count("hang"); got != writes {
-		t.Fatalf("%d writes ran in the end; want %d", got, writes)
+	if bg := NoSession.InBackground(); !bg.WithUGI(nil).Background() || NoSession.Background() {
+		t.Fatal("the background mark must survive set_ugi and stay off the shared NoSession")
 	}
 }
 
@@ -681,43 +695,6 @@ func TestAliveIgnoresStaleDeadline(t *testing.T) {
 	}
 	f.close()
 	wait.Eventually(t, 5*time.Second, func() bool { return !cn.alive() }, "alive 5s after the metastore closed")
-}
-
-// TestBackgroundReadsLeaveReserved guards issue 12: reads of a background
-// session (the warm-up) share the write slots, so a warm-up that hangs
-// never takes the connections reserved for client reads, while a client
-// read still gets one.
-func TestBackgroundReadsLeaveReserved(t *testing.T) {
-	f, release := hangingFake(t)
-	g := newGroup(t, Config{MaxConns: 4, ReservedReadConns: 1}, f.addr)
-	p := g.pools[0]
-	bg := NoSession.InBackground()
-	const loads = 5
-	var wg sync.WaitGroup
-	for i := int32(1); i <= loads; i++ {
-		wg.Go(func() {
-			if err := g.Do(context.Background(), Call{Session: bg, Class: Read, Msg: msg(t, wire.Call, "hang", i)}, &copySink{}); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	f.waitCalls(3)
-	if !wait.Until(5*time.Second, func() bool { return f.count("hang")+int(p.queued.Load()) >= loads }) {
-		t.Fatalf("%d background reads arrived, %d queued; want %d in all", f.count("hang"), p.queued.Load(), loads)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := g.Do(ctx, Call{Session: NoSession, Class: Read, Msg: msg(t, wire.Call, "get_table", 100)}, &copySink{}); err != nil {
-		t.Fatalf("client read while background reads hang: %v", err)
-	}
-	if got := f.count("hang"); got != 3 {
-		t.Fatalf("%d background reads reached the metastore; want 3 (MaxConns 4 less 1 reserved)", got)
-	}
-	if !bg.WithUGI(nil).Background() || NoSession.Background() {
-		t.Fatal("the background mark must survive set_ugi and stay off the shared NoSession")
-	}
-	close(release)
-	wg.Wait()
 }
 
 // TestSameName (issue 22, found by the twin): the metastore answers a

@@ -191,15 +191,8 @@ func TestNewNodeIsWaitedFor(t *testing.T) {
 	r := redistest.Start(t)
 	cfg := fast(r.Client(), "join")
 	cfg.HeartbeatTimeout = time.Second
-	c := r.Client()
-	stall := &stallReads{gate: make(chan struct{}), appended: make(chan struct{}, 1)}
-	c.AddHook(stall)
-	cfg.Client = c
-	a := run(t, cfg, nil)
-	var release sync.Once
-	t.Cleanup(func() { release.Do(func() { close(stall.gate) }) })
-	stall.armed.Store(true) // the writer reads nothing more for now
-	waitFor(t, "the writer's reads stalled", stall.stalled.Load)
+	a, stall := runStallable(t, cfg, r.Client())
+	stall.stall(t, "the writer's reads stalled") // the writer reads nothing more for now
 	cfg.Client = r.Client()
 	// A peer deliberately slow to apply: a sleep is the point.
 	b := run(t, cfg, &node{applyHook: func() { time.Sleep(30 * time.Millisecond) }})
@@ -214,7 +207,7 @@ func TestNewNodeIsWaitedFor(t *testing.T) {
 		t.Fatalf("publish returned (%v) before the newcomer applied it", err)
 	default:
 	}
-	release.Do(func() { close(stall.gate) }) // now it may read the acknowledgement
+	stall.release() // now it may read the acknowledgement
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -229,10 +222,36 @@ func TestNewNodeIsWaitedFor(t *testing.T) {
 // or not a heartbeat shared its append.
 type stallReads struct {
 	gate     chan struct{}
+	open     sync.Once // closes gate
 	armed    atomic.Bool
 	stalled  atomic.Bool
 	appended chan struct{}
 }
+
+// runStallable starts a node with cfg on c, whose stream reads the
+// returned stallReads holds once armed. The reads are released when the
+// test ends, before the node's stop, which would wait for a held read.
+func runStallable(t *testing.T, cfg Config, c *redis.Client) (*node, *stallReads) {
+	t.Helper()
+	s := &stallReads{gate: make(chan struct{}), appended: make(chan struct{}, 1)}
+	c.AddHook(s)
+	cfg.Client = c
+	n := run(t, cfg, nil)
+	t.Cleanup(s.release)
+	return n, s
+}
+
+// stall holds the client's stream reads from now on and waits until one
+// is held.
+func (s *stallReads) stall(t *testing.T, what string) {
+	t.Helper()
+	s.armed.Store(true)
+	waitFor(t, what, s.stalled.Load)
+}
+
+// release lets the held reads go, and those after them; it may be called
+// again.
+func (s *stallReads) release() { s.open.Do(func() { close(s.gate) }) }
 
 func (s *stallReads) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (s *stallReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {

@@ -16,22 +16,16 @@ import (
 func TestLaggingWriterWaits(t *testing.T) {
 	r := redistest.Start(t)
 	cfg := fast(r.Client(), "lag")
-	wc := r.Client()
-	stall := &stallReads{gate: make(chan struct{}), appended: make(chan struct{}, 1)}
-	wc.AddHook(stall)
-	cfg.Client = wc
-	w := run(t, cfg, nil)
+	w, stall := runStallable(t, cfg, r.Client())
 	var slow sync.Once
 	gate := make(chan struct{})
 	p := run(t, fast(r.Client(), "lag"), &node{applyHook: func() { slow.Do(func() { <-gate }) }})
 	peersKnown(t, w, p)
-	var release sync.Once
-	t.Cleanup(func() { release.Do(func() { close(stall.gate) }); close(gate) })
+	t.Cleanup(func() { stall.release(); close(gate) })
 
 	// The writer reads nothing for longer than the heartbeat timeout,
 	// while the peer keeps heartbeating: the peer looks silent to it.
-	stall.armed.Store(true)
-	waitFor(t, "the writer's reads stalled", stall.stalled.Load)
+	stall.stall(t, "the writer's reads stalled")
 	waitFor(t, "the live peer silent to the writer", func() bool { return silent(w, p) })
 	if !p.bus.Synced() {
 		t.Fatal("the peer is not in sync; the test needs it serving")

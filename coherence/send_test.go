@@ -115,24 +115,19 @@ func TestConcurrentPublishReadYourWrites(t *testing.T) {
 func TestLaggingReaderWaitsForLivePeer(t *testing.T) {
 	r := redistest.Start(t)
 	c := r.Client()
-	stall := &stallReads{gate: make(chan struct{}), appended: make(chan struct{}, 1)}
-	c.AddHook(stall)
-	a := run(t, fast(c, "join"), nil)
+	a, stall := runStallable(t, fast(c, "join"), c)
 	// A peer deliberately slow to apply: a sleep is the point.
 	b := run(t, fast(r.Client(), "join"), &node{applyHook: func() { time.Sleep(100 * time.Millisecond) }})
 	peersKnown(t, a, b)
 
-	var release sync.Once
-	t.Cleanup(func() { release.Do(func() { close(stall.gate) }) })
-	stall.armed.Store(true)
-	waitFor(t, "the writer's reader stalled", stall.stalled.Load)
+	stall.stall(t, "the writer's reader stalled")
 	// Until the peer looks silent to the writer, whose reader reads none
 	// of its heartbeats.
 	waitFor(t, "the live peer silent to the writer", func() bool { return silent(a, b) })
 	go func() {
 		<-stall.appended // the write is on the stream: let the reader catch up
 		stall.armed.Store(false)
-		release.Do(func() { close(stall.gate) })
+		stall.release()
 	}()
 	err := a.bus.Publish(context.Background(), []cache.Entity{tbl})
 	if got, _ := b.snapshot(); !slices.Contains(got, tbl) {

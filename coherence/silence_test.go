@@ -77,21 +77,14 @@ func TestSkippedPeerCatchesUpBeforeServing(t *testing.T) {
 func TestWriterReadsPastItsEntryBeforeSkipping(t *testing.T) {
 	r := redistest.Start(t)
 	cfg := silenceConfig(r.Client(), "past")
-	ac := r.Client()
-	stall := &stallReads{gate: make(chan struct{}), appended: make(chan struct{}, 1)}
-	ac.AddHook(stall)
-	cfg.Client = ac
-	a := run(t, cfg, nil)
+	a, stall := runStallable(t, cfg, r.Client())
 	b, hold, _ := gatedPeer(t, r, cfg)
-	var unstall sync.Once
-	t.Cleanup(func() { unstall.Do(func() { close(stall.gate) }) })
 	peersKnown(t, a, b)
 
 	hold.armed.Store(true)
 	waitFor(t, "the peer's append held", hold.held.Load)
 	waitFor(t, "the writer to read past the peer's silence", func() bool { return takenForSilent(a.bus, b.bus.NodeID()) })
-	stall.armed.Store(true)
-	waitFor(t, "the writer's reads stalled", stall.stalled.Load)
+	stall.stall(t, "the writer's reads stalled")
 	hold.open()
 	waitFor(t, "the peer serving again", b.bus.Synced)
 
@@ -210,23 +203,16 @@ func TestReturnedGonePeerIsWaitedFor(t *testing.T) {
 	relay := redistest.NewRelay(t, r.Addr)
 	cfg := fast(r.Client(), "gone")
 	cfg.HeartbeatTimeout, cfg.PeerGone = 500*time.Millisecond, time.Second
-	ac := r.Client()
-	stall := &stallReads{gate: make(chan struct{}), appended: make(chan struct{}, 1)}
-	ac.AddHook(stall)
-	cfg.Client = ac
-	a := run(t, cfg, nil)
+	a, stall := runStallable(t, cfg, r.Client())
 	cfg.Client = relay.Client()
 	gate := newApplyGate(written)
 	b := run(t, cfg, &node{onApply: gate.onApply})
-	var unstall sync.Once
 	t.Cleanup(gate.open)
-	t.Cleanup(func() { unstall.Do(func() { close(stall.gate) }) })
 	peersKnown(t, a, b)
 
 	relay.Cut()
 	waitFor(t, "the peer declared gone", func() bool { return a.bus.Stats().Loss("peer-gone") == 1 })
-	stall.armed.Store(true)
-	waitFor(t, "the writer's reads stalled", stall.stalled.Load)
+	stall.stall(t, "the writer's reads stalled")
 	relay.Restore()
 	waitFor(t, "the peer back in sync", b.bus.Synced)
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -80,19 +79,12 @@ func TestBusSentinelLostTail(t *testing.T) {
 	cfg.HeartbeatTimeout = 20 * time.Second
 	cfg.Logger = proxytest.Logger(t).With("node", "A")
 	a := run(t, cfg, nil)
-	bc := s.Client()
-	stall := &stallReads{gate: make(chan struct{}), appended: make(chan struct{}, 1)}
-	bc.AddHook(stall)
-	cfg.Client = bc
 	cfg.Logger = proxytest.Logger(t).With("node", "B")
-	b := run(t, cfg, nil)
+	b, stall := runStallable(t, cfg, s.Client())
 	peersKnown(t, a, b)
-	var release sync.Once
-	t.Cleanup(func() { release.Do(func() { close(stall.gate) }) })
 
 	// B reads nothing more; the replica hears nothing more; A writes.
-	stall.armed.Store(true)
-	waitFor(t, "B's reads stalled", stall.stalled.Load)
+	stall.stall(t, "B's reads stalled")
 	relay.Cut()
 	lost := cache.Entity{Level: cache.LevelTable, Cat: "hive", DB: "db", Table: "lost"}
 	ctx := context.Background()
@@ -127,7 +119,7 @@ func TestBusSentinelLostTail(t *testing.T) {
 	}
 
 	_, before := b.snapshot()
-	release.Do(func() { close(stall.gate) })
+	stall.release()
 	stall.armed.Store(false)
 	if !wait.Until(30*time.Second, func() bool { _, l := b.snapshot(); return len(l) > len(before) }) {
 		st := a.bus.Stats()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/coherence"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
@@ -92,20 +93,7 @@ func TestCachedVersusRealHMS(t *testing.T) {
 // pairs alternates direct and proxied calls and returns both sorted
 // latency lists.
 func pairs(t *testing.T, direct, proxied *hmsclient.Client, method string, args []byte, n int) (d, p []time.Duration) {
-	ctx := context.Background()
-	for i := 0; i < n; i++ {
-		for k := 0; k < 2; k++ {
-			c, out := direct, &d
-			if (i+k)%2 == 1 {
-				c, out = proxied, &p
-			}
-			begin := time.Now()
-			if _, err := c.Call(ctx, method, args); err != nil {
-				t.Fatal(err)
-			}
-			*out = append(*out, time.Since(begin))
-		}
-	}
+	d, p = proxytest.SideBySideCalls(t, n, direct, proxied, method, args)
 	slices.Sort(d)
 	slices.Sort(p)
 	return d, p

@@ -23,25 +23,12 @@ func echoServer(b testing.TB, body []byte) string {
 	return ln.Addr().String()
 }
 
-// timePair alternates calls on two clients and returns their latencies.
-func timePair(b *testing.B, n int, a, c *hmsclient.Client, method string, args []byte) (la, lc []time.Duration) {
-	ctx := context.Background()
-	la, lc = make([]time.Duration, 0, n), make([]time.Duration, 0, n)
-	for i := 0; i < n; i++ {
-		for k := 0; k < 2; k++ {
-			cl, out := a, &la
-			if (i+k)%2 == 1 {
-				cl, out = c, &lc
-			}
-			start := time.Now()
-			if _, err := cl.Call(ctx, method, args); err != nil {
-				b.Fatal(err)
-			}
-			*out = append(*out, time.Since(start))
-		}
-	}
-	return la, lc
-}
+// timePair alternates calls on two clients and returns their latencies;
+// dialRaw is a raw-reading client, closed when the benchmark ends.
+var (
+	timePair = proxytest.SideBySideCalls
+	dialRaw  = proxytest.DialRaw
+)
 
 func reportPair(b *testing.B, nameA, nameC string, la, lc []time.Duration) {
 	a50, c50 := pct(la, 50), pct(lc, 50)
@@ -58,18 +45,6 @@ func rawEcho(b testing.TB, body []byte) string {
 	ln := proxytest.Listen(b)
 	proxytest.EchoOn(b, ln, wire.Framed, body)
 	return ln.Addr().String()
-}
-
-// dialRaw is a raw-reading client of addr (framed), closed when the
-// benchmark ends.
-func dialRaw(b testing.TB, addr string) *hmsclient.Raw {
-	b.Helper()
-	r, err := hmsclient.DialRaw(context.Background(), addr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { r.Close() })
-	return r
 }
 
 // callRaw makes one call on a raw client and returns a copy of the
@@ -89,20 +64,12 @@ func callRaw(b testing.TB, r *hmsclient.Raw, method string, args []byte) []byte 
 // client the same, a read of the bytes.
 func timeRaw(b *testing.B, n int, a, c *hmsclient.Raw, method string, args func(i int) []byte) (la, lc []time.Duration) {
 	ctx := context.Background()
-	la, lc = make([]time.Duration, 0, n), make([]time.Duration, 0, n)
-	for i := 0; i < n; i++ {
-		arg := args(i)
-		for k := 0; k < 2; k++ {
-			cl, out := a, &la
-			if (i+k)%2 == 1 {
-				cl, out = c, &lc
-			}
-			start := time.Now()
-			if _, _, err := cl.Call(ctx, method, arg); err != nil {
-				b.Fatal(err)
-			}
-			*out = append(*out, time.Since(start))
-		}
+	on := func(cl *hmsclient.Raw) func(int) error {
+		return func(i int) error { _, _, err := cl.Call(ctx, method, args(i)); return err }
+	}
+	la, lc, err := proxytest.SideBySide(n, on(a), on(c))
+	if err != nil {
+		b.Fatal(err)
 	}
 	return la, lc
 }

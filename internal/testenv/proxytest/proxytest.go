@@ -228,6 +228,18 @@ func Dial(t testing.TB, addr string, tr wire.Transport) *hmsclient.Client {
 	return c
 }
 
+// DialRaw is a raw-reading client of addr (framed), closed when the test
+// ends.
+func DialRaw(t testing.TB, addr string) *hmsclient.Raw {
+	t.Helper()
+	r, err := hmsclient.DialRaw(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
 // Call makes one call within Timeout and returns a copy of the whole
 // reply message; the test fails on a transport error.
 func Call(t testing.TB, c *hmsclient.Client, method string, args []byte) []byte {

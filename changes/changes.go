@@ -67,13 +67,10 @@ type Config struct {
 // Stream appends change events in the background.
 type Stream struct {
 	cfg     Config
-	q       chan Change
+	q       *Queue[Change]
 	dropped atomic.Uint64
 	written atomic.Uint64
 	wg      sync.WaitGroup
-
-	mu     sync.RWMutex // guards closed, and sends on q against its close
-	closed bool
 }
 
 // New starts the appender; Close stops it after draining the queue.
@@ -90,7 +87,7 @@ func New(cfg Config) (*Stream, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Stream{cfg: cfg, q: make(chan Change, cfg.Queue)}
+	s := &Stream{cfg: cfg, q: NewQueue[Change](cfg.Queue)}
 	s.wg.Add(1)
 	go s.run()
 	return s, nil
@@ -99,16 +96,8 @@ func New(cfg Config) (*Stream, error) {
 // Add queues changes; it never blocks. After Close the changes are
 // dropped and counted: a write may still finish while the proxy stops.
 func (s *Stream) Add(cs ...Change) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		s.dropped.Add(uint64(len(cs)))
-		return
-	}
 	for _, c := range cs {
-		select {
-		case s.q <- c:
-		default:
+		if !s.q.Put(c) {
 			s.dropped.Add(1)
 		}
 	}
@@ -127,12 +116,7 @@ func (s *Stream) Dropped() uint64 { return s.dropped.Load() }
 
 // Close drains the queue (bounded by ctx) and stops. Safe twice.
 func (s *Stream) Close(ctx context.Context) {
-	s.mu.Lock()
-	if !s.closed {
-		s.closed = true
-		close(s.q)
-	}
-	s.mu.Unlock()
+	s.q.Close()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
@@ -143,7 +127,7 @@ func (s *Stream) Close(ctx context.Context) {
 
 func (s *Stream) run() {
 	defer s.wg.Done()
-	for c := range s.q {
+	for c := range s.q.Items() {
 		body, err := json.Marshal(c)
 		if err != nil {
 			continue

@@ -3,6 +3,8 @@ package changes
 import (
 	"context"
 	"encoding/json"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,5 +79,36 @@ func TestWroteAfterClose(t *testing.T) {
 	s.Wrote("alter_table", []cache.Entity{{Level: cache.LevelTable, Cat: "hive", DB: "d", Table: "t"}}, true)
 	if got := s.Dropped(); got != 1 {
 		t.Fatalf("dropped %d; want 1", got)
+	}
+}
+
+// TestQueuePutRacesClose: puts racing Close never send on the closed
+// channel (a panic), and each either lands in Items or is refused, for
+// its sender to count.
+func TestQueuePutRacesClose(t *testing.T) {
+	const senders, puts = 4, 100
+	q := NewQueue[int](64)
+	var refused atomic.Int64
+	var wg sync.WaitGroup
+	for range senders {
+		wg.Go(func() {
+			for i := range puts {
+				if !q.Put(i) {
+					refused.Add(1)
+				}
+			}
+		})
+	}
+	q.Close()
+	wg.Wait()
+	got := 0
+	for range q.Items() {
+		got++
+	}
+	if int64(got)+refused.Load() != senders*puts {
+		t.Fatalf("%d queued + %d refused; want %d in all", got, refused.Load(), senders*puts)
+	}
+	if q.Put(1) {
+		t.Fatal("a put after Close was queued")
 	}
 }

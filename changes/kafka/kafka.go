@@ -38,6 +38,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 
+	"github.com/hmsproxy/hmsproxy/changes"
 	"github.com/hmsproxy/hmsproxy/changes/feed"
 	"github.com/hmsproxy/hmsproxy/changes/outbox"
 )
@@ -123,7 +124,7 @@ type Feed struct {
 	cfg    Config
 	log    *slog.Logger
 	client *kgo.Client
-	q      chan pending
+	q      *changes.Queue[pending]
 	seq    atomic.Uint64
 
 	produced, produceErrors, fromWrites, fromLog, claimed atomic.Uint64
@@ -141,9 +142,6 @@ type Feed struct {
 	// appended is closed when appendLoop has taken the last queued write
 	// after Close: the producer may stop then.
 	appended chan struct{}
-
-	mu     sync.RWMutex // guards closed, and sends on q against its close
-	closed bool
 }
 
 // pending is a write waiting for the outbox: its request is a copy.
@@ -203,7 +201,7 @@ func New(cfg Config) (*Feed, error) {
 	var inc [4]byte
 	rand.Read(inc[:])
 	cfg.Node += "." + hex.EncodeToString(inc[:])
-	f := &Feed{cfg: cfg, log: cfg.Logger, client: client, q: make(chan pending, cfg.Queue), appended: make(chan struct{})}
+	f := &Feed{cfg: cfg, log: cfg.Logger, client: client, q: changes.NewQueue[pending](cfg.Queue), appended: make(chan struct{})}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.wg.Add(2)
 	go f.appendLoop()
@@ -264,17 +262,9 @@ func (f *Feed) Wrote(method string, args []byte, user string, ok bool) {
 	if !ok {
 		return
 	}
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if f.closed {
-		f.lostQueue.Add(1)
-		return
-	}
 	w := feed.Write{Group: f.cfg.Group, Node: f.cfg.Node, Method: method, Args: append([]byte(nil), args...),
 		User: user, Cat: f.cfg.DefaultCatalog, At: f.cfg.Now()}
-	select {
-	case f.q <- pending{w: w}:
-	default:
+	if !f.q.Put(pending{w: w}) {
 		f.lostQueue.Add(1)
 	}
 }
@@ -295,7 +285,7 @@ func (f *Feed) appendLoop() {
 	defer f.wg.Done()
 	defer close(f.appended)
 	var claimsDown time.Time // claims fail: append unclaimed until then
-	for p := range f.q {
+	for p := range f.q.Items() {
 		p.w.Seq = f.seq.Add(1)
 		c, ok := feed.FromWrite(p.w)
 		if !ok {
@@ -647,12 +637,7 @@ func (f *Feed) Stats() Stats {
 // closes the producer; the outbox keeps what Kafka has not acknowledged
 // for the next start. The caller closes the outbox after. Safe twice.
 func (f *Feed) Close(ctx context.Context) {
-	f.mu.Lock()
-	if !f.closed {
-		f.closed = true
-		close(f.q)
-	}
-	f.mu.Unlock()
+	f.q.Close()
 	// The appender ends once it has taken the last queued write; then
 	// the producer may stop. A ctx that ends first stops both at once.
 	select {

@@ -29,16 +29,19 @@ type Spec struct {
 	Params int
 }
 
-func (s Spec) withDefaults() Spec {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
+// orDefault sets a count left at 0 (or negative) to its default d: the
+// rule of this package's specs and configs.
+func orDefault(v *int, d int) {
+	if *v <= 0 {
+		*v = d
 	}
-	def(&s.Databases, 2)
-	def(&s.Tables, 20)
-	def(&s.Partitions, 240)
-	def(&s.Columns, 20)
+}
+
+func (s Spec) withDefaults() Spec {
+	orDefault(&s.Databases, 2)
+	orDefault(&s.Tables, 20)
+	orDefault(&s.Partitions, 240)
+	orDefault(&s.Columns, 20)
 	if s.Params < 0 {
 		s.Params = 0
 	} else if s.Params == 0 {
@@ -174,6 +177,25 @@ func Setup(ctx context.Context, t Target, tr wire.Transport, spec Spec, progress
 		}
 		return o, body, fmt.Errorf("bench: setup on %s: %w", t.Name, err)
 	}
+	// create makes name with method and args unless have lists it or the
+	// metastore answers that it exists (another writer raced), and counts
+	// which.
+	create := func(have []string, name, method string, args []byte, exists int16, created, skipped *int) error {
+		if slices.Contains(have, name) {
+			*skipped++
+			return nil
+		}
+		o, _, err := do(method, args, exists)
+		if err != nil {
+			return err
+		}
+		if o == outExists {
+			*skipped++
+		} else {
+			*created++
+		}
+		return nil
+	}
 	_, body, err := do("get_all_databases", []byte{wire.TStop}, 0)
 	if err != nil {
 		return st, err
@@ -184,18 +206,8 @@ func Setup(ctx context.Context, t Target, tr wire.Transport, spec Spec, progress
 	start := time.Now()
 	for i := 0; i < spec.Databases; i++ {
 		db := DBName(i)
-		if slices.Contains(haveDB, db) {
-			st.SkippedDatabases++
-		} else {
-			o, _, err := do("create_database", spec.createDatabaseArgs(db), existsCreateDB)
-			if err != nil {
-				return st, err
-			}
-			if o == outExists {
-				st.SkippedDatabases++
-			} else {
-				st.Databases++
-			}
+		if err := create(haveDB, db, "create_database", spec.createDatabaseArgs(db), existsCreateDB, &st.Databases, &st.SkippedDatabases); err != nil {
+			return st, err
 		}
 		_, body, err := do("get_all_tables", hmsreq.Args(hmsreq.Str(1, db)), 0)
 		if err != nil {
@@ -204,18 +216,8 @@ func Setup(ctx context.Context, t Target, tr wire.Transport, spec Spec, progress
 		haveTbl := stringList(body)
 		for j := 0; j < spec.Tables; j++ {
 			tbl := TableName(j)
-			if slices.Contains(haveTbl, tbl) {
-				st.SkippedTables++
-			} else {
-				o, _, err := do("create_table", spec.createTableArgs(db, tbl), existsCreateTable)
-				if err != nil {
-					return st, err
-				}
-				if o == outExists {
-					st.SkippedTables++
-				} else {
-					st.Tables++
-				}
+			if err := create(haveTbl, tbl, "create_table", spec.createTableArgs(db, tbl), existsCreateTable, &st.Tables, &st.SkippedTables); err != nil {
+				return st, err
 			}
 			if err := spec.setupPartitions(do, db, tbl, &st); err != nil {
 				return st, err

@@ -56,16 +56,11 @@ type PruneMixConfig struct {
 }
 
 func (c PruneMixConfig) withDefaults() PruneMixConfig {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&c.Tables, 8)
-	def(&c.Regions, 16)
-	def(&c.Days, 30)
-	def(&c.Queries, 20000)
-	def(&c.NewDayEvery, 2000)
+	orDefault(&c.Tables, 8)
+	orDefault(&c.Regions, 16)
+	orDefault(&c.Days, 30)
+	orDefault(&c.Queries, 20000)
+	orDefault(&c.NewDayEvery, 2000)
 	if c.ZipfS <= 1 {
 		c.ZipfS = 1.2
 	}

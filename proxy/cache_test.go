@@ -79,9 +79,7 @@ func cachedCorpus() []req {
 // TestCacheHits: every cacheable read the demo implements is served from
 // the cache the second time, with the bytes the metastore returns.
 func TestCacheHits(t *testing.T) {
-	demo, addr := startDemo(t, wire.Buffered)
-	caching := newCaching(t, nil)
-	_, paddr := startProxy(t, proxyOpts{cache: caching}, addr)
+	demo, addr, caching, paddr := startCachingProxy(t)
 	direct := dial(t, addr, wire.Buffered)
 	c := dial(t, paddr, wire.Buffered)
 	for _, r := range cachedCorpus() {
@@ -141,9 +139,7 @@ func versionOf(t testing.TB, reply []byte) int64 {
 // TestReadYourWrites: a write through the proxy invalidates what it
 // changed before its reply, including not-found entries (promise 2).
 func TestReadYourWrites(t *testing.T) {
-	_, addr := startDemo(t, wire.Buffered)
-	caching := newCaching(t, nil)
-	_, paddr := startProxy(t, proxyOpts{cache: caching}, addr)
+	_, _, caching, paddr := startCachingProxy(t)
 	c := dial(t, paddr, wire.Buffered)
 	get := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "fresh"))
 
@@ -376,9 +372,7 @@ func TestScopes(t *testing.T) {
 	// direct SQL): entries are shared only between sessions with the
 	// same overrides, a client-side timeout aside.
 	t.Run("overrides", func(t *testing.T) {
-		demo, addr := startDemo(t, wire.Buffered)
-		caching := newCaching(t, nil)
-		_, paddr := startProxy(t, proxyOpts{cache: caching}, addr)
+		demo, _, caching, paddr := startCachingProxy(t)
 		get := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))
 		conf := func(kv ...string) *hmsclient.Client {
 			c := dial(t, paddr, wire.Buffered)
@@ -430,9 +424,7 @@ func TestScopes(t *testing.T) {
 // proxy and checks that no read returns a value older than a write that
 // had already returned when the read began (promise 2).
 func TestRandomizedReadYourWrites(t *testing.T) {
-	_, addr := startDemo(t, wire.Buffered)
-	caching := newCaching(t, nil)
-	_, paddr := startProxy(t, proxyOpts{cache: caching}, addr)
+	_, addr, caching, paddr := startCachingProxy(t)
 	setup := dial(t, paddr, wire.Buffered)
 	call(t, setup, "create_table", tableArgs("demo_db0", "rw"))
 

@@ -69,6 +69,17 @@ func startProxy(t testing.TB, o proxyOpts, addrs ...string) (*Server, string) {
 	return s, addr
 }
 
+// startCachingProxy runs a caching proxy (newCaching) in front of a
+// seeded demo metastore, and returns the metastore, its address, the
+// proxy's Caching and the proxy's address.
+func startCachingProxy(t testing.TB) (demo *demohms.Server, addr string, caching *Caching, paddr string) {
+	t.Helper()
+	demo, addr = startDemo(t, wire.Buffered)
+	caching = newCaching(t, nil)
+	_, paddr = startProxy(t, proxyOpts{cache: caching}, addr)
+	return demo, addr, caching, paddr
+}
+
 func ugiArgs(user string, groups ...string) []byte {
 	return hmsreq.Args(hmsreq.Str(1, user), hmsreq.Strings(2, groups...))
 }

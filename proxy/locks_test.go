@@ -64,9 +64,7 @@ func alterDirect(t *testing.T, direct *hmsclient.Client, db, table, location str
 // metastore before the grant must show, or the commit through the
 // proxy overwrites it (a lost Iceberg commit).
 func TestGrantedLockIsFreshnessPoint(t *testing.T) {
-	demo, addr := startDemo(t, wire.Buffered)
-	caching := newCaching(t, nil)
-	_, paddr := startProxy(t, proxyOpts{cache: caching}, addr)
+	demo, addr, caching, paddr := startCachingProxy(t)
 	p := dial(t, paddr, wire.Buffered)
 	other := dial(t, paddr, wire.Buffered) // another client of the proxy, with no lock
 	direct := dial(t, addr, wire.Buffered)
@@ -135,9 +133,7 @@ func TestGrantedLockIsFreshnessPoint(t *testing.T) {
 // TestSharedReadLockInvalidatesNothing: a read lock announces no write,
 // so it costs the cache nothing.
 func TestSharedReadLockInvalidatesNothing(t *testing.T) {
-	demo, addr := startDemo(t, wire.Buffered)
-	caching := newCaching(t, nil)
-	_, paddr := startProxy(t, proxyOpts{cache: caching}, addr)
+	demo, _, caching, paddr := startCachingProxy(t)
 	p := dial(t, paddr, wire.Buffered)
 	get := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"))
 	call(t, p, "get_table", get)

@@ -49,31 +49,29 @@ func startFake(t *testing.T, kdc *kdctest.KDC) *fakeMetastore {
 	ln := sasl.Listen(tln, srv, sasl.ListenerConfig{})
 	t.Cleanup(func() { ln.Close() })
 	f.tokenAddr = tln.Addr().String()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go f.serveTokens(c.(*sasl.Conn))
-		}
-	}()
+	serveEach(ln, func(c net.Conn) { f.serveTokens(c.(*sasl.Conn)) })
 	dln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dln.Close() })
 	f.digestAddr = dln.Addr().String()
+	serveEach(dln, f.serveDigest)
+	return f
+}
+
+// serveEach serves each connection ln accepts on a goroutine of its own,
+// until ln is closed.
+func serveEach(ln net.Listener, serve func(net.Conn)) {
 	go func() {
 		for {
-			c, err := dln.Accept()
+			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			go f.serveDigest(c)
+			go serve(c)
 		}
 	}()
-	return f
 }
 
 func (f *fakeMetastore) serveTokens(c *sasl.Conn) {

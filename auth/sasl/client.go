@@ -98,10 +98,7 @@ func (c *Client) handshake(conn net.Conn, service, authzID string) error {
 	if err := writeMessage(conn, StatusStart, []byte(Mechanism)); err != nil {
 		return err
 	}
-	if err := writeMessage(conn, StatusOK, b); err != nil {
-		return err
-	}
-	_, rep, err := expect(conn, StatusOK)
+	rep, err := exchange(conn, StatusOK, b)
 	if err != nil {
 		return err
 	}
@@ -114,10 +111,7 @@ func (c *Client) handshake(conn net.Conn, service, authzID string) error {
 	if err := g.acceptAPRep(rep, key, tok.APReq.Authenticator); err != nil {
 		return err
 	}
-	if err := writeMessage(conn, StatusOK, nil); err != nil {
-		return err
-	}
-	_, challenge, err := expect(conn, StatusOK)
+	challenge, err := exchange(conn, StatusOK, nil)
 	if err != nil {
 		return err
 	}
@@ -136,11 +130,19 @@ func (c *Client) handshake(conn net.Conn, service, authzID string) error {
 	if err != nil {
 		return err
 	}
-	if err := writeMessage(conn, StatusComplete, reply); err != nil {
-		return err
-	}
-	_, _, err = expect(conn, StatusComplete)
+	_, err = exchange(conn, StatusComplete, reply)
 	return err
+}
+
+// exchange is one step of the client's side of the handshake: it sends
+// payload under status st and reads the server's answer, which must
+// carry st too.
+func exchange(conn net.Conn, st Status, payload []byte) ([]byte, error) {
+	if err := writeMessage(conn, st, payload); err != nil {
+		return nil, err
+	}
+	_, b, err := expect(conn, st)
+	return b, err
 }
 
 // acceptAPRep checks the server's mutual-authentication reply and adopts

@@ -158,10 +158,13 @@ type cacher struct {
 	// joinHook, if set, is told when a batch or one-table read waits for
 	// n entries another request is loading. A seam for tests only: it
 	// shows a request could have gone upstream but shared instead.
-	joinHook   func(n int)
-	shadow     *shadower // nil: shadow validation off
-	prune      PruneStats
-	pruneIdx   nameIndexes
+	joinHook func(n int)
+	shadow   *shadower // nil: shadow validation off
+	prune    PruneStats
+	pruneIdx nameIndexes
+	// postHits counts prunes answered from a posting memo's flat copy.
+	// A seam for tests only: it shows the memo could have answered.
+	postHits   atomic.Uint64
 	pruneExprs exprCache
 	memos      *batchMemos // by-names requests answered from the cache lately
 	// pruneTableReq: the metastore answers get_table_req where get_table

@@ -62,6 +62,7 @@ type clientConn struct {
 	pargs   []byte      // the args of a made-up read being built
 	ptk     *tableKeys  // the partition keys of the table pruned last
 	psel    []int32     // the positions a prune selected
+	pselj   []int32     // and where they are in its candidates
 	pparts  []prunePart // their entries
 	ppieces [][]byte    // and the pieces of the reply
 	key     []byte
@@ -473,6 +474,7 @@ func (c *clientConn) dropLargeBuffers() {
 		c.rbuf, c.flat = nil, nil
 	}
 	c.psel = keptBuf(c.psel)
+	c.pselj = keptBuf(c.pselj)
 	c.pparts = keptBuf(c.pparts)
 	c.ppieces = keptBuf(c.ppieces)
 	c.iov = keptBuf(c.iov)

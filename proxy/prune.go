@@ -163,21 +163,13 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 			return false, nil
 		}
 	}
-	sel := c.psel[:0]
-	defer func() { c.psel = sel }()
 	cands, by := idx.candidates(plan.pins)
-	test := plan.tester(by)
-	for _, i := range cands {
-		if p.MaxParts >= 0 && len(sel) >= p.MaxParts {
-			break
-		}
-		ok, err := test.match(idx.valuesOf(i))
-		if err != nil {
-			return c.pruneFallback("evaluation", errPruneForward)
-		}
-		if ok {
-			sel = append(sel, i)
-		}
+	// The candidates of one pinned value: a posting list a memo may
+	// hold ready (prunememo.go).
+	posted := p.Reply == hms.PrunePartitions && by >= 0 && len(plan.pins[by]) == 1 && len(cands) <= maxPostCands
+	sel, selj, err := c.pruneSelect(plan, idx, cands, by, p.MaxParts, posted)
+	if err != nil {
+		return c.pruneFallback("evaluation", err)
 	}
 
 	if p.Reply == hms.PrunePartitions && set.overLimit(len(sel), p.MaxParts) {
@@ -196,7 +188,11 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 			selNames[j] = idx.names[i]
 		}
 	case hms.PrunePartitions:
-		pieces, err = c.prunePartitions(sc, &p, idx, sel, cands, &snap)
+		var pm *postMemo
+		if posted {
+			pm = idx.memos.memo(k.Store, by, plan.pins[by][0])
+		}
+		pieces, err = c.prunePartitions(sc, &p, idx, sel, cands, &snap, pm, selj)
 		// Don't keep cached entries alive through the buffer.
 		defer clear(pieces)
 		if err != nil {
@@ -271,6 +267,8 @@ type prunePlan struct {
 	// compares (by =, IN, ranges or BETWEEN alike): exact only while
 	// every stored value of them is canonical (nameIndex.odd).
 	intKeys []int
+	// sel, for a filter's plan, keeps its last selection.
+	sel *selMemo
 }
 
 // tester is what decides the candidates that nameIndex.candidates found
@@ -298,6 +296,59 @@ func (pl *prunePlan) match(vals []string) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// pruneSelect returns the positions in idx of the candidates cands
+// (found by the pins of key by) that plan selects, at most maxParts of
+// them when it is not negative, and, when posted, where they are in
+// cands. The selection of a filter's plan over one index is kept (see
+// selMemo): the slices may be shared, and are not to be written.
+func (c *clientConn) pruneSelect(plan *prunePlan, idx *nameIndex, cands []int32, by, maxParts int, posted bool) (sel, selj []int32, err error) {
+	if plan.sel != nil && len(cands) <= maxPostCands {
+		if m := plan.sel.last.Load(); m != nil && m.idx == idx.id && m.maxParts == maxParts && m.posted == posted {
+			return m.sel, m.selj, nil
+		}
+	}
+	sel, selj = c.psel[:0], c.pselj[:0]
+	test := plan.tester(by)
+	for j, i := range cands {
+		if maxParts >= 0 && len(sel) >= maxParts {
+			break
+		}
+		ok, err := test.match(idx.valuesOf(i))
+		if err != nil {
+			return nil, nil, errPruneForward
+		}
+		if ok {
+			sel = append(sel, i)
+			if posted {
+				selj = append(selj, int32(j))
+			}
+		}
+	}
+	c.psel, c.pselj = sel, selj
+	if plan.sel != nil && len(cands) <= maxPostCands {
+		plan.sel.last.Store(&selection{idx: idx.id, maxParts: maxParts, posted: posted,
+			sel: slices.Clone(sel), selj: slices.Clone(selj)})
+	}
+	return sel, selj, nil
+}
+
+// selMemo keeps the last selection of a filter's plan: planners send
+// the same filter again and again, and a selection depends only on the
+// plan and the name index (both immutable) and max_parts. It is kept
+// only for at most maxPostCands candidates: some 8 KiB for each of the
+// exprCache's filters at most.
+type selMemo struct {
+	last atomic.Pointer[selection]
+}
+
+// selection is the result of a pruneSelect over the index numbered idx.
+type selection struct {
+	idx       uint64
+	maxParts  int
+	posted    bool
+	sel, selj []int32
 }
 
 // prunePlanOf returns the plan of p over a table with keys tk, and false
@@ -357,7 +408,7 @@ func filterPlan(e *filter.Expr, tk *tableKeys, v hms.Version) *prunePlan {
 			}
 		}
 	}
-	pl.exact, pl.bound = true, b
+	pl.exact, pl.bound, pl.sel = true, b, &selMemo{}
 	return pl
 }
 
@@ -601,7 +652,13 @@ func okBody(b []byte) ([]byte, error) {
 // values, a day say) come in the same call, as Presto fetches a partial
 // spec's partitions and evaluates the rest of the filter on them: the
 // next filter over that day, with other regions, finds them cached.
-func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameIndex, sel, cands []int32, snap *cache.Snapshot) ([][]byte, error) {
+//
+// pm, when not nil, is the memo of the posting list cands, and selj the
+// positions of sel in it: it answers, when it can, without looking at
+// each entry, except every postLookup-th time, when each selected entry
+// is looked up in the store (not taken back through its reference) so
+// the store's eviction policy sees it used.
+func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameIndex, sel, cands []int32, snap *cache.Snapshot, pm *postMemo, selj []int32) ([][]byte, error) {
 	k := c.rt.cache
 	meth := hms.Lookup([]byte("get_partitions_by_names"))
 	c.pargs = hms.AppendPartitionsByNamesArgs(c.pargs[:0], p.DB, p.Table, nil)
@@ -610,6 +667,20 @@ func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameInde
 		return nil, err
 	}
 	base := syn.key[:len(syn.key):len(syn.key)] // entry keys are appended to copies
+	lookup := false
+	if pm != nil {
+		if lookup = pm.uses.Add(1)%postLookup == 0; !lookup {
+			tbl := ""
+			if len(syn.names.Tables) > 0 {
+				tbl = syn.names.Tables[0]
+			}
+			c.group = cache.TableGroup(c.group[:0], k.Upstream, syn.names.Cat, syn.names.DB, tbl)
+			ex := snap.Existing()
+			if pieces, ok := c.postedParts(pm, idx, cands, selj, base, c.group, &ex); ok {
+				return pieces, nil
+			}
+		}
+	}
 	args := syn.m.Body()
 	// A cached partition is served as its entry's pieces (its shared
 	// storage-descriptor segments included, uncopied); a fetched one as
@@ -627,9 +698,11 @@ func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameInde
 		// Refresh-ahead of per-partition entries is left to by-names
 		// reads (see partitionEntry).
 		ref := idx.refs[i].Load()
-		if e, st := k.Store.Again(ref, hms.KindPartitions, now); st != cache.Miss {
-			parts[j] = prunePart{e: e}
-			continue
+		if !lookup {
+			if e, st := k.Store.Again(ref, hms.KindPartitions, now); st != cache.Miss {
+				parts[j] = prunePart{e: e}
+				continue
+			}
 		}
 		key := append(c.key[:0], base...)
 		key = append(key, idx.names[i]...)
@@ -802,6 +875,7 @@ func canonicalInt(v string) bool {
 // nameIndex is a cached name list taken apart: each name and its values
 // in key order. It is rebuilt only when the name list entry changes.
 type nameIndex struct {
+	id    uint64         // unique in the process (indexIDs)
 	src   unsafe.Pointer // the first byte of the body it was built from
 	n     int            // and its length
 	body  []byte         // keeps src alive, so its address is not reused
@@ -825,7 +899,13 @@ type nameIndex struct {
 	// refs[i] is the cached entry of the partition names[i] was last
 	// found at, held weakly (cache.Ref): an index outlives no entry.
 	refs []atomic.Pointer[cache.Ref]
+	// memos are its posting lists' entries, ready (prunememo.go).
+	memos postMemos
 }
+
+// indexIDs numbers name indexes: a selection kept for one (selMemo)
+// names it by number, so it keeps no index alive.
+var indexIDs atomic.Uint64
 
 // valuesOf is the values of names[i], in key order.
 func (x *nameIndex) valuesOf(i int32) []string {
@@ -906,7 +986,7 @@ func (x *nameIndexes) get(key string, body []byte) (*nameIndex, bool) {
 	if !ok {
 		return nil, false
 	}
-	idx = &nameIndex{src: ptr, n: len(body), body: body, names: names,
+	idx = &nameIndex{id: indexIDs.Add(1), src: ptr, n: len(body), body: body, names: names,
 		refs: make([]atomic.Pointer[cache.Ref], len(names))}
 	for i, name := range names {
 		_, vals, err := filter.PartitionValues(name)
@@ -946,6 +1026,7 @@ func (x *nameIndexes) get(key string, body []byte) (*nameIndex, bool) {
 	if old := x.m[key]; old != nil {
 		x.names -= len(old.names)
 		delete(x.m, key)
+		old.memos.drop()
 	}
 	for k, old := range x.m { // arbitrary ones: a table not pruned lately is rebuilt
 		if len(x.m) < maxNameIndexes && x.names+len(names) <= maxIndexedNames {
@@ -953,6 +1034,7 @@ func (x *nameIndexes) get(key string, body []byte) (*nameIndex, bool) {
 		}
 		x.names -= len(old.names)
 		delete(x.m, k)
+		old.memos.drop()
 	}
 	x.m[key] = idx
 	x.names += len(names)
@@ -962,12 +1044,17 @@ func (x *nameIndexes) get(key string, body []byte) (*nameIndex, bool) {
 // maxJoined is the largest reply body joinSmall copies into one piece.
 const maxJoined = 64 << 10
 
+// maxUnjoined is the most pieces joinSmall leaves apart: a posting
+// memo's reply (a few runs of its flat copy, prunememo.go) is written as
+// it is, and copying it would cost more than the kernel's walk.
+const maxUnjoined = 8
+
 // joinSmall joins the body pieces of a reply of at most maxJoined bytes
 // (iov[0] is its header) into one, in the connection's buffer: for a
 // reply of a few kilobytes in dozens of pieces, the copy costs less than
 // the kernel's walk over the pieces.
 func (c *clientConn) joinSmall(iov [][]byte) [][]byte {
-	if len(iov) <= 2 || c.rename != nil {
+	if len(iov) <= maxUnjoined || c.rename != nil {
 		return iov
 	}
 	n := 0

@@ -105,7 +105,7 @@ func BenchmarkPruneHitPath(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			local0 := s.PruneStats().Local.Load()
+			local0, memo0 := s.PruneStats().Local.Load(), s.cache.postHits.Load()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -115,6 +115,7 @@ func BenchmarkPruneHitPath(b *testing.B) {
 			}
 			b.StopTimer()
 			countLocal(b, s, local0)
+			b.ReportMetric(float64(s.cache.postHits.Load()-memo0)/float64(b.N), "memo-hits/op")
 		})
 	}
 }

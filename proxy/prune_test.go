@@ -597,7 +597,12 @@ func TestPruneFollowsWrites(t *testing.T) {
 				{"add_partition", addArgs("add_partition")},
 				{"alter_partition", alter("4")},
 			} {
-				for range 2 { // the second from the index and the entries it remembers
+				// The second from the index and the entries it
+				// remembers, the fourth from the day's posting memo
+				// (prunememo.go): its first use notes the entries, its
+				// second joins them.
+				memo := srv.cache.postHits.Load()
+				for range 4 {
 					local := srv.PruneStats().Local.Load()
 					if !sameButSeqID(call(t, c, "get_partitions_by_filter", day), call(t, direct, "get_partitions_by_filter", day)) {
 						t.Fatalf("before %s: prune differs from the metastore's", w.method)
@@ -606,6 +611,9 @@ func TestPruneFollowsWrites(t *testing.T) {
 						t.Fatalf("before %s: the filter was not pruned", w.method)
 					}
 					caching.Store.Wait()
+				}
+				if srv.cache.postHits.Load() == memo {
+					t.Fatalf("before %s: no prune was answered from the posting memo", w.method)
 				}
 				write(w.method, w.args)
 				if !sameButSeqID(call(t, c, "get_partitions_by_filter", day), call(t, direct, "get_partitions_by_filter", day)) {
@@ -657,6 +665,7 @@ func keptBufSizes(c *clientConn) map[string]int {
 	size := func(n int, each uintptr) int { return n * int(each) }
 	return map[string]int{
 		"psel":    size(cap(c.psel), unsafe.Sizeof(int32(0))),
+		"pselj":   size(cap(c.pselj), unsafe.Sizeof(int32(0))),
 		"pparts":  size(cap(c.pparts), unsafe.Sizeof(prunePart{})),
 		"ppieces": size(cap(c.ppieces), unsafe.Sizeof([]byte(nil))),
 		"iov":     size(cap(c.iov), unsafe.Sizeof([]byte(nil))),
@@ -780,5 +789,61 @@ func TestPruneRangeNonCanonical(t *testing.T) {
 					n, st.Local.Load()-local, st.Inexact.Load()-inexact)
 			}
 		})
+	}
+}
+
+// TestPrunePostingMemoAges: a posting memo's flat copy is written only
+// while the store would serve every entry it was joined from. Here the
+// name list outlives the partitions it indexes (an add dropped the list,
+// not the partitions), so the index and its memo stay while the
+// partitions' TTL passes; a partition changed behind the proxy's back
+// meanwhile must then come from the metastore, not from the copy.
+func TestPrunePostingMemoAges(t *testing.T) {
+	clock := newClock()
+	b := newPruneBed(t, clock)
+	caching, srv, c, direct := b.caching, b.srv, b.c, b.direct
+	day := filterArgs("get_partitions_by_filter", `ds = '2024-01-01'`, -1)
+	call(t, c, "get_partitions_by_filter", day)
+	caching.Store.Wait()
+	clock.Advance(time.Minute)
+	call(t, c, "add_partition", addArgs("add_partition"))
+	memo := srv.cache.postHits.Load()
+	for range 5 { // a new index, its entries noted, joined, then the copy
+		if !sameButSeqID(call(t, c, "get_partitions_by_filter", day), call(t, direct, "get_partitions_by_filter", day)) {
+			t.Fatal("prune differs from the metastore's")
+		}
+		caching.Store.Wait()
+	}
+	if srv.cache.postHits.Load() == memo {
+		t.Fatal("no prune was answered from the posting memo")
+	}
+	alter := hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"), hmsreq.Partition{DB: "demo_db0", Table: "t0",
+		Values: []string{"2024-01-01", "3"}, SD: hmsreq.TextSD("file:/tmp/x"), Params: map[string]string{"behind": "the proxy"}}.Field(3))
+	call(t, direct, "alter_partition", alter)
+	ttl := caching.Store.Policy(hms.KindPartitions).TTL
+	if caching.Store.Policy(hms.KindPartitionNames).TTL != ttl {
+		t.Fatal("the test assumes partitions and their names share a TTL")
+	}
+	clock.Advance(ttl - time.Minute) // the partitions' TTL, not the list's
+	if !sameButSeqID(call(t, c, "get_partitions_by_filter", day), call(t, direct, "get_partitions_by_filter", day)) {
+		t.Fatal("past the partitions' TTL: prune differs from the metastore's")
+	}
+}
+
+// TestPruneSelectionKept: a filter's selection is kept per name index
+// and max_parts, so the same filter with another max_parts, or over a
+// name list that changed, is evaluated again.
+func TestPruneSelectionKept(t *testing.T) {
+	b := newPruneBed(t, nil)
+	caching, c, direct := b.caching, b.c, b.direct
+	const flt = `ds = '2024-01-01' and hr > 2`
+	for _, max := range []int16{-1, 2, -1, 5, 5, 2, -1} {
+		sameReply(t, fmt.Sprintf("max %d: ", max), c, direct, "get_partitions_by_filter", filterArgs("get_partitions_by_filter", flt, max))
+		caching.Store.Wait()
+	}
+	call(t, c, "add_partition", addArgs("add_partition"))
+	for range 3 {
+		sameReply(t, "after an add: ", c, direct, "get_partitions_by_filter", filterArgs("get_partitions_by_filter", flt, -1))
+		caching.Store.Wait()
 	}
 }

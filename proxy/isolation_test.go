@@ -81,62 +81,56 @@ func appException(t testing.TB, m wire.Message) *wire.ApplicationException {
 // everyone after it. Now the proxy refuses the message and never forwards
 // it.
 func TestOnewayTwoWayMethodRefused(t *testing.T) {
-	for _, cached := range []bool{false, true} {
-		t.Run(fmt.Sprintf("cache=%v", cached), func(t *testing.T) {
-			d, addr := startDemo(t, wire.Buffered)
-			var caching *Caching
-			if cached {
-				caching = newCaching(t, nil)
-			}
-			fw := &doneForwarder{done: make(chan upstream.Call, 16)}
-			paddr, _ := isoProxy(t, upstream.Config{MaxConns: 1}, caching, addr, func(g Forwarder) Forwarder {
-				fw.up = g
-				return fw
-			})
-
-			bad := dial(t, paddr, wire.Buffered)
-			if err := bad.Send(ctxT(t), wire.Oneway, "get_table", getTableArgs("demo_db0", "t1")); err != nil {
-				t.Fatal(err)
-			}
-			// Either the proxy answers the bad client (refused), or it
-			// forwarded the call: wait for whichever happens first.
-			answered := make(chan error, 1)
-			var ans wire.Message
-			go func() {
-				m, err := bad.Recv(ctxT(t))
-				ans = m
-				answered <- err
-			}()
-			select {
-			case err := <-answered:
-				if err != nil {
-					t.Fatalf("bad client: %v; want INVALID_MESSAGE_TYPE", err)
-				}
-				if ex := appException(t, ans); ex.Code != wire.ExInvalidMsgType {
-					t.Fatalf("exception type %d; want INVALID_MESSAGE_TYPE", ex.Code)
-				}
-				expectClosed(t, bad)
-			case c := <-fw.done:
-				t.Logf("proxy forwarded %s typed %d", c.Msg.Name(), c.Msg.Type)
-			case <-time.After(5 * time.Second):
-				t.Fatal("the oneway-typed get_table was neither refused nor forwarded")
-			}
-
-			for i := 0; i < 3; i++ {
-				victim := dial(t, paddr, wire.Buffered) // seqid 1, as the bad call
-				m, err := victim.Call(ctxT(t), "get_table", getTableArgs("demo_db0", "t0"))
-				if err != nil {
-					t.Fatalf("victim %d: %v", i, err)
-				}
-				if got := replyTableName(t, m); got != "t0" {
-					t.Fatalf("victim %d: get_table(demo_db0, t0) returned table %q", i, got)
-				}
-			}
-			if n := d.CallCount("get_table"); n < 1 {
-				t.Fatalf("metastore got %d get_table calls; want at least the victim's", n)
-			}
+	withAndWithoutCache(t, func(t *testing.T, caching *Caching) {
+		d, addr := startDemo(t, wire.Buffered)
+		fw := &doneForwarder{done: make(chan upstream.Call, 16)}
+		paddr, _ := isoProxy(t, upstream.Config{MaxConns: 1}, caching, addr, func(g Forwarder) Forwarder {
+			fw.up = g
+			return fw
 		})
-	}
+
+		bad := dial(t, paddr, wire.Buffered)
+		if err := bad.Send(ctxT(t), wire.Oneway, "get_table", getTableArgs("demo_db0", "t1")); err != nil {
+			t.Fatal(err)
+		}
+		// Either the proxy answers the bad client (refused), or it
+		// forwarded the call: wait for whichever happens first.
+		answered := make(chan error, 1)
+		var ans wire.Message
+		go func() {
+			m, err := bad.Recv(ctxT(t))
+			ans = m
+			answered <- err
+		}()
+		select {
+		case err := <-answered:
+			if err != nil {
+				t.Fatalf("bad client: %v; want INVALID_MESSAGE_TYPE", err)
+			}
+			if ex := appException(t, ans); ex.Code != wire.ExInvalidMsgType {
+				t.Fatalf("exception type %d; want INVALID_MESSAGE_TYPE", ex.Code)
+			}
+			expectClosed(t, bad)
+		case c := <-fw.done:
+			t.Logf("proxy forwarded %s typed %d", c.Msg.Name(), c.Msg.Type)
+		case <-time.After(5 * time.Second):
+			t.Fatal("the oneway-typed get_table was neither refused nor forwarded")
+		}
+
+		for i := 0; i < 3; i++ {
+			victim := dial(t, paddr, wire.Buffered) // seqid 1, as the bad call
+			m, err := victim.Call(ctxT(t), "get_table", getTableArgs("demo_db0", "t0"))
+			if err != nil {
+				t.Fatalf("victim %d: %v", i, err)
+			}
+			if got := replyTableName(t, m); got != "t0" {
+				t.Fatalf("victim %d: get_table(demo_db0, t0) returned table %q", i, got)
+			}
+		}
+		if n := d.CallCount("get_table"); n < 1 {
+			t.Fatalf("metastore got %d get_table calls; want at least the victim's", n)
+		}
+	})
 }
 
 // TestOnewayUnknownMethodNotReused: an unknown method typed ONEWAY is
@@ -166,24 +160,32 @@ func TestOnewayUnknownMethodNotReused(t *testing.T) {
 // gets answers its own request: same method name and seqid, and for
 // get_table the table it asked for.
 func TestRepliesPairedProperty(t *testing.T) {
+	withAndWithoutCache(t, func(t *testing.T, caching *Caching) {
+		_, addr := startDemo(t, wire.Buffered)
+		paddr, _ := isoProxy(t, upstream.Config{MaxConns: 1}, caching, addr, nil)
+		const clients, ops = 8, 60
+		var wg sync.WaitGroup
+		for i := 0; i < clients; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				pairedClient(t, paddr, uint64(i), ops)
+			}()
+		}
+		wg.Wait()
+	})
+}
+
+// withAndWithoutCache runs test twice, as subtests: with caching nil (no
+// cache), then with a cache (newCaching).
+func withAndWithoutCache(t *testing.T, test func(t *testing.T, caching *Caching)) {
 	for _, cached := range []bool{false, true} {
 		t.Run(fmt.Sprintf("cache=%v", cached), func(t *testing.T) {
-			_, addr := startDemo(t, wire.Buffered)
 			var caching *Caching
 			if cached {
 				caching = newCaching(t, nil)
 			}
-			paddr, _ := isoProxy(t, upstream.Config{MaxConns: 1}, caching, addr, nil)
-			const clients, ops = 8, 60
-			var wg sync.WaitGroup
-			for i := 0; i < clients; i++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					pairedClient(t, paddr, uint64(i), ops)
-				}()
-			}
-			wg.Wait()
+			test(t, caching)
 		})
 	}
 }

@@ -114,42 +114,37 @@ func hLock(c *conn, a *tval, e *wire.Encoder) error {
 
 // check_lock(CheckLockRequest{1 lockid}) -> LockResponse
 func hCheckLock(c *conn, a *tval, e *wire.Encoder) error {
-	st, unlock := c.s.lockedTxnState()
-	defer unlock()
-	l, err := st.namedLock(a)
-	if err != nil {
-		return err
-	}
-	if l.state == lockWaiting && !st.blocked(l) {
-		l.state = lockAcquired
-	}
-	return lockResponse(e, l)
+	return c.s.onNamedLock(a, func(st *txnState, l *demoLock) error {
+		if l.state == lockWaiting && !st.blocked(l) {
+			l.state = lockAcquired
+		}
+		return lockResponse(e, l)
+	})
 }
 
 // unlock(UnlockRequest{1 lockid})
 func hUnlock(c *conn, a *tval, e *wire.Encoder) error {
-	st, unlock := c.s.lockedTxnState()
-	defer unlock()
-	l, err := st.namedLock(a)
-	if err != nil {
-		return err
-	}
-	if l.txn > 0 {
-		return &hmsError{exTxnOpen, "Unlocking locks associated with transaction not permitted. " + txnName(l.txn)}
-	}
-	delete(st.locks, l.id)
-	return nil
+	return c.s.onNamedLock(a, func(st *txnState, l *demoLock) error {
+		if l.txn > 0 {
+			return &hmsError{exTxnOpen, "Unlocking locks associated with transaction not permitted. " + txnName(l.txn)}
+		}
+		delete(st.locks, l.id)
+		return nil
+	})
 }
 
-// namedLock is the lock that the lockid of a CheckLockRequest or
-// UnlockRequest (arg 1) names, or the metastore's NoSuchLockException.
-// st.mu is held.
-func (st *txnState) namedLock(a *tval) (*demoLock, error) {
+// onNamedLock runs fn, holding the transaction state's lock, on the lock
+// that the lockid of a CheckLockRequest or UnlockRequest (arg 1) names;
+// when there is none it returns the metastore's NoSuchLockException.
+func (s *Server) onNamedLock(a *tval, fn func(st *txnState, l *demoLock) error) error {
+	st, unlock := s.lockedTxnState()
+	defer unlock()
 	id := a.sub(1).integer(1, 0)
-	if l := st.locks[id]; l != nil {
-		return l, nil
+	l := st.locks[id]
+	if l == nil {
+		return &hmsError{exNoSuchLock, "No such lock lockid:" + strconv.FormatInt(id, 10)}
 	}
-	return nil, &hmsError{exNoSuchLock, "No such lock lockid:" + strconv.FormatInt(id, 10)}
+	return fn(st, l)
 }
 
 // show_locks(ShowLocksRequest) -> ShowLocksResponse{1 list<ShowLocksResponseElement>}

@@ -201,14 +201,7 @@ func launchProxy(t *testing.T, bin, cfg string, noDrainDelay bool) *proxyProc {
 func keyFlags(bin string) bool { return exec.Command(bin, "--version").Run() == nil }
 
 // alive reports whether the process is still running.
-func (p *proxyProc) alive() bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
+func (p *proxyProc) alive() bool { return !p.proc.Exited() }
 
 // sleepUntil waits until end, or until the process exits.
 func (p *proxyProc) sleepUntil(end time.Time) {

@@ -67,11 +67,7 @@ func TestEventLogHealthConfig(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv("HMSPROXY_CONFIG", "")
-			c, err := load(append([]string{"-demo"}, tc.args...))
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := loadDemo(t, tc.args...)
 			if c.EventLog.HealthInterval != tc.wantInterval || c.Cache.TTLWithoutEventLog != tc.wantTTL {
 				t.Errorf("got interval %v ttl %v; want %v %v", c.EventLog.HealthInterval, c.Cache.TTLWithoutEventLog, tc.wantInterval, tc.wantTTL)
 			}

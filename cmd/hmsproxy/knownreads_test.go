@@ -7,17 +7,23 @@ import (
 	"github.com/hmsproxy/hmsproxy/proxy"
 )
 
-// demoCaching loads the demo proxy's settings from args alone
-// (HMSPROXY_CONFIG unset) and builds its caching config, whose store
-// closes when the test ends.
-func demoCaching(t *testing.T, args ...string) *proxy.Caching {
+// loadDemo loads the demo proxy's settings from args alone
+// (HMSPROXY_CONFIG unset).
+func loadDemo(t *testing.T, args ...string) fileConfig {
 	t.Helper()
 	t.Setenv("HMSPROXY_CONFIG", "")
 	c, err := load(append([]string{"-demo"}, args...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	caching, err := newCaching(c)
+	return c
+}
+
+// demoCaching builds the caching config of the demo proxy's settings
+// from args (loadDemo), whose store closes when the test ends.
+func demoCaching(t *testing.T, args ...string) *proxy.Caching {
+	t.Helper()
+	caching, err := newCaching(loadDemo(t, args...))
 	if err != nil {
 		t.Fatal(err)
 	}

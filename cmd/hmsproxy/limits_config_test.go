@@ -31,10 +31,7 @@ func TestLimitsConfig(t *testing.T) {
 			lim{7 * time.Second, 2 * time.Hour, 30 * time.Second, -1, -1}}, // inflight 0: the old spelling of off
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := load(append([]string{"-demo"}, tc.args...))
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := loadDemo(t, tc.args...)
 			got := lim{c.Limits.ClientReadTimeout, c.Limits.ClientIdleTimeout, c.Limits.ClientWriteTimeout, c.Limits.InflightBytes,
 				c.Limits.MaxClientsPerAddress}
 			if got != tc.want {

@@ -105,11 +105,7 @@ func TestRedisTopologyConnects(t *testing.T) {
 		{"-redis-sentinel-master", s.Master, "-redis-sentinel", strings.Join(s.Sentinels, ",")},
 		{"-redis-cluster", strings.Join(clusterAddrs, ",")},
 	} {
-		c, err := load(append([]string{"-demo"}, args...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rdb, err := newRedis(c)
+		rdb, err := newRedis(loadDemo(t, args...))
 		if err != nil {
 			t.Fatal(err)
 		}

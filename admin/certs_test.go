@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"math/big"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/auth/certs"
 	"github.com/hmsproxy/hmsproxy/auth/certs/certstest"
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/syncbuf"
 )
 
@@ -64,10 +64,7 @@ func TestAdminTLSLogsCaller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	inner := proxytest.Listen(t)
 	ln, err := rl.HTTPListener(inner)
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/demohms"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
@@ -40,10 +40,7 @@ func recordThrough(t *testing.T, addr string, work func(proxyAddr string)) []tra
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := proxytest.Listen(t)
 	go srv.Serve(ln)
 	rec.Start(0)
 	work(ln.Addr().String())
@@ -75,10 +72,7 @@ var replayLine = regexp.MustCompile(`(?m)^replay: (\d+) calls, ([0-9.]+)% metast
 func TestReplayRecordedPlanning(t *testing.T) {
 	ms := demohms.New(demohms.Config{})
 	ms.Seed(1, 2, 48)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := proxytest.Listen(t)
 	go ms.Serve(ln)
 	defer ms.Close()
 	addr := ln.Addr().String()

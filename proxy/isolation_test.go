@@ -439,10 +439,7 @@ func TestQueuedWriteDroppedWhenClientGone(t *testing.T) {
 // TestClientGonePeek: gone sees a closed client, not a live one, and not
 // a read deadline that has passed while the call waited.
 func TestClientGonePeek(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := proxytest.Listen(t)
 	defer ln.Close()
 	cl, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {

@@ -262,10 +262,7 @@ func TestShutdownEndsBudgetWaits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := proxytest.Listen(t)
 	go s.Serve(ln)
 
 	// The first client's 768 KiB request arrives whole and its call is

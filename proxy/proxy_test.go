@@ -285,16 +285,13 @@ func TestSetMetaConfFollowsClient(t *testing.T) {
 // TestUpstreamDown: an unreachable metastore reaches the client as a
 // closed connection, quickly, never as an answer.
 func TestUpstreamDown(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := proxytest.Listen(t)
 	dead := ln.Addr().String()
 	ln.Close()
 	_, paddr := startProxy(t, proxyOpts{up: upstream.Config{DialTimeout: time.Second}}, dead)
 	c := dial(t, paddr, wire.Buffered)
 	start := time.Now()
-	_, err = c.Call(ctxT(t), "get_table", hmsclient.Args("db", "t"))
+	_, err := c.Call(ctxT(t), "get_table", hmsclient.Args("db", "t"))
 	if err == nil {
 		t.Fatal("got a reply from a proxy whose metastore is down; want a transport failure")
 	}

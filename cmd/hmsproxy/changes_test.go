@@ -76,10 +76,7 @@ func TestProxyWritesReachChangeStream(t *testing.T) {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := proxytest.Listen(t)
 	defer ln.Close()
 	return ln.Addr().String()
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/auth/sasl"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/kdctest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
@@ -70,10 +71,7 @@ func TestKerberosFromFile(t *testing.T) {
 	kdc := kdctest.Start(t)
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "hmsproxy.yaml")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := proxytest.Listen(t)
 	addr := ln.Addr().String()
 	ln.Close()
 	yaml := "listen: " + addr + "\ntransport: framed\ndemo: true\nupstream:\n  transport: framed\nadmin:\n  listen: \"\"\n" +
@@ -155,10 +153,7 @@ func TestKerberosAuthToLocal(t *testing.T) {
 			if err := k.validate(wire.Framed, wire.Framed); err != nil {
 				t.Fatal(err)
 			}
-			inner, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
+			inner := proxytest.Listen(t)
 			ln, err := k.listener(inner, nil)
 			if err != nil {
 				t.Fatal(err)

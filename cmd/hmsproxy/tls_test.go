@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"log/slog"
-	"net"
 	"os"
 	"strings"
 	"syscall"
@@ -15,6 +14,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/auth/certs/certstest"
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/demohms"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/proxy"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
@@ -41,10 +41,7 @@ func TestTLSBothSides(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer hmsCerts.Close()
-	hmsPlain, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	hmsPlain := proxytest.Listen(t)
 	hmsLn, _ := hmsCerts.Listener(hmsPlain)
 	demo := demohms.New(demohms.Config{})
 	demo.Seed(1, 1, 1)
@@ -74,10 +71,7 @@ func TestTLSBothSides(t *testing.T) {
 	pc, pk := serverCA.Issue(t, certstest.ECDSA, 1, "proxy", time.Now().Add(time.Hour))
 	dir := t.TempDir()
 	pf := certstest.WriteFiles(t, dir, pc, pk, clientCA.PEM, 0)
-	plain, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain := proxytest.Listen(t)
 	ln, err := tlsEP.listener("tls", tlsConfig{Cert: pf.Cert, Key: pf.Key, ClientCA: pf.CA, ReloadInterval: -1}, plain)
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package housekeeping_test
 import (
 	"context"
 	"errors"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -211,10 +210,7 @@ func TestCompactions(t *testing.T) {
 
 func TestClientFailoverAndReconnect(t *testing.T) {
 	demo, addr := startDemo(t)
-	dead, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dead := proxytest.Listen(t)
 	deadAddr := dead.Addr().String()
 	dead.Close()
 	c := newClient(t, deadAddr, addr)

@@ -59,6 +59,7 @@ type clientConn struct {
 	// method, identity and args (pruneSynthOf).
 	psynth  map[string]*pruneSynth
 	pmemo   []byte      // the key of psynth being looked up
+	plast   prunedLast  // the made-up reads of the table pruned last
 	pargs   []byte      // the args of a made-up read being built
 	ptk     *tableKeys  // the partition keys of the table pruned last
 	psel    []int32     // the positions a prune selected

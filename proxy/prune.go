@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
 	"regexp"
 	"slices"
@@ -134,7 +135,9 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		return false, nil
 	}
 
-	tbl, err := c.pruneTable(sc, &p)
+	// One clock reading for every lookup of the prune.
+	now := k.Store.Now()
+	tbl, err := c.pruneTable(sc, &p, now)
 	if err != nil {
 		return c.pruneFallback("table", err)
 	}
@@ -148,8 +151,7 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		k.prune.count(PruneInexact)
 		return false, nil
 	}
-	c.pargs = hms.AppendPartitionNamesArgs(c.pargs[:0], p.DB, p.Table)
-	list, listKey, err := c.pruneEntry(sc, "get_partition_names", c.pargs)
+	list, listKey, err := c.pruneEntry(sc, &p, synthNames, now)
 	if err != nil {
 		return c.pruneFallback("name list", err)
 	}
@@ -163,14 +165,11 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 			return false, nil
 		}
 	}
-	cands, by := idx.candidates(plan.pins)
-	// The candidates of one pinned value: a posting list a memo may
-	// hold ready (prunememo.go).
-	posted := p.Reply == hms.PrunePartitions && by >= 0 && len(plan.pins[by]) == 1 && len(cands) <= maxPostCands
-	sel, selj, err := c.pruneSelect(plan, idx, cands, by, p.MaxParts, posted)
+	pick, err := c.pruneSelect(plan, idx, p.MaxParts, p.Reply == hms.PrunePartitions)
 	if err != nil {
 		return c.pruneFallback("evaluation", err)
 	}
+	sel, selj, cands, by, posted := pick.sel, pick.selj, pick.cands, pick.by, pick.posted
 
 	if p.Reply == hms.PrunePartitions && set.overLimit(len(sel), p.MaxParts) {
 		// The metastore refuses a request for this many partitions
@@ -192,7 +191,7 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 		if posted {
 			pm = idx.memos.memo(k.Store, by, plan.pins[by][0])
 		}
-		pieces, err = c.prunePartitions(sc, &p, idx, sel, cands, &snap, pm, selj)
+		pieces, err = c.prunePartitions(sc, &p, idx, sel, cands, &snap, pm, selj, now)
 		// Don't keep cached entries alive through the buffer.
 		defer clear(pieces)
 		if err != nil {
@@ -298,47 +297,56 @@ func (pl *prunePlan) match(vals []string) (bool, error) {
 	return true, nil
 }
 
-// pruneSelect returns the positions in idx of the candidates cands
-// (found by the pins of key by) that plan selects, at most maxParts of
-// them when it is not negative, and, when posted, where they are in
-// cands. The selection of a filter's plan over one index is kept (see
-// selMemo): the slices may be shared, and are not to be written.
-func (c *clientConn) pruneSelect(plan *prunePlan, idx *nameIndex, cands []int32, by, maxParts int, posted bool) (sel, selj []int32, err error) {
-	if plan.sel != nil && len(cands) <= maxPostCands {
-		if m := plan.sel.last.Load(); m != nil && m.idx == idx.id && m.maxParts == maxParts && m.posted == posted {
-			return m.sel, m.selj, nil
+// pruneSelect returns which partitions of idx plan selects, at most
+// maxParts of them when it is not negative: the candidates (by the pins
+// of one key, or all), the positions in idx of those selected and, when
+// the candidates are the posting list of one value (posted, and parts:
+// the reply lists partitions), where the selected are in it. The
+// selection of a filter's plan over one index is kept (see selMemo): its
+// slices may be shared, and are not to be written.
+func (c *clientConn) pruneSelect(plan *prunePlan, idx *nameIndex, maxParts int, parts bool) (selection, error) {
+	if plan.sel != nil {
+		if m := plan.sel.last.Load(); m != nil && m.idx == idx.id && m.maxParts == maxParts && m.parts == parts {
+			return *m, nil
 		}
 	}
-	sel, selj = c.psel[:0], c.pselj[:0]
-	test := plan.tester(by)
-	for j, i := range cands {
-		if maxParts >= 0 && len(sel) >= maxParts {
+	s := selection{idx: idx.id, maxParts: maxParts, parts: parts, sel: c.psel[:0], selj: c.pselj[:0]}
+	s.cands, s.by = idx.candidates(plan.pins)
+	// The candidates of one pinned value: a posting list a memo may
+	// hold ready (prunememo.go).
+	s.posted = parts && s.by >= 0 && len(plan.pins[s.by]) == 1 && len(s.cands) <= maxPostCands
+	test := plan.tester(s.by)
+	for j, i := range s.cands {
+		if maxParts >= 0 && len(s.sel) >= maxParts {
 			break
 		}
 		ok, err := test.match(idx.valuesOf(i))
 		if err != nil {
-			return nil, nil, errPruneForward
+			return s, errPruneForward
 		}
 		if ok {
-			sel = append(sel, i)
-			if posted {
-				selj = append(selj, int32(j))
+			s.sel = append(s.sel, i)
+			if s.posted {
+				s.selj = append(s.selj, int32(j))
 			}
 		}
 	}
-	c.psel, c.pselj = sel, selj
-	if plan.sel != nil && len(cands) <= maxPostCands {
-		plan.sel.last.Store(&selection{idx: idx.id, maxParts: maxParts, posted: posted,
-			sel: slices.Clone(sel), selj: slices.Clone(selj)})
+	c.psel, c.pselj = s.sel, s.selj
+	if plan.sel != nil && len(s.cands) <= maxPostCands {
+		// The candidates are the index's own (a posting list, or all
+		// of a small table) or made for this selection: kept as they are.
+		kept := s
+		kept.sel, kept.selj = slices.Clone(s.sel), slices.Clone(s.selj)
+		plan.sel.last.Store(&kept)
 	}
-	return sel, selj, nil
+	return s, nil
 }
 
 // selMemo keeps the last selection of a filter's plan: planners send
 // the same filter again and again, and a selection depends only on the
-// plan and the name index (both immutable) and max_parts. It is kept
-// only for at most maxPostCands candidates: some 8 KiB for each of the
-// exprCache's filters at most.
+// plan and the name index (both immutable), max_parts and the reply's
+// shape. It is kept only for at most maxPostCands candidates: some 12
+// KiB for each of the exprCache's filters at most.
 type selMemo struct {
 	last atomic.Pointer[selection]
 }
@@ -347,6 +355,9 @@ type selMemo struct {
 type selection struct {
 	idx       uint64
 	maxParts  int
+	parts     bool
+	cands     []int32
+	by        int
 	posted    bool
 	sel, selj []int32
 }
@@ -497,20 +508,19 @@ func (c *clientConn) pruneKeys(tbl []byte) (*tableKeys, bool) {
 }
 
 // pruneEntry returns the cached success reply body of a synthesized read
-// (method with args) under scope sc, loading it on a miss. A reply that
+// (which, of p's table) under scope sc, loading it on a miss. A reply that
 // is not a plain success gives errPruneForward: the client's own request
 // then gets the metastore's answer.
-func (c *clientConn) pruneEntry(sc cache.Scope, method string, args []byte) (body []byte, key string, err error) {
+func (c *clientConn) pruneEntry(sc cache.Scope, p *hms.Prune, which int, now time.Time) (body []byte, key string, err error) {
 	k := c.rt.cache
-	meth := hms.Lookup([]byte(method))
-	syn, err := c.pruneSynthOf(sc, meth, args)
+	meth := synthMethods[which]
+	syn, err := c.pruneSynth(sc, p, which)
 	if err != nil {
 		return nil, "", err
 	}
 	m, kb, names := syn.m, syn.key, &syn.names
 	// The entry found last time, while a lookup would still find it
 	// (cache.Store.Again), saves building the key's hash and searching.
-	now := k.Store.Now()
 	e, st := k.Store.Again(syn.ref, meth.Kind, now)
 	if st == cache.Miss {
 		if e, st = k.Store.GetAt(kb, meth.Kind, now); st != cache.Miss {
@@ -566,6 +576,57 @@ const maxPruneSynths = 64
 // hundred KiB of made-up reads at most.
 const maxPruneName = 256
 
+// The reads a prune makes up, by what they read of a table.
+const (
+	synthTable    = iota // get_table
+	synthTableReq        // get_table_req
+	synthNames           // get_partition_names
+	synthParts           // get_partitions_by_names: the partitions' entry key prefix
+	numSynths
+)
+
+var synthMethods = [numSynths]*hms.Method{
+	hms.Lookup([]byte("get_table")), hms.Lookup([]byte("get_table_req")),
+	hms.Lookup([]byte("get_partition_names")), hms.Lookup([]byte("get_partitions_by_names")),
+}
+
+// prunedLast is the made-up reads of the table a connection pruned last,
+// under its scope: a planner asks about one table at a time, and these
+// are found without building psynth's key (some 200 ns a prune).
+type prunedLast struct {
+	sc      cache.Scope
+	db, tbl []byte
+	syn     [numSynths]*pruneSynth
+}
+
+// pruneSynth returns the made-up read which of p's table under sc.
+func (c *clientConn) pruneSynth(sc cache.Scope, p *hms.Prune, which int) (*pruneSynth, error) {
+	l := &c.plast
+	if l.sc != sc || !bytes.Equal(l.db, p.DB) || !bytes.Equal(l.tbl, p.Table) || l.db == nil {
+		*l = prunedLast{sc: sc, db: append(l.db[:0], p.DB...), tbl: append(l.tbl[:0], p.Table...)}
+	}
+	if syn := l.syn[which]; syn != nil {
+		return syn, nil
+	}
+	args := c.pargs[:0]
+	switch which {
+	case synthTable:
+		args = hms.AppendTableArgs(args, p.DB, p.Table)
+	case synthTableReq:
+		args = hms.AppendTableReqArgs(args, p.DB, p.Table)
+	case synthNames:
+		args = hms.AppendPartitionNamesArgs(args, p.DB, p.Table)
+	case synthParts:
+		args = hms.AppendPartitionsByNamesArgs(args, p.DB, p.Table, nil)
+	}
+	c.pargs = args
+	syn, err := c.pruneSynthOf(sc, synthMethods[which], args) // copies what it keeps
+	if err == nil {
+		l.syn[which] = syn
+	}
+	return syn, err
+}
+
 // pruneSynthOf returns the made-up read of meth with args under sc,
 // building it (message, key, names) only the first time on this
 // connection.
@@ -617,11 +678,10 @@ func (c *clientConn) pruneSynthOf(sc cache.Scope, meth *hms.Method, args []byte)
 // metastore without the legacy get_table (the 4.0 of the test bed answers
 // it with UNKNOWN_METHOD) the get_table_req one; once the legacy form
 // failed and the request form answered, only the latter is asked.
-func (c *clientConn) pruneTable(sc cache.Scope, p *hms.Prune) ([]byte, error) {
+func (c *clientConn) pruneTable(sc cache.Scope, p *hms.Prune, now time.Time) ([]byte, error) {
 	k := c.rt.cache
 	if !k.pruneTableReq.Load() {
-		c.pargs = hms.AppendTableArgs(c.pargs[:0], p.DB, p.Table)
-		body, _, err := c.pruneEntry(sc, "get_table", c.pargs)
+		body, _, err := c.pruneEntry(sc, p, synthTable, now)
 		if !errors.Is(err, errPruneForward) {
 			return body, err
 		}
@@ -629,8 +689,7 @@ func (c *clientConn) pruneTable(sc cache.Scope, p *hms.Prune) ([]byte, error) {
 			return nil, err // the table's own answer (not found, say)
 		}
 	}
-	c.pargs = hms.AppendTableReqArgs(c.pargs[:0], p.DB, p.Table)
-	body, _, err := c.pruneEntry(sc, "get_table_req", c.pargs)
+	body, _, err := c.pruneEntry(sc, p, synthTableReq, now)
 	if err == nil && !k.pruneTableReq.Load() {
 		k.pruneTableReq.Store(true)
 	}
@@ -658,11 +717,10 @@ func okBody(b []byte) ([]byte, error) {
 // each entry, except every postLookup-th time, when each selected entry
 // is looked up in the store (not taken back through its reference) so
 // the store's eviction policy sees it used.
-func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameIndex, sel, cands []int32, snap *cache.Snapshot, pm *postMemo, selj []int32) ([][]byte, error) {
+func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameIndex, sel, cands []int32, snap *cache.Snapshot, pm *postMemo, selj []int32, now time.Time) ([][]byte, error) {
 	k := c.rt.cache
-	meth := hms.Lookup([]byte("get_partitions_by_names"))
-	c.pargs = hms.AppendPartitionsByNamesArgs(c.pargs[:0], p.DB, p.Table, nil)
-	syn, err := c.pruneSynthOf(sc, meth, c.pargs) // copies what it keeps
+	meth := synthMethods[synthParts]
+	syn, err := c.pruneSynth(sc, p, synthParts)
 	if err != nil {
 		return nil, err
 	}
@@ -676,7 +734,7 @@ func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameInde
 			}
 			c.group = cache.TableGroup(c.group[:0], k.Upstream, syn.names.Cat, syn.names.DB, tbl)
 			ex := snap.Existing()
-			if pieces, ok := c.postedParts(pm, idx, cands, selj, base, c.group, &ex); ok {
+			if pieces, ok := c.postedParts(pm, idx, cands, selj, base, c.group, &ex, now); ok {
 				return pieces, nil
 			}
 		}
@@ -690,7 +748,6 @@ func (c *clientConn) prunePartitions(sc cache.Scope, p *hms.Prune, idx *nameInde
 	defer clear(parts) // don't keep cached entries alive through the buffer
 	var missing []string
 	var at []int // where each missing name goes in parts
-	now := k.Store.Now()
 	for j, i := range sel {
 		// The index remembers the entry each name was found at: while the
 		// store still holds it, current, it is the entry a lookup of its

@@ -18,6 +18,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/clocktest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
+	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
@@ -845,5 +846,65 @@ func TestPruneSelectionKept(t *testing.T) {
 	for range 3 {
 		sameReply(t, "after an add: ", c, direct, "get_partitions_by_filter", filterArgs("get_partitions_by_filter", flt, -1))
 		caching.Store.Wait()
+	}
+}
+
+// hookForwarder answers get_config_value of the filter hook with hook,
+// and passes everything else to the metastore.
+type hookForwarder struct {
+	up   Forwarder
+	hook atomic.Value // string
+}
+
+func (f *hookForwarder) Do(ctx context.Context, c upstream.Call, sink upstream.ReplySink) error {
+	d := wire.NewDecoder(c.Msg.Body())
+	d.FieldBegin()
+	if string(c.Msg.Name()) != "get_config_value" || !strings.Contains(d.String(), "filter.hook") {
+		return f.up.Do(ctx, c, sink)
+	}
+	hook, _ := f.hook.Load().(string)
+	e := wire.Encoder{B: wire.AppendHeader(nil, wire.Reply, c.Msg.Name(), c.Msg.SeqID)}
+	e.StringField(0, hook)
+	e.Stop()
+	m, err := wire.Parse(e.B, wire.Limits{})
+	if err != nil {
+		return err
+	}
+	return sink.Reply(m)
+}
+
+// TestPruneConnectionFollowsTableAndScope: a connection keeps the reads
+// a prune makes up for the table it pruned last (prunedLast), under its
+// scope: a prune of another table makes its own, and so does one after
+// the scope changed (the metastore gained a filter hook): what the prune
+// loads then is keyed by the user, so the user's own read of the table
+// finds it.
+func TestPruneConnectionFollowsTableAndScope(t *testing.T) {
+	demo, addr := proxytest.Demo(t, proxytest.DemoOptions{Seed: [3]int{1, 2, 24}})
+	caching := newCaching(t, nil)
+	caching.ScopeInterval = 5 * time.Millisecond
+	f := &hookForwarder{}
+	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { f.up = up; return f })
+	c, direct := userConn(t, paddr, "alice"), dial(t, addr, wire.Buffered)
+	of := func(tbl string) []byte {
+		return hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, tbl), hmsreq.Str(3, `hr > 3`), hmsreq.I16(4, -1))
+	}
+	for range 3 {
+		for _, tbl := range []string{"t0", "t1"} {
+			sameReply(t, tbl+": ", c, direct, "get_partitions_by_filter", of(tbl))
+			caching.Store.Wait()
+		}
+	}
+	f.hook.Store("io.example.SecretHook")
+	wait.Until(10*time.Second, func() bool { return caching.Store.Stats(hms.KindTable).Entries.Load() == 0 })
+	if e := caching.Store.Stats(hms.KindTable).Entries.Load(); e != 0 {
+		t.Fatalf("%d table entries left 10s after the scope changed; want 0 (flushed)", e)
+	}
+	sameReply(t, "after the scope changed: ", c, direct, "get_partitions_by_filter", of("t1"))
+	caching.Store.Wait()
+	n := demo.CallCount("get_table")
+	call(t, c, "get_table", hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t1")))
+	if demo.CallCount("get_table") != n {
+		t.Fatal("alice's get_table missed the table her prune loaded after the scope changed: it was loaded under another scope")
 	}
 }

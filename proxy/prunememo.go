@@ -160,12 +160,11 @@ func (st *postSettled) appendRuns(pieces [][]byte, selj []int32) [][]byte {
 // the memo, and false when it cannot answer: then the per-entry path
 // does. group is the table's segment group, ex the prune's snapshot
 // less the partition set (cache.Store.TableEpoch), base the entry key
-// prefix of the table's partitions.
-func (c *clientConn) postedParts(pm *postMemo, idx *nameIndex, cands, selj []int32, base, group []byte, ex *cache.Snapshot) ([][]byte, bool) {
+// prefix of the table's partitions, now the prune's clock reading.
+func (c *clientConn) postedParts(pm *postMemo, idx *nameIndex, cands, selj []int32, base, group []byte, ex *cache.Snapshot, now time.Time) ([][]byte, bool) {
 	k := c.rt.cache
 	store := k.Store
 	const kind = hms.KindPartitions
-	now := store.Now()
 	st := pm.settled.Load()
 	if st != nil && st.flat != nil && store.Settled(&st.epoch, kind, st.oldest, now) {
 		store.CountHits(kind, len(selj))

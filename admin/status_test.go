@@ -16,7 +16,11 @@ import (
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/coherence/eventlog"
+	"github.com/hmsproxy/hmsproxy/proxy"
+	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
+	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
+	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
 // fakeWorkers is a hand-written Workers.
@@ -373,5 +377,93 @@ func TestEventLogHealth(t *testing.T) {
 		if s.EventLog == nil || s.EventLog.Health != tc.state.String() {
 			t.Errorf("%v: status.json eventlog %+v; want health %q", tc.state, s.EventLog, tc.state)
 		}
+	}
+}
+
+// TestPruneOnStatus: how pruning reads were answered reaches /metrics
+// (hmsproxy_prune_total{result}, every result of the closed set) and the
+// status page, and the two agree with the proxy's own counts.
+func TestPruneOnStatus(t *testing.T) {
+	e := startEnv(t, envOpts{prune: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.proxy.SettingsRead(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := e.client(t)
+	byFilter := func(f string) []byte {
+		return hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t0"), hmsreq.Str(3, f), hmsreq.I16(4, -1))
+	}
+	for range 2 { // the first fills what the prune reads; both are answered here
+		e.call(t, c, "get_partitions_by_filter", byFilter(`ds = '2024-01-01'`))
+	}
+	// A LIKE is a filter the proxy does not evaluate itself.
+	e.call(t, c, "get_partitions_by_filter", byFilter(`ds like '2024%'`))
+	p := e.proxy.PruneStats()
+	if p.Count(proxy.PruneLocal) != 2 || p.Count(proxy.PruneInexact) != 1 {
+		t.Fatalf("prune counts: local %d, inexact %d; want 2 and 1", p.Count(proxy.PruneLocal), p.Count(proxy.PruneInexact))
+	}
+
+	series, families := scrape(t, e.url)
+	if !families["hmsproxy_prune_total"] {
+		t.Fatal("family hmsproxy_prune_total missing from /metrics")
+	}
+	for _, r := range proxy.PruneResults() {
+		name := `hmsproxy_prune_total{result="` + r.String() + `"}`
+		got, ok := series[name]
+		if !ok {
+			t.Errorf("%s missing: every result is exported from the start", name)
+		}
+		if got != float64(p.Count(r)) {
+			t.Errorf("%s = %v; want %d", name, got, p.Count(r))
+		}
+	}
+	st := getStatus(t, e.url)
+	if st.Prune == nil || st.Prune.Local != 2 || st.Prune.Inexact != 1 || st.Prune.Forwarded != 0 {
+		t.Fatalf("status prune = %+v; want 2 local, 1 inexact, none forwarded", st.Prune)
+	}
+	if off := getStatus(t, startEnv(t, envOpts{}).url); off.Prune != nil {
+		t.Errorf("status prune without a source = %+v; want null", off.Prune)
+	}
+}
+
+// TestShadowOnStatus: shadow validation's checks and mismatches reach
+// /metrics and the status page, and agree.
+func TestShadowOnStatus(t *testing.T) {
+	e := startEnv(t, envOpts{shadow: true})
+	sh := e.proxy.ShadowStats()
+	c := e.client(t)
+	for range 3 { // a miss, then two hits that match
+		e.call(t, c, "get_table", getTable("demo_db0", "t1"))
+	}
+	waitFor(t, "two matched checks", func() bool { return sh.Count(hms.KindTable, proxy.ShadowMatched) == 2 })
+
+	// A table dropped behind the proxy's back, with no event log: the
+	// next hit is stale, and its check says so.
+	direct, err := hmsclient.Dial(context.Background(), e.upAddr, wire.Buffered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	if _, err := direct.Call(context.Background(), "drop_table", hmsreq.Args(hmsreq.Str(1, "demo_db0"), hmsreq.Str(2, "t1"), hmsreq.Bool(3, true))); err != nil {
+		t.Fatal(err)
+	}
+	e.call(t, c, "get_table", getTable("demo_db0", "t1"))
+	waitFor(t, "the mismatch", func() bool { return sh.Mismatches() == 1 })
+
+	series, families := scrape(t, e.url)
+	wantFamilies(t, families, "hmsproxy_shadow_checks_total", "hmsproxy_shadow_mismatches_total", "hmsproxy_shadow_skipped_total")
+	if got := series[`hmsproxy_shadow_mismatches_total{kind="table"}`]; got != 1 {
+		t.Errorf("hmsproxy_shadow_mismatches_total{kind=table} = %v; want 1", got)
+	}
+	if got := series[`hmsproxy_shadow_checks_total{kind="table",outcome="matched"}`]; got != 2 {
+		t.Errorf("matched checks = %v; want 2", got)
+	}
+	st := getStatus(t, e.url)
+	if st.Shadow == nil || st.Shadow.Checks != 3 || st.Shadow.Mismatches != 1 || st.Shadow.MismatchesByKind["table"] != 1 {
+		t.Fatalf("status shadow = %+v; want 3 checks, 1 mismatch of kind table", st.Shadow)
+	}
+	if off := getStatus(t, startEnv(t, envOpts{}).url); off.Shadow != nil {
+		t.Errorf("status shadow without a source = %+v; want null", off.Shadow)
 	}
 }

@@ -228,6 +228,19 @@ type stallReads struct {
 	appended chan struct{}
 }
 
+// runCuttable starts two nodes with cfg: a on cfg.Client, and cut, whose
+// connection to r runs through a relay the test can cut. It returns once
+// a knows cut and serves its cache.
+func runCuttable(t *testing.T, r *redistest.Server, cfg Config) (a, cut *node, relay *redistest.Relay) {
+	t.Helper()
+	relay = redistest.NewRelay(t, r.Addr)
+	a = run(t, cfg, nil)
+	cfg.Client = relay.Client()
+	cut = run(t, cfg, nil)
+	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && a.bus.Synced() })
+	return a, cut, relay
+}
+
 // runStallable starts a node with cfg on c, whose stream reads the
 // returned stallReads holds once armed. The reads are released when the
 // test ends, before the node's stop, which would wait for a held read.
@@ -545,10 +558,7 @@ func TestLayoutAlarm(t *testing.T) {
 // publishes are answered within the timeout.
 func TestPeerSilent(t *testing.T) {
 	r := redistest.Start(t)
-	relay := redistest.NewRelay(t, r.Addr)
-	a := run(t, fast(r.Client(), "p"), nil)
-	cut := run(t, fast(relay.Client(), "p"), nil)
-	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && a.bus.Synced() })
+	a, cut, relay := runCuttable(t, r, fast(r.Client(), "p"))
 
 	relay.Cut()
 	at := time.Now()
@@ -581,13 +591,9 @@ func TestPeerSilent(t *testing.T) {
 // once, without a flush.
 func TestPeerGone(t *testing.T) {
 	r := redistest.Start(t)
-	relay := redistest.NewRelay(t, r.Addr)
 	cfg := fast(r.Client(), "g")
 	cfg.PeerGone = 500 * time.Millisecond
-	a := run(t, cfg, nil)
-	cfg.Client = relay.Client()
-	run(t, cfg, nil)
-	waitFor(t, "peer known", func() bool { return len(a.bus.Peers()) == 1 && a.bus.Synced() })
+	a, _, relay := runCuttable(t, r, cfg)
 	relay.Cut()
 	waitFor(t, "bypass", func() bool { return !a.bus.Synced() })
 	waitFor(t, "gone", func() bool { return a.bus.Stats().Loss("peer-gone") == 1 })

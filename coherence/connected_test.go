@@ -11,10 +11,7 @@ import (
 // false), stays Connected (issue 15: readiness).
 func TestConnectedIgnoresSilentPeers(t *testing.T) {
 	r := redistest.Start(t)
-	relay := redistest.NewRelay(t, r.Addr)
-	a := run(t, fast(r.Client(), "c"), nil)
-	cut := run(t, fast(relay.Client(), "c"), nil)
-	waitFor(t, "peers known", func() bool { return len(a.bus.Peers()) == 1 && a.bus.Synced() })
+	a, cut, relay := runCuttable(t, r, fast(r.Client(), "c"))
 	if !a.bus.Connected() || !cut.bus.Connected() {
 		t.Fatalf("Connected() = %v, %v before the cut; want true, true", a.bus.Connected(), cut.bus.Connected())
 	}

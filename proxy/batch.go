@@ -78,6 +78,9 @@ func (c *clientConn) batchRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	again := memo != nil && memo.uses.Add(1)%memoLookup != 0
 	if again {
 		if done, err := c.flatHit(meth, m, base, memo, want, snap, started); done {
+			if err == nil {
+				c.rememberBatch(meth, m, sc, memo, list)
+			}
 			return true, err
 		}
 	}

@@ -283,16 +283,94 @@ func (c *clientConn) flatHit(meth *hms.Method, m wire.Message, base []byte, memo
 			c.shadowOnePart(meth, m, base, []namedPart{{name: want[i], hit: e}}, snap)
 		}
 	}
+	return true, c.writeFlat(meth, m, n, st.flat)
+}
+
+// repeatBatch is a by-names request answered from a memo's flat copy,
+// kept so that the same request again on the connection costs a compare
+// and a write: no walk over its thousand names, no hash of them. Only
+// the bytes around the name list are copied; the list is compared with
+// the memo's own copy of it.
+type repeatBatch struct {
+	memo          *batchMemo // nil: none
+	meth          *hms.Method
+	route         *route
+	scope         cache.Scope
+	before, after []byte // the request body around its name list
+}
+
+// maxRepeatFrame bounds the bytes kept around a remembered request's
+// list (a database and a table name, a few flags).
+const maxRepeatFrame = 1 << 10
+
+// rememberBatch notes that the request m (under sc, its name list at
+// list, a view of m's body) was answered from memo's flat copy.
+func (c *clientConn) rememberBatch(meth *hms.Method, m wire.Message, sc cache.Scope, memo *batchMemo, list []byte) {
+	lb := &c.lastBatch
+	lb.memo = nil
+	body := m.Body()
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(body)))
+	at := uintptr(unsafe.Pointer(unsafe.SliceData(list))) - start
+	if at > uintptr(len(body)) || int(at)+len(list) > len(body) || len(body)-len(list) > maxRepeatFrame ||
+		!bytes.Equal(list, memo.list) {
+		return
+	}
+	from := int(at)
+	lb.before = append(lb.before[:0], body[:from]...)
+	lb.after = append(lb.after[:0], body[from+len(list):]...)
+	lb.memo, lb.meth, lb.route, lb.scope = memo, meth, c.rt, sc
+}
+
+// repeatedBatch answers m from the flat copy of the memo of the
+// connection's last by-names request answered so, when m repeats that
+// request under the same scope and route and the store still vouches
+// for the copy (as flatHit). false: the request goes the whole way.
+func (c *clientConn) repeatedBatch(meth *hms.Method, m wire.Message, sc cache.Scope) (bool, error) {
+	lb := &c.lastBatch
+	k := c.rt.cache
+	memo := lb.memo
+	if memo == nil || lb.meth != meth || lb.route != c.rt || lb.scope != sc || k.Policy != nil || len(c.locks) > 0 ||
+		memo.dropped.Load() || !lb.repeats(m.Body()) {
+		return false, nil
+	}
+	if set := k.settings(); !set.Known || set.Version.Is(hms.Version4) && set.Limit >= 0 && len(memo.refs) > set.Limit {
+		return false, nil
+	}
+	// Every memoLookup-th use goes the whole way, looking each entry up
+	// (batchRead counts it).
+	if (memo.uses.Load()+1)%memoLookup == 0 {
+		return false, nil
+	}
+	st := memo.settled.Load()
+	if st == nil || st.flat == nil || !k.Store.Settled(&st.epoch, meth.Kind, st.oldest, k.Store.Now()) {
+		return false, nil
+	}
+	memo.uses.Add(1)
+	k.batchRepeats.Add(1)
+	n := len(memo.refs)
+	k.Store.CountHits(meth.Kind, n)
+	return true, c.writeFlat(meth, m, n, st.flat)
+}
+
+// repeats reports whether body is the remembered request's.
+func (lb *repeatBatch) repeats(body []byte) bool {
+	nb, nl := len(lb.before), len(lb.memo.list)
+	return len(body) == nb+nl+len(lb.after) && bytes.Equal(body[:nb], lb.before) &&
+		bytes.Equal(body[nb+nl:], lb.after) && bytes.Equal(body[nb:nb+nl], lb.memo.list)
+}
+
+// writeFlat sends a memo's flat copy of n entries as the reply to m.
+func (c *clientConn) writeFlat(meth *hms.Method, m wire.Message, n int, flat []byte) error {
 	c.outcome = OutcomeHit
 	c.hdr = wire.AppendHeader(c.hdr[:0], wire.Reply, m.Name(), m.SeqID)
 	head, tail, frame := meth.Batch.ReplyFrame(c.frame, n)
 	c.frame = frame
-	iov := append(c.iov[:0], c.hdr, head, st.flat, tail)
+	iov := append(c.iov[:0], c.hdr, head, flat, tail)
 	err := c.writeParts(iov)
 	clear(iov)
 	c.iov = iov[:0]
 	if err != nil {
-		return true, errors.Join(errClientWrite, err)
+		return errors.Join(errClientWrite, err)
 	}
-	return true, nil
+	return nil
 }

@@ -171,10 +171,43 @@ func TestBatchMemoIgnoresOtherTables(t *testing.T) {
 			}
 		}
 	}
+	if srv.cache.batchRepeats.Load() == 0 {
+		t.Fatal("no read was answered as a repeat of the last (repeatedBatch)")
+	}
 	srv.ApplyRemote([]cache.Entity{{Level: cache.LevelPartitions, Cat: "hive", DB: "demo_db0", Table: "t0"}})
-	call(t, c, "get_partitions_by_names", args)
+	if !sameButSeqID(call(t, c, "get_partitions_by_names", args), call(t, direct, "get_partitions_by_names", args)) {
+		t.Fatal("after its own table's write: the proxy's reply differs from the metastore's")
+	}
 	if n := st.Reserved(); n != 0 {
 		t.Fatalf("after its own table's write: %d bytes still reserved", n)
+	}
+}
+
+// TestBatchRepeatFollowsScope (#24): a by-names request repeated on a
+// connection is answered from the memo's copy only under the scope it
+// was answered in: once the session's overrides change what the
+// metastore answers (setMetaConf), the same request is loaded for the
+// new scope.
+func TestBatchRepeatFollowsScope(t *testing.T) {
+	caching := newCaching(t, nil)
+	b := newSideBySide(t, caching)
+	srv, c, direct, st := b.srv, b.c, b.direct, caching.Store
+	args := byNamesReq("get_partitions_by_names", plannerNames()...)
+	if !memoRounds(t, c, direct, st, args, "first") {
+		t.Fatal("no joined copy was made: the memo's fast path did not run")
+	}
+	repeats := srv.cache.batchRepeats.Load()
+	call(t, c, "get_partitions_by_names", args)
+	if srv.cache.batchRepeats.Load() == repeats {
+		t.Fatal("the repeated request was not answered by repeatedBatch")
+	}
+	call(t, c, "setMetaConf", hmsclient.Args("hive.metastore.try.direct.sql", "false"))
+	loads := b.demo.CallCount("get_partitions_by_names")
+	if !sameButSeqID(call(t, c, "get_partitions_by_names", args), call(t, direct, "get_partitions_by_names", args)) {
+		t.Fatal("after setMetaConf: the proxy's reply differs from the metastore's")
+	}
+	if n := b.demo.CallCount("get_partitions_by_names") - loads; n != 2 {
+		t.Fatalf("after setMetaConf: %d by-names loads (the proxy's and the direct one); want 2: the scope's own", n)
 	}
 }
 
@@ -193,5 +226,30 @@ func TestBatchMemoRequestForm(t *testing.T) {
 		if !sameButSeqID(call(t, c, "get_partitions_by_names_req", args), call(t, direct, "get_partitions_by_names_req", args)) {
 			t.Fatalf("read %d from the joined copy differs from the metastore's", i)
 		}
+	}
+}
+
+// TestBatchRepeatComparesRequest (#24): only the very request last
+// answered from a memo's copy is answered as its repeat: another one of
+// the same length, the same table and flags, names other partitions.
+func TestBatchRepeatComparesRequest(t *testing.T) {
+	caching := newCaching(t, nil)
+	b := newSideBySide(t, caching)
+	c, direct, st := b.c, b.direct, caching.Store
+	var first, other []string
+	for i := 10; i < 20; i++ {
+		first = append(first, partName(i))
+	}
+	other = append(other, first...)
+	other[9] = "ds=2024-01-01/hr=99" // no such partition, as long as the one it replaces
+	a, o := byNamesReq("get_partitions_by_names", first...), byNamesReq("get_partitions_by_names", other...)
+	if len(a) != len(o) {
+		t.Fatalf("requests of %d and %d bytes; the test wants them alike", len(a), len(o))
+	}
+	if !memoRounds(t, c, direct, st, a, "first") {
+		t.Fatal("no joined copy was made: the memo's fast path did not run")
+	}
+	if !sameButSeqID(call(t, c, "get_partitions_by_names", o), call(t, direct, "get_partitions_by_names", o)) {
+		t.Fatal("another request of the same length: the proxy's reply differs from the metastore's")
 	}
 }

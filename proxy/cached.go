@@ -164,9 +164,12 @@ type cacher struct {
 	pruneIdx nameIndexes
 	// postHits counts prunes answered from a posting memo's flat copy.
 	// A seam for tests only: it shows the memo could have answered.
-	postHits   atomic.Uint64
-	pruneExprs exprCache
-	memos      *batchMemos // by-names requests answered from the cache lately
+	postHits atomic.Uint64
+	// batchRepeats counts by-names requests answered by repeatedBatch.
+	// A seam for tests only, as postHits.
+	batchRepeats atomic.Uint64
+	pruneExprs   exprCache
+	memos        *batchMemos // by-names requests answered from the cache lately
 	// pruneTableReq: the metastore answers get_table_req where get_table
 	// failed: prunes read the table that way.
 	pruneTableReq atomic.Bool
@@ -381,6 +384,14 @@ func (c *clientConn) cachedRead(meth *hms.Method, m wire.Message) error {
 			if handled, err := c.repeatedHit(meth, m); handled {
 				return err
 			}
+		}
+	}
+	if !sampled && meth.Batch != nil && c.lastBatch.memo != nil {
+		if !scoped {
+			sc, scoped = k.scope(c.sess), true
+		}
+		if handled, err := c.repeatedBatch(meth, m, sc); handled {
+			return err
 		}
 	}
 	// The one walk over the args: everything below uses its result.

@@ -81,6 +81,10 @@ type clientConn struct {
 	lastRoute *route
 	lastScope cache.Scope
 	lastBody  []byte
+	// lastBatch is the by-names request last answered from a memo's
+	// flat copy: one that repeats it is answered without being decoded
+	// (repeatedBatch).
+	lastBatch repeatBatch
 	hdr       []byte
 	deps      []cache.Dep
 	ents      []cache.Entity

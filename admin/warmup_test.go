@@ -17,16 +17,12 @@ import (
 // cmd/hmsproxy builds it.
 func newWarmUp(t testing.TB, p *proxy.Server) *housekeeping.WarmUp {
 	t.Helper()
-	callers := make([]housekeeping.Caller, 2)
-	for i := range callers {
-		c, err := housekeeping.NewClient(housekeeping.ClientConfig{
-			Dial: func(context.Context) (net.Conn, error) { return p.DialBackground() }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		callers[i] = c
+	callers, closeCallers, err := housekeeping.NewClients(housekeeping.ClientConfig{
+		Dial: func(context.Context) (net.Conn, error) { return p.DialBackground() }}, 2)
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(closeCallers)
 	w, err := housekeeping.NewWarmUp(housekeeping.WarmUpConfig{Callers: callers, Batch: 8, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)

@@ -122,19 +122,15 @@ func runWarmupRate(t *testing.T, v string) {
 	// returns its rate in partitions per second.
 	run := func(what string, dial func(context.Context) (net.Conn, error), addr string) float64 {
 		t.Helper()
-		callers := make([]housekeeping.Caller, conc)
-		for i := range callers {
-			cfg := housekeeping.ClientConfig{Dial: dial, CallTimeout: 5 * time.Minute}
-			if dial == nil {
-				cfg.Addrs = []string{addr}
-			}
-			c, err := housekeeping.NewClient(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			callers[i] = c
+		cfg := housekeeping.ClientConfig{Dial: dial, CallTimeout: 5 * time.Minute}
+		if dial == nil {
+			cfg.Addrs = []string{addr}
 		}
+		callers, closeCallers, err := housekeeping.NewClients(cfg, conc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closeCallers()
 		w, err := housekeeping.NewWarmUp(housekeeping.WarmUpConfig{Callers: callers, Batch: batch})
 		if err != nil {
 			t.Fatal(err)

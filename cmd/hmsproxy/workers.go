@@ -207,16 +207,12 @@ func (w *workers) newWarmUp(cfg fileConfig, log *slog.Logger, srv *proxy.Server,
 	if user == "" {
 		user = hk.User
 	}
-	callers := make([]housekeeping.Caller, n)
-	for i := range callers {
-		c, err := housekeeping.NewClient(housekeeping.ClientConfig{Transport: tr, User: user,
-			Dial: func(context.Context) (net.Conn, error) { return srv.DialBackground() }})
-		if err != nil {
-			return err
-		}
-		w.closers = append(w.closers, func() { c.Close() })
-		callers[i] = c
+	callers, closeCallers, err := housekeeping.NewClients(housekeeping.ClientConfig{Transport: tr, User: user,
+		Dial: func(context.Context) (net.Conn, error) { return srv.DialBackground() }}, n)
+	if err != nil {
+		return err
 	}
+	w.closers = append(w.closers, closeCallers)
 	w.warmUp, err = housekeeping.NewWarmUp(housekeeping.WarmUpConfig{Callers: callers, Targets: targets,
 		Batch: hk.WarmUpBatch, Logger: log.With("task", "warm-up", "user", user),
 		// Loads made before the node is in sync with the others are not

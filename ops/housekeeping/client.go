@@ -89,6 +89,27 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	return &Client{cfg: cfg, log: cfg.Logger}, nil
 }
 
+// NewClients is n Clients of cfg, each with a connection of its own: the
+// callers a warm-up spreads its loads over. closeAll closes them all.
+func NewClients(cfg ClientConfig, n int) (callers []Caller, closeAll func(), err error) {
+	clients := make([]*Client, 0, n)
+	closeAll = func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}
+	for range n {
+		c, err := NewClient(cfg)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		clients = append(clients, c)
+		callers = append(callers, c)
+	}
+	return callers, closeAll, nil
+}
+
 // Call implements Caller. A failed call drops the connection; the next
 // call reconnects. The call is never retried (abort_txns is a write).
 func (c *Client) Call(ctx context.Context, method string, args []byte) (wire.Message, error) {

@@ -58,16 +58,12 @@ func (b *warmBed) warmUp(t *testing.T, n, batch int, targets ...string) *houseke
 	if err != nil {
 		t.Fatal(err)
 	}
-	callers := make([]housekeeping.Caller, n)
-	for i := range callers {
-		c, err := housekeeping.NewClient(housekeeping.ClientConfig{User: "hive",
-			Dial: func(context.Context) (net.Conn, error) { return b.srv.DialBackground() }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		callers[i] = c
+	callers, closeCallers, err := housekeeping.NewClients(housekeeping.ClientConfig{User: "hive",
+		Dial: func(context.Context) (net.Conn, error) { return b.srv.DialBackground() }}, n)
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(closeCallers)
 	w, err := housekeeping.NewWarmUp(housekeeping.WarmUpConfig{Callers: callers, Targets: tg, Batch: batch, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -327,15 +323,11 @@ func BenchmarkWarmUp(b *testing.B) {
 		{"proxy", housekeeping.ClientConfig{Dial: func(context.Context) (net.Conn, error) { return srv.DialBackground() }}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			callers := make([]housekeeping.Caller, conc)
-			for i := range callers {
-				c, err := housekeeping.NewClient(bc.cfg)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer c.Close()
-				callers[i] = c
+			callers, closeCallers, err := housekeeping.NewClients(bc.cfg, conc)
+			if err != nil {
+				b.Fatal(err)
 			}
+			defer closeCallers()
 			w, err := housekeeping.NewWarmUp(housekeeping.WarmUpConfig{Callers: callers, Batch: batch})
 			if err != nil {
 				b.Fatal(err)

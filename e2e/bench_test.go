@@ -24,70 +24,68 @@ import (
 // partitions (goal: 20x). It fails only if the cache is not faster at
 // all: the figures are for the note, not a timed test.
 func TestCachedVersusRealHMS(t *testing.T) {
-	for _, v := range versions(t) {
-		t.Run(v, func(t *testing.T) {
-			ms := start(t, v)
-			n := startProxy(t, ms, nodeOpts{})
-			direct, proxied := dial(t, ms.addr), dial(t, n.addr)
-			db := "e2e_bench_" + strings.ReplaceAll(v, ".", "")
-			clDatabase(t, direct, db)
-			clMustOK(t, "create_table", call(t, direct, "create_table", hmsreq.Args(clTable(db, "wide", nil).Field(1))))
-			var names []string
-			partsErr := ""
-			for i := 0; i < 1000; i++ {
-				names = append(names, fmt.Sprintf("ds=%04d", i))
+	eachVersion(t, func(t *testing.T, v string) {
+		ms := start(t, v)
+		n := startProxy(t, ms, nodeOpts{})
+		direct, proxied := dial(t, ms.addr), dial(t, n.addr)
+		db := "e2e_bench_" + strings.ReplaceAll(v, ".", "")
+		clDatabase(t, direct, db)
+		clMustOK(t, "create_table", call(t, direct, "create_table", hmsreq.Args(clTable(db, "wide", nil).Field(1))))
+		var names []string
+		partsErr := ""
+		for i := 0; i < 1000; i++ {
+			names = append(names, fmt.Sprintf("ds=%04d", i))
+		}
+		// Small batches: HMS 2.3 on Derby fails to flush large ones.
+		for lo := 0; lo < len(names); lo += 50 {
+			var ps []hmsreq.Partition
+			for _, nm := range names[lo : lo+50] {
+				ps = append(ps, hmsreq.Partition{
+					DB:         db,
+					Table:      "wide",
+					Values:     []string{strings.TrimPrefix(nm, "ds=")},
+					CreateTime: 1700000000,
+					SD:         clSD("file:///tmp/hmsproxy-e2e/" + db + "/wide/" + nm),
+				})
 			}
-			// Small batches: HMS 2.3 on Derby fails to flush large ones.
-			for lo := 0; lo < len(names); lo += 50 {
-				var ps []hmsreq.Partition
-				for _, nm := range names[lo : lo+50] {
-					ps = append(ps, hmsreq.Partition{
-						DB:         db,
-						Table:      "wide",
-						Values:     []string{strings.TrimPrefix(nm, "ds=")},
-						CreateTime: 1700000000,
-						SD:         clSD("file:///tmp/hmsproxy-e2e/" + db + "/wide/" + nm),
-					})
-				}
-				args := hmsreq.Args(hmsreq.Partitions(1, ps...))
-				if reply := call(t, direct, "add_partitions", args); outcome(t, reply) != "ok" {
-					// HMS 2.3 on the test bed's embedded Derby fails here
-					// ("Exception thrown flushing changes to datastore").
-					partsErr = fmt.Sprintf("add_partitions refused: %s", outcome(t, reply))
-					break
-				}
+			args := hmsreq.Args(hmsreq.Partitions(1, ps...))
+			if reply := call(t, direct, "add_partitions", args); outcome(t, reply) != "ok" {
+				// HMS 2.3 on the test bed's embedded Derby fails here
+				// ("Exception thrown flushing changes to datastore").
+				partsErr = fmt.Sprintf("add_partitions refused: %s", outcome(t, reply))
+				break
 			}
+		}
 
-			getMethod, get := "get_table", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, "wide"))
-			if v == "4.0" { // 4.0.1 has dropped get_table
-				getMethod = "get_table_req"
-				get = hmsreq.Req(hmsreq.Str(1, db), hmsreq.Str(2, "wide"))
+		getMethod, get := "get_table", hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, "wide"))
+		if v == "4.0" { // 4.0.1 has dropped get_table
+			getMethod = "get_table_req"
+			get = hmsreq.Req(hmsreq.Str(1, db), hmsreq.Str(2, "wide"))
+		}
+		byNames := hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, "wide"), hmsreq.Strings(3, names...))
+		report := func(what, method string, args []byte, rounds int) float64 {
+			call(t, proxied, method, args) // load it
+			n.store.Wait()
+			if !sameButSeqID(call(t, proxied, method, args), call(t, direct, method, args)) {
+				t.Fatalf("%s: cached reply differs from the metastore's", what)
 			}
-			byNames := hmsreq.Args(hmsreq.Str(1, db), hmsreq.Str(2, "wide"), hmsreq.Strings(3, names...))
-			report := func(what, method string, args []byte, rounds int) float64 {
-				call(t, proxied, method, args) // load it
-				n.store.Wait()
-				if !sameButSeqID(call(t, proxied, method, args), call(t, direct, method, args)) {
-					t.Fatalf("%s: cached reply differs from the metastore's", what)
-				}
-				d, p := pairs(t, direct, proxied, method, args, rounds)
-				r := float64(d[len(d)/2]) / float64(p[len(p)/2])
-				fmt.Printf("e2e: bench HMS %s %s: direct p50 %v p99 %v, cached p50 %v p99 %v: %.0fx faster at p50 (%d pairs)\n",
-					v, what, d[len(d)/2], d[len(d)*99/100], p[len(p)/2], p[len(p)*99/100], r, rounds)
-				return r
-			}
-			if r := report("get_table", getMethod, get, 400); r < 1 {
-				t.Fatalf("cached get_table is not faster than the metastore (%.2fx)", r)
-			}
-			if partsErr != "" {
-				fmt.Printf("e2e: bench HMS %s get_partitions_by_names x1000: not measured (%s)\n", v, partsErr)
-				return
-			}
-			if r := report("get_partitions_by_names x1000", "get_partitions_by_names", byNames, 40); r < 1 {
-				t.Fatalf("cached by-names is not faster than the metastore (%.2fx)", r)
-			}
-		})
-	}
+			d, p := pairs(t, direct, proxied, method, args, rounds)
+			r := float64(d[len(d)/2]) / float64(p[len(p)/2])
+			fmt.Printf("e2e: bench HMS %s %s: direct p50 %v p99 %v, cached p50 %v p99 %v: %.0fx faster at p50 (%d pairs)\n",
+				v, what, d[len(d)/2], d[len(d)*99/100], p[len(p)/2], p[len(p)*99/100], r, rounds)
+			return r
+		}
+		if r := report("get_table", getMethod, get, 400); r < 1 {
+			t.Fatalf("cached get_table is not faster than the metastore (%.2fx)", r)
+		}
+		if partsErr != "" {
+			fmt.Printf("e2e: bench HMS %s get_partitions_by_names x1000: not measured (%s)\n", v, partsErr)
+			return
+		}
+		if r := report("get_partitions_by_names x1000", "get_partitions_by_names", byNames, 40); r < 1 {
+			t.Fatalf("cached by-names is not faster than the metastore (%.2fx)", r)
+		}
+	})
 }
 
 // pairs alternates direct and proxied calls and returns both sorted

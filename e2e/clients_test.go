@@ -55,63 +55,61 @@ var clients = []client{
 func TestClientsThroughProxy(t *testing.T) {
 	root := repoRoot()
 	py := filepath.Join(cacheDir(), "venv", "bin", "python")
-	for _, v := range versions(t) {
-		t.Run(v, func(t *testing.T) {
-			ms := start(t, v)
-			for _, c := range clients {
-				t.Run(c.name, func(t *testing.T) {
-					n := startProxy(t, ms, nodeOpts{})
-					work := t.TempDir()
-					argv := c.args(root, py, "thrift://"+n.addr, work, v)
-					// Spark on 3.1 also plans a dashboard several times
-					// in its session (planning_test.go).
-					planning := c.name == "spark-sql" && v == "3.1"
-					if planning {
-						argv = append(argv, "--planning", fmt.Sprint(planningRounds))
-					}
-					cmd := exec.Command(argv[0], argv[1:]...)
-					var out []byte
-					var err error
-					var took time.Duration
-					var round2, after methodCounts
-					if planning {
-						out, err, took = runRounds(cmd, clientLimit, func(round int) {
-							switch round {
-							case 2:
-								round2 = takeCounts(n.srv.Stats())
-							case 0:
-								after = takeCounts(n.srv.Stats())
-							}
-						})
-					} else {
-						out, err, took = runTimed(cmd)
-					}
-					hits, calls := proxyCounts(n.srv.Stats())
-					last := lastLine(out)
-					if why, ok := c.expectFail[v]; ok {
-						if err == nil {
-							t.Fatalf("%s against HMS %s succeeded through the proxy; it fails directly (%s)", c.name, v, why)
+	eachVersion(t, func(t *testing.T, v string) {
+		ms := start(t, v)
+		for _, c := range clients {
+			t.Run(c.name, func(t *testing.T) {
+				n := startProxy(t, ms, nodeOpts{})
+				work := t.TempDir()
+				argv := c.args(root, py, "thrift://"+n.addr, work, v)
+				// Spark on 3.1 also plans a dashboard several times
+				// in its session (planning_test.go).
+				planning := c.name == "spark-sql" && v == "3.1"
+				if planning {
+					argv = append(argv, "--planning", fmt.Sprint(planningRounds))
+				}
+				cmd := exec.Command(argv[0], argv[1:]...)
+				var out []byte
+				var err error
+				var took time.Duration
+				var round2, after methodCounts
+				if planning {
+					out, err, took = runRounds(cmd, clientLimit, func(round int) {
+						switch round {
+						case 2:
+							round2 = takeCounts(n.srv.Stats())
+						case 0:
+							after = takeCounts(n.srv.Stats())
 						}
-						fmt.Printf("e2e: client %-16s HMS %s: XFAIL in %v (%s; same without the proxy)\n", c.name, v, took, why)
-						return
+					})
+				} else {
+					out, err, took = runTimed(cmd)
+				}
+				hits, calls := proxyCounts(n.srv.Stats())
+				last := lastLine(out)
+				if why, ok := c.expectFail[v]; ok {
+					if err == nil {
+						t.Fatalf("%s against HMS %s succeeded through the proxy; it fails directly (%s)", c.name, v, why)
 					}
-					if err != nil {
-						t.Fatalf("%s against HMS %s through the proxy: %v\n%s", c.name, v, err, tail(out, 30))
+					fmt.Printf("e2e: client %-16s HMS %s: XFAIL in %v (%s; same without the proxy)\n", c.name, v, took, why)
+					return
+				}
+				if err != nil {
+					t.Fatalf("%s against HMS %s through the proxy: %v\n%s", c.name, v, err, tail(out, 30))
+				}
+				fmt.Printf("e2e: client %-16s HMS %s: PASS in %v, %d calls, %d cache hits; %s\n", c.name, v, took, calls, hits, last)
+				if hits == 0 {
+					t.Fatalf("%s made %d calls and none was a cache hit", c.name, calls)
+				}
+				if planning {
+					if round2 == nil || after == nil {
+						t.Fatalf("%s: the planning rounds did not run", c.name)
 					}
-					fmt.Printf("e2e: client %-16s HMS %s: PASS in %v, %d calls, %d cache hits; %s\n", c.name, v, took, calls, hits, last)
-					if hits == 0 {
-						t.Fatalf("%s made %d calls and none was a cache hit", c.name, calls)
-					}
-					if planning {
-						if round2 == nil || after == nil {
-							t.Fatalf("%s: the planning rounds did not run", c.name)
-						}
-						planningFigures(t, v, round2, after)
-					}
-				})
-			}
-		})
-	}
+					planningFigures(t, v, round2, after)
+				}
+			})
+		}
+	})
 }
 
 func proxyCounts(s *proxy.Stats) (hits, calls uint64) {

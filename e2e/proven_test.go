@@ -129,39 +129,37 @@ func provenSteps(db, wh string) []step {
 // uncached. Each proven method must succeed at least once on every
 // version that has it, and be unknown on both sides where it does not.
 func TestProven(t *testing.T) {
-	for _, v := range versions(t) {
-		t.Run(v, func(t *testing.T) {
-			ms := start(t, v)
-			begin := time.Now()
-			tag := strings.ReplaceAll(v, ".", "")
-			dbDirect, dbProxy := "pdir_"+tag, "pprx_"+tag
-			wh := ms.work + "/proven-wh"
-			kinds := cache.DefaultKinds()
-			kinds[hms.KindOther] = cache.KindConfig{TTL: 10 * time.Minute}
-			n := startProxy(t, ms, nodeOpts{kinds: &kinds})
-			r := replay(t, ms, n, provenSteps(dbDirect, wh), provenSteps(dbProxy, wh), dbDirect, dbProxy)
-			var lines []string
-			for _, name := range provenMethods {
-				m := hms.Lookup([]byte(name))
-				outs := r.outcome[name]
-				lines = append(lines, name+"="+outs)
-				switch {
-				case r.unknown[name]:
-					if has(v, m.Since) {
-						t.Errorf("HMS %s: %s (since %s) unknown to the metastore", v, name, m.Since)
-					}
-				case !strings.Contains(outs, "ok"):
-					t.Errorf("HMS %s: %s never succeeded: %s", v, name, outs)
-				case m.Cacheable && !r.okReads[name]:
-					t.Errorf("HMS %s: %s is cacheable but was not checked for cache hits", v, name)
+	eachVersion(t, func(t *testing.T, v string) {
+		ms := start(t, v)
+		begin := time.Now()
+		tag := strings.ReplaceAll(v, ".", "")
+		dbDirect, dbProxy := "pdir_"+tag, "pprx_"+tag
+		wh := ms.work + "/proven-wh"
+		kinds := cache.DefaultKinds()
+		kinds[hms.KindOther] = cache.KindConfig{TTL: 10 * time.Minute}
+		n := startProxy(t, ms, nodeOpts{kinds: &kinds})
+		r := replay(t, ms, n, provenSteps(dbDirect, wh), provenSteps(dbProxy, wh), dbDirect, dbProxy)
+		var lines []string
+		for _, name := range provenMethods {
+			m := hms.Lookup([]byte(name))
+			outs := r.outcome[name]
+			lines = append(lines, name+"="+outs)
+			switch {
+			case r.unknown[name]:
+				if has(v, m.Since) {
+					t.Errorf("HMS %s: %s (since %s) unknown to the metastore", v, name, m.Since)
 				}
+			case !strings.Contains(outs, "ok"):
+				t.Errorf("HMS %s: %s never succeeded: %s", v, name, outs)
+			case m.Cacheable && !r.okReads[name]:
+				t.Errorf("HMS %s: %s is cacheable but was not checked for cache hits", v, name)
 			}
-			sort.Strings(lines)
-			t.Logf("HMS %s outcomes: %s", v, strings.Join(lines, " "))
-			fmt.Printf("e2e: proven HMS %s: %d/%d reads byte-equal, %d cache hits, unknown: %v, %v\n",
-				v, r.readsEqual, r.reads, r.hits, keys(r.unknown), time.Since(begin).Round(100*time.Millisecond))
-		})
-	}
+		}
+		sort.Strings(lines)
+		t.Logf("HMS %s outcomes: %s", v, strings.Join(lines, " "))
+		fmt.Printf("e2e: proven HMS %s: %d/%d reads byte-equal, %d cache hits, unknown: %v, %v\n",
+			v, r.readsEqual, r.reads, r.hits, keys(r.unknown), time.Since(begin).Round(100*time.Millisecond))
+	})
 }
 
 // has reports whether test-bed version v ("2.3", "3.1", "4.0") has a

@@ -175,17 +175,15 @@ func runFilterHook(t *testing.T, v string) {
 // filter hook or pre-event listeners, cache.scope auto shares entries, so
 // the default costs an ordinary metastore no hit ratio.
 func TestScopeDefaultShared(t *testing.T) {
-	for _, v := range versions(t) {
-		t.Run(v, func(t *testing.T) {
-			ms := start(t, v)
-			n := startProxy(t, ms, nodeOpts{})
-			c := asUser(t, n.addr, "alice")
-			call(t, c, "get_all_databases", hmsreq.Args())
-			st, _ := n.srv.CacheScope()
-			t.Logf("HMS %s: filter hook %q, pre-event listeners %q: %s", v, st.FilterHook, st.PreEventListeners, st.Reason)
-			if !st.Decided || st.PerUser || st.FilterHook != proxy.DefaultFilterHook {
-				t.Fatalf("scope %+v; want shared, from the default filter hook", st)
-			}
-		})
-	}
+	eachVersion(t, func(t *testing.T, v string) {
+		ms := start(t, v)
+		n := startProxy(t, ms, nodeOpts{})
+		c := asUser(t, n.addr, "alice")
+		call(t, c, "get_all_databases", hmsreq.Args())
+		st, _ := n.srv.CacheScope()
+		t.Logf("HMS %s: filter hook %q, pre-event listeners %q: %s", v, st.FilterHook, st.PreEventListeners, st.Reason)
+		if !st.Decided || st.PerUser || st.FilterHook != proxy.DefaultFilterHook {
+			t.Fatalf("scope %+v; want shared, from the default filter hook", st)
+		}
+	})
 }

@@ -80,16 +80,14 @@ func same(t *testing.T, what string, proxied, direct *hmsclient.Client, method s
 }
 
 func TestSemanticsReal(t *testing.T) {
-	for _, v := range versions(t) {
-		t.Run(v, func(t *testing.T) {
-			b := newSemBed(t, v, "sem_"+strings.ReplaceAll(v, ".", ""))
-			t.Run("names are trimmed", func(t *testing.T) { semNames(t, b) })
-			t.Run("session overrides", func(t *testing.T) { semOverrides(t, b, v) })
-			t.Run("by-names stored form", func(t *testing.T) { semByNames(t, b) })
-			t.Run("filter quirks", func(t *testing.T) { semFilters(t, b, v) })
-			t.Run("unlogged writes bounded", func(t *testing.T) { semUnlogged(t, b) })
-		})
-	}
+	eachVersion(t, func(t *testing.T, v string) {
+		b := newSemBed(t, v, "sem_"+strings.ReplaceAll(v, ".", ""))
+		t.Run("names are trimmed", func(t *testing.T) { semNames(t, b) })
+		t.Run("session overrides", func(t *testing.T) { semOverrides(t, b, v) })
+		t.Run("by-names stored form", func(t *testing.T) { semByNames(t, b) })
+		t.Run("filter quirks", func(t *testing.T) { semFilters(t, b, v) })
+		t.Run("unlogged writes bounded", func(t *testing.T) { semUnlogged(t, b) })
+	})
 }
 
 // semNames: the metastore reads "t1 " as t1 (trim, then lower-case);

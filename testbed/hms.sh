@@ -20,6 +20,17 @@
 #                    fsync at commit; the test bed's databases are thrown away
 #                    with their work directory, and a killed server loses
 #                    nothing the OS already holds). "" syncs every commit.
+#   HMS_DERBY_LOCK_WAIT  Derby's derby.locks.waitTimeout in seconds (default 2 on
+#                    4.0, Derby's 60 elsewhere). 4.0's transaction code runs each
+#                    lock call under a JVM-wide mutex for Derby and checks a lock
+#                    in a second Derby transaction; when another caller holding
+#                    uncommitted HIVE_LOCKS rows waits on that mutex, the two wait
+#                    on each other where Derby cannot see it, until Derby's lock
+#                    wait times out. The server then logs "Deadlock detected in
+#                    checkLock" and retries, still holding the mutex, so the
+#                    call fails after ten tries: about 10 minutes at Derby's
+#                    60 s, about 30 s at 2, and every lock call waits as long.
+#                    The twin never overlaps two such calls on 4.0.
 #   HMS_LISTENERS    override hive.metastore.transactional.event.listeners
 #                    (default: DbNotificationListener; on 4.0 the test bed's
 #                    own listener, built from maven/listener-4.0 by fetch)
@@ -478,6 +489,8 @@ start() { # version port workdir
   write_conf "$ver" "$port" "$work"
   init_schema "$ver" "$work"
   local cp; cp="$work/conf:$(classpath "$ver")${HMS_EXTRA_CLASSPATH:+:$HMS_EXTRA_CLASSPATH}"
+  local lockwait=${HMS_DERBY_LOCK_WAIT-}
+  if [[ -z $lockwait && $ver == 4.0 ]]; then lockwait=2; fi
   if [[ ${HMS_FILTER_HOOK:-} == 1 ]]; then cp="$cp:$(filter_hook_jar)"; fi
   log "starting HMS $ver on 127.0.0.1:$port (workdir $work)"
   local t0=$SECONDS
@@ -488,6 +501,7 @@ start() { # version port workdir
       -Dderby.stream.error.file="$work/derby.log" \
       ${HMS_DERBY_DURABILITY:+-Dderby.system.durability=$HMS_DERBY_DURABILITY} \
       -Dderby.language.statementCacheSize=2000 -Dderby.storage.pageCacheSize=8000 \
+      ${lockwait:+-Dderby.locks.waitTimeout=$lockwait} \
       ${HMS_JVM_OPTS:-} \
       -Djava.io.tmpdir="$work" \
       -Dhive.log.dir="$work" \

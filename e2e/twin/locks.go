@@ -45,6 +45,10 @@ func (r *runner) pathCall(s *session, via Via, db string, touches []string, meth
 // returns, so they are not ordered against reads: a session polling for
 // a lock must not hold every read back.
 func (r *runner) lockCall(s *session, via Via, db, method string, args []byte) reply {
+	if r.ms.Version == "4.0" {
+		r.txnMu.Lock()
+		defer r.txnMu.Unlock()
+	}
 	c := s.pc
 	if via == Direct {
 		c = r.dcFor(s, db)

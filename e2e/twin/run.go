@@ -172,6 +172,20 @@ type runner struct {
 	history []Step
 	at      []time.Time // when each step of history began
 	diffs   []*Diff
+	// txnMu, held on 4.0 around each call of the lock and transaction
+	// API, keeps two of them from overlapping in the metastore. 4.0 runs
+	// those calls under one JVM-wide mutex when its database is Derby,
+	// and a lock call writes its HIVE_LOCKS rows in a transaction it
+	// commits only after checking the lock under that mutex again; a
+	// check that scans HIVE_LOCKS meanwhile waits for those rows while
+	// their writer waits for the mutex. Derby cannot see that cycle:
+	// each of the server's retries waits out Derby's lock timeout while
+	// still holding the mutex, so the call fails after ten of them
+	// (10 minutes at Derby's default, 30 s at the test bed's) and every
+	// other lock call waits as long. Servers on the databases production
+	// uses take row locks instead, so this is the test bed's cycle, not
+	// the proxy's, and the twin stays out of it.
+	txnMu sync.Mutex
 	// restartMu makes one session at a time restart a dead node.
 	restartMu sync.Mutex
 	crashAt   atomic.Int64 // unix nanos of the last node found dead

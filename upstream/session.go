@@ -163,17 +163,7 @@ func (s *Session) HasConf() bool { return len(s.conf) > 0 }
 // ConfArgs decodes setMetaConf args into key and value.
 func ConfArgs(args []byte) (key, value string, err error) {
 	d := wire.NewDecoder(args)
-	d.Fields(func(id int16, typ byte) bool {
-		switch {
-		case id == 1 && typ == wire.TString:
-			key = d.String()
-		case id == 2 && typ == wire.TString:
-			value = d.String()
-		default:
-			return false
-		}
-		return true
-	})
+	d.Struct(wire.StringAt(1, &key), wire.StringAt(2, &value))
 	if err := d.Err(); err != nil {
 		return "", "", err
 	}

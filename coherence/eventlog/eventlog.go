@@ -287,16 +287,7 @@ func (p *Poller) next(ctx context.Context, cursor int64) ([]Event, error) {
 // d's position, which get_next_notification answers with.
 func ReadEvents(d *wire.Decoder) ([]Event, error) {
 	var events []Event
-	d.Fields(func(fid int16, typ byte) bool {
-		if fid != 1 || typ != wire.TList {
-			return false
-		}
-		_, n := d.ListBegin()
-		for i := 0; i < n && d.Err() == nil; i++ {
-			events = append(events, readEvent(d))
-		}
-		return true
-	})
+	d.Struct(wire.ListAt(1, func(d *wire.Decoder) { events = append(events, readEvent(d)) }))
 	return events, d.Err()
 }
 
@@ -323,31 +314,8 @@ func success(m wire.Message) (*wire.Decoder, error) {
 
 func readEvent(d *wire.Decoder) Event {
 	var ev Event
-	d.Fields(func(id int16, typ byte) bool {
-		switch {
-		case id == 1 && typ == wire.TI64:
-			ev.ID = d.I64()
-		case id == 2 && typ == wire.TI32:
-			ev.Time = d.I32()
-		case typ != wire.TString:
-			return false
-		case id == 3:
-			ev.Type = d.String()
-		case id == 4:
-			ev.DB = d.String()
-		case id == 5:
-			ev.Table = d.String()
-		case id == 6:
-			ev.Message = d.String()
-		case id == 7:
-			ev.Format = d.String()
-		case id == 8:
-			ev.Cat = d.String()
-		default:
-			return false
-		}
-		return true
-	})
+	d.Struct(wire.I64At(1, &ev.ID), wire.I32At(2, &ev.Time), wire.StringAt(3, &ev.Type), wire.StringAt(4, &ev.DB),
+		wire.StringAt(5, &ev.Table), wire.StringAt(6, &ev.Message), wire.StringAt(7, &ev.Format), wire.StringAt(8, &ev.Cat))
 	return ev
 }
 

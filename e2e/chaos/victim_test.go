@@ -388,17 +388,7 @@ func isTable(db, tbl string) func(wire.Message) error {
 			return err
 		}
 		var gotDB, gotTbl string
-		d.Fields(func(id int16, typ byte) bool {
-			switch {
-			case id == 1 && typ == wire.TString:
-				gotTbl = d.String()
-			case id == 2 && typ == wire.TString:
-				gotDB = d.String()
-			default:
-				return false
-			}
-			return true
-		})
+		d.Struct(wire.StringAt(1, &gotTbl), wire.StringAt(2, &gotDB))
 		if err := d.Err(); err != nil {
 			return fmt.Errorf("get_table reply: %w", err)
 		}

@@ -94,37 +94,14 @@ func (c *Compactions) run(ctx context.Context) error {
 	if typ != wire.TStruct {
 		return fmt.Errorf("housekeeping: show_compact: no result (type %d)", typ)
 	}
+	// ShowCompactResponse{1 list<ShowCompactResponseElement>}
 	var list []compaction
-	d.Fields(func(id int16, typ byte) bool {
-		if id != 1 || typ != wire.TList {
-			return false
-		}
-		_, n := d.ListBegin()
-		for i := 0; i < n && d.Err() == nil; i++ {
-			var x compaction
-			d.Fields(func(id int16, typ byte) bool {
-				switch {
-				case id == 1 && typ == wire.TString:
-					x.db = d.String()
-				case id == 2 && typ == wire.TString:
-					x.table = d.String()
-				case id == 3 && typ == wire.TString:
-					x.part = d.String()
-				case id == 5 && typ == wire.TString:
-					x.state = d.String()
-				case id == 6 && typ == wire.TString:
-					x.workerID = d.String()
-				case id == 13 && typ == wire.TI64:
-					x.id = d.I64()
-				default:
-					return false
-				}
-				return true
-			})
-			list = append(list, x)
-		}
-		return true
-	})
+	d.Struct(wire.ListAt(1, func(d *wire.Decoder) {
+		var x compaction
+		d.Struct(wire.StringAt(1, &x.db), wire.StringAt(2, &x.table), wire.StringAt(3, &x.part),
+			wire.StringAt(5, &x.state), wire.StringAt(6, &x.workerID), wire.I64At(13, &x.id))
+		list = append(list, x)
+	}))
 	if err := d.Err(); err != nil {
 		return fmt.Errorf("housekeeping: show_compact: bad reply: %w", err)
 	}

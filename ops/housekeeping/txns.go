@@ -47,40 +47,13 @@ func getOpenTxnsInfo(ctx context.Context, c Caller) (hwm int64, txns []txnInfo, 
 	if typ != wire.TStruct {
 		return 0, nil, fmt.Errorf("housekeeping: get_open_txns_info: no result (type %d)", typ)
 	}
-	d.Fields(func(id int16, typ byte) bool {
-		switch {
-		case id == 1 && typ == wire.TI64:
-			hwm = d.I64()
-		case id == 2 && typ == wire.TList:
-			_, n := d.ListBegin()
-			for i := 0; i < n && d.Err() == nil; i++ {
-				var t txnInfo
-				d.Fields(func(id int16, typ byte) bool {
-					switch {
-					case id == 1 && typ == wire.TI64:
-						t.ID = d.I64()
-					case id == 2 && typ == wire.TI32:
-						t.State = d.I32()
-					case id == 3 && typ == wire.TString:
-						t.User = d.String()
-					case id == 4 && typ == wire.TString:
-						t.Hostname = d.String()
-					case id == 8 && typ == wire.TI64:
-						t.Started = d.I64()
-					case id == 9 && typ == wire.TI64:
-						t.LastHeartbeat = d.I64()
-					default:
-						return false
-					}
-					return true
-				})
-				txns = append(txns, t)
-			}
-		default:
-			return false
-		}
-		return true
-	})
+	// GetOpenTxnsInfoResponse{1 txn_high_water_mark, 2 list<TxnInfo>}
+	d.Struct(wire.I64At(1, &hwm), wire.ListAt(2, func(d *wire.Decoder) {
+		var t txnInfo
+		d.Struct(wire.I64At(1, &t.ID), wire.I32At(2, &t.State), wire.StringAt(3, &t.User),
+			wire.StringAt(4, &t.Hostname), wire.I64At(8, &t.Started), wire.I64At(9, &t.LastHeartbeat))
+		txns = append(txns, t)
+	}))
 	if err := d.Err(); err != nil {
 		return 0, nil, fmt.Errorf("housekeeping: get_open_txns_info: bad reply: %w", err)
 	}

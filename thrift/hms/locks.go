@@ -7,16 +7,6 @@ import "github.com/hmsproxy/hmsproxy/thrift/wire"
 // LockState (2: 1 ACQUIRED, 2 WAITING, 3 ABORT, 4 NOT_ACQUIRED). Errors
 // stay in d.
 func ReadLockResponse(d *wire.Decoder) (id int64, state int32) {
-	d.Fields(func(fid int16, typ byte) bool {
-		switch {
-		case fid == 1 && typ == wire.TI64:
-			id = d.I64()
-		case fid == 2 && typ == wire.TI32:
-			state = d.I32()
-		default:
-			return false
-		}
-		return true
-	})
+	d.Struct(wire.I64At(1, &id), wire.I32At(2, &state))
 	return id, state
 }

@@ -970,3 +970,60 @@ func TestReadAfterFailedRead(t *testing.T) {
 		}
 	}
 }
+
+// TestDecoderStruct: Struct reads the fields it names, skips the others
+// (unknown ids, and a named id sent with another type), reads a list of
+// structs element by element, and leaves a truncated struct's error in
+// the decoder.
+func TestDecoderStruct(t *testing.T) {
+	type elem struct{ name string }
+	type got struct {
+		id    int64
+		state int32
+		user  string
+		host  string
+		elems []elem
+	}
+	var e Encoder
+	e.I64Field(1, 42)
+	e.FieldBegin(TMap, 9) // unknown: skipped
+	e.MapBegin(TString, TI32, 1)
+	e.String("k")
+	e.I32(7)
+	e.I32Field(2, 3)
+	e.StringField(3, "alice")
+	e.I32Field(4, 99) // named as a string below: skipped
+	e.FieldBegin(TList, 5)
+	e.ListBegin(TStruct, 2)
+	for _, n := range []string{"a", "b"} {
+		e.StringField(1, n)
+		e.I64Field(2, 0) // unknown in the element: skipped
+		e.Stop()
+	}
+	e.Stop()
+	whole := append([]byte(nil), e.B...)
+
+	read := func(b []byte) (got, error) {
+		var g got
+		d := NewDecoder(b)
+		d.Struct(I64At(1, &g.id), I32At(2, &g.state), StringAt(3, &g.user), StringAt(4, &g.host),
+			ListAt(5, func(d *Decoder) {
+				var x elem
+				d.Struct(StringAt(1, &x.name))
+				g.elems = append(g.elems, x)
+			}))
+		return g, d.Err()
+	}
+	g, err := read(whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := got{id: 42, state: 3, user: "alice", elems: []elem{{"a"}, {"b"}}}
+	if g.id != want.id || g.state != want.state || g.user != want.user || g.host != "" ||
+		len(g.elems) != 2 || g.elems[0] != want.elems[0] || g.elems[1] != want.elems[1] {
+		t.Fatalf("got %+v; want %+v", g, want)
+	}
+	if _, err := read(whole[:len(whole)-4]); err == nil {
+		t.Fatal("a truncated struct read without an error")
+	}
+}

@@ -81,14 +81,7 @@ func (s *Session) WithUGI(args []byte) *Session {
 		return s // set_ugi has no effect on identity under SASL
 	}
 	n := &Session{ugi: append([]byte(nil), args...), conf: s.conf, background: s.background}
-	d := wire.NewDecoder(args)
-	d.Fields(func(id int16, typ byte) bool {
-		if id == 1 && typ == wire.TString {
-			n.user = d.String()
-			return true
-		}
-		return false
-	})
+	wire.NewDecoder(args).Struct(wire.StringAt(1, &n.user))
 	n.key = n.makeKey()
 	return n
 }

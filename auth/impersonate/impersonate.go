@@ -194,12 +194,6 @@ func tokenReply(m wire.Message) (tok, refused string, err error) {
 // exceptionMessage reads a MetaException struct's message (field 1).
 func exceptionMessage(d *wire.Decoder) string {
 	var msg string
-	d.Fields(func(id int16, typ byte) bool {
-		if id == 1 && typ == wire.TString {
-			msg = d.String()
-			return true
-		}
-		return false
-	})
+	d.Struct(wire.StringAt(1, &msg))
 	return msg
 }

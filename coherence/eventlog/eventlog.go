@@ -259,13 +259,7 @@ func currentID(ctx context.Context, c Caller) (int64, error) {
 // with.
 func ReadCurrentID(d *wire.Decoder) (int64, error) {
 	var id int64
-	d.Fields(func(fid int16, typ byte) bool {
-		if fid == 1 && typ == wire.TI64 {
-			id = d.I64()
-			return true
-		}
-		return false
-	})
+	d.Struct(wire.I64At(1, &id))
 	return id, d.Err()
 }
 

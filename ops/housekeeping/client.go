@@ -234,13 +234,7 @@ func call(ctx context.Context, c Caller, method string, args []byte) (d *wire.De
 	}
 	ce := &CallError{Method: method, Field: id}
 	if typ == wire.TStruct {
-		d.Fields(func(id int16, typ byte) bool {
-			if id == 1 && typ == wire.TString {
-				ce.Message = d.String()
-				return true
-			}
-			return false
-		})
+		d.Struct(wire.StringAt(1, &ce.Message))
 	}
 	return nil, 0, ce
 }

@@ -129,8 +129,7 @@ func (c *clientConn) pruneRead(meth *hms.Method, m wire.Message, sc cache.Scope)
 	}
 	// The generations of everything the reply depends on, before any
 	// lookup: checked again at the end.
-	names := cache.ReadNames(meth, &c.res, k.DefaultCatalog)
-	snap, ok := c.takeGens(sc, meth, &names)
+	snap, ok := c.pruneGens(sc, meth, &p)
 	if !ok {
 		return false, nil
 	}
@@ -597,14 +596,42 @@ type prunedLast struct {
 	sc      cache.Scope
 	db, tbl []byte
 	syn     [numSynths]*pruneSynth
+	// deps are the dependencies of a prune of the table by meth (nil:
+	// none found yet): what its names give, found once.
+	meth *hms.Method
+	deps []cache.Dep
+}
+
+// prunedLastOf is the connection's prunedLast, made anew unless it is
+// p's table's under sc.
+func (c *clientConn) prunedLastOf(sc cache.Scope, p *hms.Prune) *prunedLast {
+	l := &c.plast
+	if l.sc != sc || !bytes.Equal(l.db, p.DB) || !bytes.Equal(l.tbl, p.Table) || l.db == nil {
+		*l = prunedLast{sc: sc, db: append(l.db[:0], p.DB...), tbl: append(l.tbl[:0], p.Table...), deps: l.deps[:0]}
+	}
+	return l
+}
+
+// pruneGens is takeGens for the prune p (meth, resolved in c.res) under
+// sc, its dependencies worked out once for the table on the connection.
+func (c *clientConn) pruneGens(sc cache.Scope, meth *hms.Method, p *hms.Prune) (cache.Snapshot, bool) {
+	k := c.rt.cache
+	l := c.prunedLastOf(sc, p)
+	if l.meth != meth {
+		names := cache.ReadNames(meth, &c.res, k.DefaultCatalog)
+		deps, ok := k.Store.ReadDeps(l.deps[:0], sc, meth, &names)
+		if !ok {
+			l.meth, l.deps = nil, deps[:0]
+			return cache.Snapshot{}, false
+		}
+		l.meth, l.deps = meth, deps
+	}
+	return k.Store.Gens().Take(l.deps)
 }
 
 // pruneSynth returns the made-up read which of p's table under sc.
 func (c *clientConn) pruneSynth(sc cache.Scope, p *hms.Prune, which int) (*pruneSynth, error) {
-	l := &c.plast
-	if l.sc != sc || !bytes.Equal(l.db, p.DB) || !bytes.Equal(l.tbl, p.Table) || l.db == nil {
-		*l = prunedLast{sc: sc, db: append(l.db[:0], p.DB...), tbl: append(l.tbl[:0], p.Table...)}
-	}
+	l := c.prunedLastOf(sc, p)
 	if syn := l.syn[which]; syn != nil {
 		return syn, nil
 	}

@@ -256,7 +256,10 @@ func TestAddFromPeer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := redistest.Start(t)
 			d, metastore := startDemo(t, wire.Buffered)
-			nodes := startCluster(t, r, 2, metastore, clusterOpts{formats: []int{tc.format, coherence.FormatVersion}, caching: func(c *Caching) {
+			// Heartbeats are not what this test is about: a node that
+			// misses its peer's for the default 300 ms under a loaded run
+			// drops what it holds, and the counts below would measure that.
+			nodes := startCluster(t, r, 2, metastore, clusterOpts{timeout: 10 * time.Second, formats: []int{tc.format, coherence.FormatVersion}, caching: func(c *Caching) {
 				kinds := cache.DefaultKinds()
 				kinds[hms.KindPartition].Negative = true
 				c.Store = proxytest.Store(t, cache.Config{Kinds: kinds})

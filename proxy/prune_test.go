@@ -619,9 +619,17 @@ func TestPruneFollowsWrites(t *testing.T) {
 				if srv.cache.postHits.Load() == memo {
 					t.Fatalf("before %s: no prune was answered from the posting memo", w.method)
 				}
+				if caching.Store.Reserved() == 0 {
+					t.Fatalf("before %s: no flat copy reserved for the posting memo", w.method)
+				}
 				write(w.method, w.args)
 				if !sameButSeqID(call(t, c, "get_partitions_by_filter", day), call(t, direct, "get_partitions_by_filter", day)) {
 					t.Fatalf("after %s through the %s: prune differs from the metastore's", w.method, path)
+				}
+				// The write changed the name list: the index it replaced
+				// gave back its memos' copies.
+				if n := caching.Store.Reserved(); n != 0 {
+					t.Fatalf("after %s: %d bytes still reserved for the old index's memos", w.method, n)
 				}
 			}
 		})

@@ -75,10 +75,12 @@ type postKey struct {
 // Bounds: a posting list of more candidates than maxPostCands gets no
 // memo (its copy would be a large share of a table, made for one
 // value), and an index keeps at most maxPostMemos memos, forgetting
-// arbitrary ones (whose copies' budget is given back).
+// arbitrary ones (whose copies' budget is given back): a memo is some 64
+// bytes outside the budget, so with maxNameIndexes indexes they take at
+// most 64 MiB, and a year of days pruned in turn keeps its memos.
 const (
 	maxPostCands = 1024
-	maxPostMemos = 4096
+	maxPostMemos = 1024
 	// postLookup: one use of a posting memo in this many looks each
 	// selected entry up in the store. As often as cache.Store.Again does
 	// (one in 16), which served these entries before the memos: the

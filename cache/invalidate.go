@@ -291,21 +291,21 @@ const maxMixedDatabases = 64
 func mixedDatabases(e *hms.Effect, args []byte, defaultCat string) []Entity {
 	cats := map[string]bool{}
 	dbs := map[[2]string]bool{}
+	named, elements := 0, 0 // the elements naming a catalog, a database
 	if e.Cat != nil {
 		hms.Walk(args, e.Cat, func(typ byte, v []byte) bool {
 			if typ == wire.TString {
 				cats[hms.Normalize(v)] = true
+				named++
 			}
 			return len(cats) <= maxMixedDatabases
 		})
-	}
-	if len(cats) == 0 {
-		cats[defaultCat] = true
 	}
 	hms.Walk(args, e.DB, func(typ byte, v []byte) bool {
 		if typ != wire.TString {
 			return true
 		}
+		elements++
 		cat := ""
 		if e.DBInName {
 			c, db, null := splitCatDB(v)
@@ -320,6 +320,9 @@ func mixedDatabases(e *hms.Effect, args []byte, defaultCat string) []Entity {
 		dbs[[2]string{cat, normDB(e.Scope, v)}] = true
 		return len(dbs) <= maxMixedDatabases
 	})
+	if len(cats) == 0 || partlyCataloged(e, named, elements) {
+		cats[defaultCat] = true
+	}
 	var out []Entity
 	for d := range dbs {
 		for c := range cats {

@@ -199,6 +199,18 @@ func TestWriteEntities(t *testing.T) {
 		{"add_partitions of two databases", "add_partitions",
 			hmsreq.Args(hmsreq.StructList(1, part("1", "db0", "t1"), part("2", "db1", "t1"))),
 			[]Entity{{Level: LevelDatabase, Cat: "hive", DB: "db0"}, {Level: LevelDatabase, Cat: "hive", DB: "db1"}}},
+		// One element names its catalog and the other does not: the
+		// metastore may put the second in its default catalog or in the
+		// first's, so both are invalidated, not only the named one.
+		{"add_partitions, one element without its catalog", "add_partitions",
+			hmsreq.Args(hmsreq.StructList(1, append(part("1", "db0", "t1"), hmsreq.Str(9, "spark")), part("2", "db0", "t1"))),
+			[]Entity{{Level: LevelDatabase, Cat: "hive", DB: "db0"}, {Level: LevelDatabase, Cat: "spark", DB: "db0"}}},
+		{"add_partitions, the first element without its catalog", "add_partitions",
+			hmsreq.Args(hmsreq.StructList(1, part("1", "db0", "t1"), append(part("2", "db0", "t1"), hmsreq.Str(9, "Spark")))),
+			[]Entity{{Level: LevelDatabase, Cat: "hive", DB: "db0"}, {Level: LevelDatabase, Cat: "spark", DB: "db0"}}},
+		{"add_partitions, every element in one catalog", "add_partitions",
+			hmsreq.Args(hmsreq.StructList(1, append(part("1", "db0", "t1"), hmsreq.Str(9, "spark")), append(part("2", "db0", "t1"), hmsreq.Str(9, "SPARK")))),
+			[]Entity{{Level: LevelPartitions, Cat: "spark", DB: "db0", Table: "t1", Added: true}}},
 		{"add_partitions of a hundred databases", "add_partitions",
 			hmsreq.Args(hmsreq.StructList(1, func() [][]hmsreq.Field {
 				var ps [][]hmsreq.Field

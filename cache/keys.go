@@ -82,9 +82,13 @@ func ExtractNames(e *hms.Effect, args []byte, defaultCat string) (Names, error) 
 	n := Names{Cat: defaultCat}
 	mixed := false
 	catSeen := false
+	cats, dbs := 0, 0 // the elements naming a catalog, a database
 	if e.Cat != nil {
 		var first []byte
 		if err := hms.Walk(args, e.Cat, func(typ byte, v []byte) bool {
+			if typ == wire.TString {
+				cats++
+			}
 			if typ == wire.TString && !(catSeen && bytes.Equal(v, first)) {
 				first = v
 				c := hms.Normalize(v)
@@ -104,6 +108,9 @@ func ExtractNames(e *hms.Effect, args []byte, defaultCat string) (Names, error) 
 		var first []byte // the first element's name as sent: most lists repeat it
 		base := n.Cat    // an element's catalog unless its name carries one
 		if err := hms.Walk(args, e.DB, func(typ byte, v []byte) bool {
+			if typ == wire.TString {
+				dbs++
+			}
 			if typ != wire.TString || (dbSeen && bytes.Equal(v, first)) {
 				return true
 			}
@@ -138,7 +145,7 @@ func ExtractNames(e *hms.Effect, args []byte, defaultCat string) (Names, error) 
 			return n, err
 		}
 	}
-	if mixed {
+	if mixed || partlyCataloged(e, cats, dbs) {
 		return n, ErrMixedNames
 	}
 	if e.Table != nil {
@@ -152,6 +159,25 @@ func ExtractNames(e *hms.Effect, args []byte, defaultCat string) (Names, error) 
 		}
 	}
 	return n, nil
+}
+
+// partlyCataloged reports whether some elements of a list name their
+// catalog and others leave it out: those may be in another catalog than
+// the named one (the default, or the first element's, as the server
+// decides), so the list names more than one.
+func partlyCataloged(e *hms.Effect, cats, dbs int) bool {
+	return cats > 0 && cats < dbs && sameList(e.Cat, e.DB)
+}
+
+// sameList reports whether paths a and b run through one list: the same
+// fields up to an Each.
+func sameList(a, b hms.Path) bool {
+	for i := 0; i < len(a) && i < len(b) && a[i] == b[i]; i++ {
+		if a[i] == hms.Each {
+			return true
+		}
+	}
+	return false
 }
 
 // AppendKey appends the cache key of a read: scope, method, the names as

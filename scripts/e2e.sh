@@ -49,9 +49,9 @@ echo "e2e: tests took $((SECONDS - s))s; total $((SECONDS - t0))s"
 # A short twin per version, at least 2,000 operations each (make twin
 # runs ten minutes per version, each with one node and a fleet): 2.3 and
 # 3.1 with a fleet of three, which takes the single node's paths and the
-# bus's; 4.0 with one node, as its lock tables stall a fleet's concurrent
-# lock calls for seconds at a time on Derby (2,000 operations once took
-# 5 minutes). Four sessions, for the same reason.
+# bus's; 4.0 with one node. Four sessions each, to keep within the time
+# budget (docs/testing.md has why 4.0's lock calls once made its run take
+# minutes).
 s=$SECONDS
 set +e
 twin_short() { # VERSIONS NODES

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/bench"
+	"github.com/hmsproxy/hmsproxy/cmd/internal/settings"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
@@ -103,20 +104,10 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	return o, nil
 }
 
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 func (o *options) config() (bench.Config, error) {
 	cfg := bench.Config{
 		Baseline: o.baseline, OpenWorkers: o.openWorkers, Duration: o.duration, Warmup: o.warmup,
-		Phases: splitList(o.phases), KeyDist: o.keys, ZipfS: o.zipfS, Spec: o.spec,
+		Phases: settings.SplitList(o.phases), KeyDist: o.keys, ZipfS: o.zipfS, Spec: o.spec,
 		NamesBatch: o.names, WriteBatch: o.writeBatch, FlushURL: o.flushURL,
 		FlushToken: os.Getenv("HMSPROXY_ADMIN_TOKEN"), Timeout: o.timeout, Seed: o.seed,
 	}
@@ -130,16 +121,16 @@ func (o *options) config() (bench.Config, error) {
 	if o.ops == "all" {
 		cfg.Ops = bench.OpNames()
 	} else {
-		cfg.Ops = splitList(o.ops)
+		cfg.Ops = settings.SplitList(o.ops)
 	}
-	for _, s := range splitList(o.concurrency) {
+	for _, s := range settings.SplitList(o.concurrency) {
 		n, err := strconv.Atoi(s)
 		if err != nil {
 			return cfg, fmt.Errorf("--concurrency: %q is not a number", s)
 		}
 		cfg.Concurrency = append(cfg.Concurrency, n)
 	}
-	for _, s := range splitList(o.rates) {
+	for _, s := range settings.SplitList(o.rates) {
 		r, err := strconv.ParseFloat(strings.TrimSuffix(s, "/s"), 64)
 		if err != nil {
 			return cfg, fmt.Errorf("--rate: %q is not a number", s)

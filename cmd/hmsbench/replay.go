@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/bench"
+	"github.com/hmsproxy/hmsproxy/cmd/internal/settings"
 	"github.com/hmsproxy/hmsproxy/demohms"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 	"github.com/hmsproxy/hmsproxy/trace"
@@ -87,7 +88,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		defer stop()
 		cfg.Upstream = []string{addr}
 	} else {
-		for _, u := range splitList(o.upstream) {
+		for _, u := range settings.SplitList(o.upstream) {
 			addr, ok := strings.CutPrefix(u, "thrift://")
 			if !ok || addr == "" {
 				return fmt.Errorf("--upstream %q: want thrift://host:port", u)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,46 +12,98 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/cmd/internal/settings"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/module"
+	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsreq"
 	"github.com/hmsproxy/hmsproxy/trace"
 )
 
-// TestReplayConfigKeys keeps replay's reading of --config in step with
-// hmsproxy's settings: every key of the cache section (as
-// docs/configuration.md, generated from the settings, lists them) is
-// either read by replay or named as ignored, with the reason.
-func TestReplayConfigKeys(t *testing.T) {
+// TestReplayConfigIsHmsproxys: replay reads --config through hmsproxy's
+// loader and builds its cache with hmsproxy's code, so an empty file
+// gives it hmsproxy's defaults and a file's cache settings reach it;
+// the two caches differ only where replayUndoes says, and every key it
+// names is one of hmsproxy's.
+func TestReplayConfigIsHmsproxys(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join(module.Root(t), "docs", "configuration.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	read := map[string]bool{}
-	var walk func(reflect.Type, string)
-	walk = func(ty reflect.Type, prefix string) {
-		for i := range ty.NumField() {
-			f := ty.Field(i)
-			key := prefix + strings.Split(f.Tag.Get("yaml"), ",")[0]
-			ft := f.Type
-			switch {
-			case ft.Kind() == reflect.Struct:
-				walk(ft, key+".")
-			case ft.Kind() == reflect.Map:
-				walk(ft.Elem(), key+".<kind>.")
-			default:
-				read[key] = true
-			}
+	for _, u := range replayUndoes {
+		if !bytes.Contains(doc, []byte("| `"+u.key+"` |")) {
+			t.Errorf("replayUndoes names %s, which is not a setting of hmsproxy", u.key)
 		}
 	}
-	walk(reflect.TypeFor[replayFile](), "")
-	rows := regexp.MustCompile("(?m)^\\| `(cache\\.[^`]+)` \\| (\\S+)")
-	for _, m := range rows.FindAllStringSubmatch(string(doc), -1) {
-		key, flag := m[1], m[2]
-		section := flag == "—" && !strings.Contains(key, "<")
-		if section || read[key] || ignoredCacheKeys[key] != "" {
-			continue
+	dir := t.TempDir()
+	for _, tc := range []struct{ name, file string }{
+		{"empty", ""},
+		{"set", "upstream:\n  uris: [thrift://hms:9083]\nlimits:\n  flush_burst: 3\neventlog:\n  interval: 2s\n" +
+			"cache:\n  maximum_bytes: 8388608\n  ttl: 1m\n  cache_missing: false\n  scope: shared\n  default_catalog: spark\n" +
+			"  allow: [sales]\n  prune: false\n  user_scope_ttl: 5s\n  ttl_without_eventlog: 1m\n  unlogged_writes: [alter_table]\n" +
+			"  shadow:\n    rate: 0.5\n    max_per_second: 7\n  kinds:\n    table:\n      ttl: off\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, tc.name+".yaml")
+			if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			// hmsproxy's caching, from its command line
+			cl, err := settings.ParseArgs([]string{"--config", path, "--demo"}, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pcfg, err := cl.Config()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := settings.NewCaching(pcfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer want.Store.Close()
+			newCaching, err := readReplayConfig(path, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := newCaching()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer got.Store.Close()
+			for k := range cache.NumKinds {
+				if g, w := got.Store.Policy(hms.Kind(k)), want.Store.Policy(hms.Kind(k)); g != w {
+					t.Errorf("kind %s: replay's policy %+v; hmsproxy's %+v", hms.Kind(k), g, w)
+				}
+			}
+			if tc.file != "" && (got.UserScopeTTL != 5*time.Second || got.Shadow.MaxPerSecond != 7 || got.Flushes.Burst != 3) {
+				t.Errorf("the file's cache settings did not reach the replay: %+v", got)
+			}
+			if got.Upstream != "replay" || got.TTLUnlogged != 0 || got.UnloggedWrites != nil || got.Shadow.Grace != -1 {
+				t.Errorf("replay kept what it undoes: %+v", got)
+			}
+			for _, u := range replayUndoes {
+				u.undo(want)
+			}
+			want.Upstream = "replay"
+			if fmt.Sprint(got.Policy) != fmt.Sprint(want.Policy) {
+				t.Errorf("replay's allow/deny %v; hmsproxy's %v", got.Policy, want.Policy)
+			}
+			want.Store, got.Store = nil, nil
+			want.Policy, got.Policy = nil, nil // compiled patterns hold funcs
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("replay's cache differs from hmsproxy's beyond replayUndoes:\n got %+v\nwant %+v", got, want)
+			}
+		})
+	}
+	for _, bad := range []string{"cache:\n  ttl: 1m\n  no_such_key: 1\n", "cache:\n  shadow:\n    rate: 2\n"} {
+		path := filepath.Join(dir, "bad.yaml")
+		if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
 		}
-		t.Errorf("hmsproxy's %s is neither read by hmsbench replay --config nor in ignoredCacheKeys", key)
+		if _, err := readReplayConfig(path, io.Discard); err == nil {
+			t.Errorf("%q: replay took a config hmsproxy refuses", bad)
+		}
 	}
 }
 

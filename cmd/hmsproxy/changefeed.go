@@ -14,6 +14,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/changes/kafka"
 	"github.com/hmsproxy/hmsproxy/changes/outbox"
+	"github.com/hmsproxy/hmsproxy/cmd/internal/settings"
 	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/coherence/eventlog"
 	"github.com/hmsproxy/hmsproxy/coherence/leader"
@@ -22,32 +23,8 @@ import (
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
-// changeFeedConfig is the change_feed section: the primary group's
-// metastore changes published to Kafka (docs/change-feed.md).
-type changeFeedConfig struct {
-	Kafka struct {
-		Brokers      []string  `yaml:"brokers" doc:"Kafka bootstrap brokers, comma-separated host:port; setting them turns the change feed on" note:"each node publishes the writes through it, the leader the notification log's other changes"`
-		Topic        string    `yaml:"topic" default:"hmsproxy-changes" doc:"the topic; it must exist (the feed does not create it)" note:"Atlas's hook topic is ATLAS_HOOK"`
-		Format       string    `yaml:"format" default:"native" doc:"native (versioned JSON, docs/change-feed.md) or atlas (Apache Atlas v2 hook notifications)"`
-		AtlasCluster string    `yaml:"atlas_cluster" doc:"the cluster name in Atlas qualified names (db.table@cluster); required with format atlas"`
-		ClientID     string    `yaml:"client_id" default:"hmsproxy" doc:"the producer's client id"`
-		TLS          tlsConfig `yaml:"tls" doc:"TLS toward the brokers, keys as upstream.tls (enabled, ca, cert, key, server_name)"`
-		SASL         struct {
-			Mechanism string `yaml:"mechanism" off:"no SASL" doc:"PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"`
-			User      string `yaml:"user" doc:"the SASL user"`
-			Password  string `yaml:"password" env:"HMSPROXY_KAFKA_PASSWORD" doc:"the SASL password"`
-		} `yaml:"sasl" doc:"SASL toward the brokers"`
-		OutboxDir       string        `yaml:"outbox_dir" doc:"directory of the outbox, the file queue that holds changes while Kafka is away; required with brokers" note:"one per node, kept across restarts: what Kafka had not acknowledged is sent after a restart"`
-		OutboxMaxBytes  int64         `yaml:"outbox_max_bytes" default:"268435456" doc:"bound of the outbox; changes beyond it are lost, counted in hmsproxy_changefeed_lost_total"`
-		Queue           int           `yaml:"queue" default:"10000" doc:"writes waiting to enter the outbox; beyond it they are lost and counted, never waited for"`
-		Grace           time.Duration `yaml:"grace" default:"2s" doc:"how long the leader holds a notification-log event before publishing it unless a node claimed it (published its write)"`
-		ClaimTTL        time.Duration `yaml:"claim_ttl" default:"10m" doc:"how long a node's claim on an event waits for the event"`
-		DeliveryTimeout time.Duration `yaml:"delivery_timeout" default:"10s" doc:"a record not acknowledged by Kafka for this long marks the feed stalled (hmsproxy_changefeed_stalled)"`
-	} `yaml:"kafka" doc:"the Kafka sink"`
-}
-
 // saslMechanism is the configured SASL mechanism; nil without one.
-func (c changeFeedConfig) saslMechanism() (sasl.Mechanism, error) {
+func saslMechanism(c settings.ChangeFeed) (sasl.Mechanism, error) {
 	s := c.Kafka.SASL
 	switch strings.ToUpper(s.Mechanism) {
 	case "":
@@ -75,7 +52,7 @@ func (n *node) newFeed() error {
 	if k.OutboxDir == "" {
 		return fmt.Errorf("change_feed.kafka.outbox_dir is required with brokers")
 	}
-	mech, err := n.cfg.ChangeFeed.saslMechanism()
+	mech, err := saslMechanism(n.cfg.ChangeFeed)
 	if err != nil {
 		return err
 	}

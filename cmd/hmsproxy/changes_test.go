@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hmsproxy/hmsproxy/changes"
+	"github.com/hmsproxy/hmsproxy/cmd/internal/settings"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/redistest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
@@ -115,9 +116,12 @@ var ctxT = proxytest.Ctx
 // demoConfig is the config of a proxy in front of the demo metastore on
 // free loopback ports, with no background calls of its own to the
 // metastore (event log, housekeeping), quiet logs and a short shutdown.
-func demoConfig(t *testing.T) fileConfig {
+func demoConfig(t *testing.T) settings.File {
 	t.Helper()
-	cfg := defaults()
+	cfg, err := settings.Load("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg.Demo = true
 	quiet(t, &cfg)
 	return cfg
@@ -126,7 +130,7 @@ func demoConfig(t *testing.T) fileConfig {
 // quiet puts cfg's proxy and admin port on free loopback ports, stops its
 // background calls to the metastore (event log, housekeeping), quiets
 // its logs and shortens its shutdown.
-func quiet(t *testing.T, cfg *fileConfig) {
+func quiet(t *testing.T, cfg *settings.File) {
 	t.Helper()
 	cfg.Listen = freeAddr(t)
 	cfg.Admin.Listen = freeAddr(t)
@@ -137,7 +141,7 @@ func quiet(t *testing.T, cfg *fileConfig) {
 	cfg.Shutdown.Timeout = 5 * time.Second
 }
 
-func runInProcess(t *testing.T, cfg fileConfig) *hmsclient.Client {
+func runInProcess(t *testing.T, cfg settings.File) *hmsclient.Client {
 	t.Helper()
 	cfg.Shutdown.DrainDelay = 0
 	ctx, stop := context.WithCancel(context.Background())

@@ -86,14 +86,14 @@ func TestGroupName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.groupName() != b.groupName() || a.groupName() != "thrift://hms1:9083,thrift://hms2:9083" {
-		t.Fatalf("group names %q and %q; want both thrift://hms1:9083,thrift://hms2:9083", a.groupName(), b.groupName())
+	if a.GroupName() != b.GroupName() || a.GroupName() != "thrift://hms1:9083,thrift://hms2:9083" {
+		t.Fatalf("group names %q and %q; want both thrift://hms1:9083,thrift://hms2:9083", a.GroupName(), b.GroupName())
 	}
 	c, err := load([]string{"-upstream", "thrift://hms1:9083", "-upstream-name", "warehouse", "-redis-heartbeat", "250ms"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.groupName() != "warehouse" || c.Redis.Heartbeat != 250*time.Millisecond || c.Redis.PeerGone != time.Minute {
-		t.Fatalf("got name %q heartbeat %v peer-gone %v", c.groupName(), c.Redis.Heartbeat, c.Redis.PeerGone)
+	if c.GroupName() != "warehouse" || c.Redis.Heartbeat != 250*time.Millisecond || c.Redis.PeerGone != time.Minute {
+		t.Fatalf("got name %q heartbeat %v peer-gone %v", c.GroupName(), c.Redis.Heartbeat, c.Redis.PeerGone)
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/hmsproxy/hmsproxy/cmd/internal/settings"
 )
 
 // What the packaging of issue 15 ships, checked where no container
@@ -35,7 +37,7 @@ const (
 
 // loadFile loads a shipped config file as the binary would, with no
 // environment leaking in.
-func loadFile(t *testing.T, path string, args ...string) fileConfig {
+func loadFile(t *testing.T, path string, args ...string) settings.File {
 	t.Helper()
 	t.Setenv("HMSPROXY_CONFIG", "")
 	t.Setenv("HMSPROXY_ADMIN_TOKEN", "")
@@ -433,7 +435,7 @@ type k8sDeploymentSpec struct {
 // admin port, the secrets reach the environment variables the binary
 // reads, and the PrometheusRule holds the plain rules file's groups.
 func TestRenderedChart(t *testing.T) {
-	files := splitList(os.Getenv("HMSPROXY_DEPLOY_MANIFESTS"))
+	files := settings.SplitList(os.Getenv("HMSPROXY_DEPLOY_MANIFESTS"))
 	if len(files) == 0 {
 		t.Skip("no HMSPROXY_DEPLOY_MANIFESTS: scripts/deploy-check.sh (make deploy-check) renders the chart and runs this")
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/cmd/internal/settings"
 	"github.com/hmsproxy/hmsproxy/demohms"
 	"github.com/hmsproxy/hmsproxy/filter"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
@@ -23,7 +24,7 @@ import (
 )
 
 // fedYAML is a federation config over a primary and a member "lake".
-func fedYAML(t *testing.T, primary, lake, extra string) fileConfig {
+func fedYAML(t *testing.T, primary, lake, extra string) settings.File {
 	t.Helper()
 	y := "upstream:\n  uris: [\"thrift://" + primary + "\"]\n  name: main\n" +
 		"federation:\n  listing_timeout: 2s\n  federated:\n" +
@@ -291,8 +292,8 @@ func TestFederatedPolicyInClientNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fed := federationConfig{DatabaseResolution: "prefixed"}
-	fc := federatedGroupConfig{Name: "lake", Prefix: "lk_", DatabaseNameMapping: map[string]string{"Sales": "crm"}}
+	fed := settings.Federation{DatabaseResolution: "prefixed"}
+	fc := settings.FederatedGroup{Name: "lake", Prefix: "lk_", DatabaseNameMapping: map[string]string{"Sales": "crm"}}
 	pol := clientPolicy(never, fed, fc)
 	for _, tc := range []struct {
 		db, table string
@@ -307,7 +308,7 @@ func TestFederatedPolicyInClientNames(t *testing.T) {
 			t.Errorf("the member's %s.%s: cached %v; want %v", tc.db, tc.table, got, tc.want)
 		}
 	}
-	if clientPolicy(never, federationConfig{}, federatedGroupConfig{Name: "m"}) != proxy.Allower(never) {
+	if clientPolicy(never, settings.Federation{}, settings.FederatedGroup{Name: "m"}) != proxy.Allower(never) {
 		t.Error("a group that renames nothing should keep the policy as it is")
 	}
 }

@@ -9,12 +9,17 @@ import (
 	"testing"
 )
 
-// TestFunctionLength (issue 23): no function of the command is over 80
-// lines, so that each can be read at once; run and load were 300.
+// TestFunctionLength (issue 23): no function of the command, or of its
+// settings (cmd/internal/settings, moved out of it), is over 80 lines, so
+// that each can be read at once; run and load were 300.
 func TestFunctionLength(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
+	var files []string
+	for _, pattern := range []string{"*.go", "../internal/settings/*.go"} {
+		fs, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, fs...)
 	}
 	fset := token.NewFileSet()
 	for _, f := range files {

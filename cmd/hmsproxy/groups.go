@@ -10,6 +10,7 @@ import (
 
 	"github.com/hmsproxy/hmsproxy/admin"
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/cmd/internal/settings"
 	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/coherence/eventlog"
 	"github.com/hmsproxy/hmsproxy/coherence/leader"
@@ -26,7 +27,7 @@ import (
 type metastoreGroup struct {
 	name    string
 	uris    []string
-	fed     *federatedGroupConfig // nil for the primary
+	fed     *settings.FederatedGroup // nil for the primary
 	up      *upstream.Metastores
 	caching *proxy.Caching // nil without a cache
 	bus     *coherence.Bus // nil without Redis or a cache
@@ -61,8 +62,8 @@ func (g *metastoreGroup) logger(n *node, component string) *slog.Logger {
 // its own name) and its bus. The node closes them.
 func (n *node) newGroups(base upstream.Config, caching *proxy.Caching) error {
 	cfg := n.cfg
-	n.groups = []*metastoreGroup{{name: cfg.groupName(), uris: cfg.Upstream.URIs, writes: &writeObservers{changes: n.changes}}}
-	names := map[string]bool{cfg.groupName(): true}
+	n.groups = []*metastoreGroup{{name: cfg.GroupName(), uris: cfg.Upstream.URIs, writes: &writeObservers{changes: n.changes}}}
+	names := map[string]bool{cfg.GroupName(): true}
 	for i := range cfg.Federation.Federated {
 		fc := &cfg.Federation.Federated[i]
 		switch {
@@ -270,7 +271,7 @@ func (n *node) newRouter() (*federation.Router, error) {
 	default:
 		return nil, fmt.Errorf("federation.listing_failure must be fail or partial, got %q", fed.ListingFailure)
 	}
-	fc := federation.Config{Mode: mode, ListingTimeout: fed.ListingTimeout, Partial: partial, Limits: n.cfg.requestLimits(),
+	fc := federation.Config{Mode: mode, ListingTimeout: fed.ListingTimeout, Partial: partial, Limits: n.cfg.RequestLimits(),
 		Logger: n.log.With("component", "federation")}
 	for _, g := range n.groups {
 		fg := federation.Member{Name: g.name, Up: g.up}

@@ -17,69 +17,17 @@ import (
 	"github.com/hmsproxy/hmsproxy/auth/authtolocal"
 	"github.com/hmsproxy/hmsproxy/auth/impersonate"
 	"github.com/hmsproxy/hmsproxy/auth/sasl"
+	"github.com/hmsproxy/hmsproxy/cmd/internal/settings"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
 
-// kerberosConfig is the kerberos: section of the config file (file only):
-// SASL/GSSAPI with QOP auth toward clients and toward the metastores.
-type kerberosConfig struct {
-	// Enabled makes the client listener accept only Kerberos clients
-	// (hive.metastore.sasl.enabled=true on theirs); needs transport: framed.
-	Enabled bool `yaml:"enabled" doc:"accept only Kerberos clients (hive.metastore.sasl.enabled=true on theirs); needs transport framed"`
-	// Principal is the proxy's own principal, "hmsproxy/host@REALM": the
-	// service principal clients ask tickets for (their
-	// hive.metastore.kerberos.principal), and the client principal toward
-	// the metastores. "_HOST" in it stands for this machine's host name,
-	// lower-cased, as in Hadoop. Required when Enabled or UpstreamPrincipal
-	// is set.
-	Principal string `yaml:"principal" doc:"the proxy's own principal, hmsproxy/host@REALM (_HOST: this machine's host name): the service principal clients ask tickets for, and the client principal toward the metastores"`
-	// Keytab holds Principal's keys. Required with Principal.
-	Keytab string `yaml:"keytab" doc:"the keytab of principal"`
-	// Krb5Conf is the krb5.conf naming the realm's KDCs; default
-	// $KRB5_CONFIG, else /etc/krb5.conf.
-	Krb5Conf string `yaml:"krb5_conf" defdoc:"$KRB5_CONFIG, else /etc/krb5.conf" doc:"the krb5.conf naming the realm's KDCs"`
-	// UpstreamPrincipal is the metastores' service principal
-	// ("hive/metastore-host@REALM", their hive.metastore.kerberos.principal
-	// with the host written out: one principal for all upstream.uris);
-	// non-empty makes every metastore connection authenticate with
-	// Principal's keytab; needs upstream.transport: framed. Empty: none.
-	UpstreamPrincipal string `yaml:"upstream_principal" defdoc:"none: no Kerberos toward the metastores" doc:"the metastores' service principal with the host written out (hive/host@REALM); authenticates every metastore connection; needs upstream.transport framed" note:"one principal for all upstream.uris; _HOST is refused"`
-	// Impersonation is how metastore connections carry a Kerberos client's
-	// identity: "token" (default) has the proxy, a Hadoop proxy user of
-	// the metastore, fetch a delegation token per user and open that
-	// user's connections with it (DIGEST-MD5), so the metastore authorizes
-	// and audits the user; "none" authenticates every connection as the
-	// proxy's principal, which the metastore then sees for every user.
-	Impersonation string `yaml:"impersonation" defdoc:"token" doc:"token: each Kerberos client's metastore connections carry a delegation token fetched for that user; none: every connection is the proxy's principal"`
-	// TokenTTL is how long a user's delegation token is reused for new
-	// metastore connections. Default 1h.
-	TokenTTL time.Duration `yaml:"token_ttl" defdoc:"1h" doc:"how long a user's delegation token is reused for new metastore connections"`
-	// HandshakeTimeout bounds a client's handshake. Default 10s.
-	HandshakeTimeout time.Duration `yaml:"handshake_timeout" defdoc:"10s" doc:"a client must finish its SASL handshake within this"`
-	// MaxHandshakes bounds client handshakes in progress; at the bound
-	// the oldest is cut to make room. Default 128.
-	MaxHandshakes int `yaml:"max_handshakes" defdoc:"128" doc:"SASL handshakes in progress; at the bound the oldest is cut to make room"`
-	// MaxHandshakesPerAddress bounds one source address's handshakes in
-	// progress; past it a connection is closed at once. Default 16.
-	MaxHandshakesPerAddress int `yaml:"max_handshakes_per_address" defdoc:"16" doc:"SASL handshakes in progress from one source address; past it a connection is closed at once"`
-	// MaxClockSkew is the clock difference tolerated with clients, also
-	// applied to their tickets' end times. Default 5m.
-	MaxClockSkew time.Duration `yaml:"max_clock_skew" defdoc:"5m" doc:"clock difference tolerated with clients, also past a ticket's end"`
-	// AuthToLocal maps a client's principal to the identity the proxy
-	// gives its connection (cache scope, rate limits, upstream pooling,
-	// the delegation token's owner), in the syntax of Hadoop's
-	// hadoop.security.auth_to_local (auth/authtolocal): copy the
-	// metastore's. Default "DEFAULT": principals of Principal's realm get
-	// their first component, every other realm keeps the whole principal;
-	// a foreign realm maps to short names only by a rule naming it.
-	AuthToLocal string `yaml:"auth_to_local" defdoc:"DEFAULT" doc:"how a client's principal becomes its identity, in the syntax of hadoop.security.auth_to_local; by default only the proxy's own realm maps to short names"`
-}
-
-func (k kerberosConfig) used() bool { return k.Enabled || k.UpstreamPrincipal != "" }
+// kerberosConfig is the kerberos section as hmsproxy wires it: the
+// listener, the keytab and the handshake toward the metastores.
+type kerberosConfig settings.Kerberos
 
 // validate checks the section against the transports it needs.
 func (k kerberosConfig) validate(client, upstream wire.Transport) error {
-	if !k.used() {
+	if !settings.Kerberos(k).Used() {
 		return nil
 	}
 	if k.Principal == "" || k.Keytab == "" {

@@ -4,12 +4,13 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/hmsproxy/hmsproxy/cmd/internal/settings"
 	"github.com/hmsproxy/hmsproxy/proxy"
 )
 
 // loadDemo loads the demo proxy's settings from args alone
 // (HMSPROXY_CONFIG unset).
-func loadDemo(t *testing.T, args ...string) fileConfig {
+func loadDemo(t *testing.T, args ...string) settings.File {
 	t.Helper()
 	t.Setenv("HMSPROXY_CONFIG", "")
 	c, err := load(append([]string{"-demo"}, args...))
@@ -23,7 +24,7 @@ func loadDemo(t *testing.T, args ...string) fileConfig {
 // from args (loadDemo), whose store closes when the test ends.
 func demoCaching(t *testing.T, args ...string) *proxy.Caching {
 	t.Helper()
-	caching, err := newCaching(loadDemo(t, args...))
+	caching, err := settings.NewCaching(loadDemo(t, args...))
 	if err != nil {
 		t.Fatal(err)
 	}

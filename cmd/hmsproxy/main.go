@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -17,26 +18,26 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/cmd/internal/settings"
 	"github.com/hmsproxy/hmsproxy/coherence"
-	"github.com/hmsproxy/hmsproxy/filter"
-	"github.com/hmsproxy/hmsproxy/proxy"
 )
 
+//go:generate sh -c "go run . --print-config-doc > ../../docs/configuration.md"
+
 func main() {
-	cl, err := parseArgs(os.Args[1:], os.Stderr)
+	cl, err := settings.ParseArgs(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return
 	}
-	if err == nil && cl.printOnly() {
-		err = cl.print(os.Stdout)
+	if err == nil && cl.PrintOnly() {
+		err = printOnly(cl, os.Stdout)
 		if err == nil {
 			return
 		}
 	}
-	var cfg fileConfig
+	var cfg settings.File
 	if err == nil {
-		cfg, err = cl.config()
+		cfg, err = cl.Config()
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "hmsproxy:", redact(err.Error()))
@@ -49,8 +50,8 @@ func main() {
 	// some part ever not. It is armed here, by the signal, and not in run:
 	// tests call run in-process, and a timer left behind would end them.
 	context.AfterFunc(ctx, func() {
-		time.AfterFunc(cfg.drainDelay()+cfg.shutdownTimeout()+shutdownGrace, func() {
-			fmt.Fprintf(os.Stderr, "hmsproxy: shutdown overran its timeout (%v); exiting now\n", cfg.shutdownTimeout())
+		time.AfterFunc(cfg.DrainWait()+cfg.ShutdownWait()+shutdownGrace, func() {
+			fmt.Fprintf(os.Stderr, "hmsproxy: shutdown overran its timeout (%v); exiting now\n", cfg.ShutdownWait())
 			os.Exit(exitCallsCut)
 		})
 	})
@@ -63,7 +64,27 @@ func main() {
 	}
 }
 
-func newLogger(cfg fileConfig) (*slog.Logger, error) {
+// load reads the config: defaults, then the file named by --config (or
+// HMSPROXY_CONFIG), then the flags given on the command line.
+func load(args []string) (settings.File, error) {
+	cl, err := settings.ParseArgs(args, os.Stderr)
+	if err != nil {
+		return settings.File{}, err
+	}
+	return cl.Config()
+}
+
+// printOnly writes what the command line asked to print: the version,
+// the configuration reference or the default config.
+func printOnly(cl *settings.Cmdline, w io.Writer) error {
+	if cl.Version {
+		_, err := fmt.Fprintln(w, readBuildInfo())
+		return err
+	}
+	return cl.Print(w)
+}
+
+func newLogger(cfg settings.File) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.Log.Level)); err != nil {
 		return nil, fmt.Errorf("log level: %w", err)
@@ -110,64 +131,9 @@ func clientAddr(a net.Addr) string {
 	return net.JoinHostPort("127.0.0.1", fmt.Sprint(ta.Port))
 }
 
-func newCaching(cfg fileConfig) (*proxy.Caching, error) {
-	if !cfg.Cache.Enabled {
-		return nil, nil
-	}
-	kinds, err := cfg.Cache.kinds()
-	if err != nil {
-		return nil, err
-	}
-	store, err := cache.New(cache.Config{MaxBytes: cfg.Cache.MaximumBytes, Kinds: kinds})
-	if err != nil {
-		return nil, err
-	}
-	policy, err := filter.Compile(cfg.Cache.Allow, cfg.Cache.Deny)
-	if err != nil {
-		store.Close()
-		return nil, err
-	}
-	scope, err := proxy.ParseScopeMode(cfg.Cache.Scope)
-	if err != nil {
-		store.Close()
-		return nil, err
-	}
-	if r := cfg.Cache.Shadow.Rate; r > 1 {
-		store.Close()
-		return nil, fmt.Errorf("cache.shadow.rate must be within 0 and 1 (or off), got %v", r)
-	}
-	shadow := proxy.Shadow{Rate: cfg.Cache.Shadow.Rate, MaxPerSecond: cfg.Cache.Shadow.MaxPerSecond, Grace: -1}
-	if shadow.Rate <= 0 {
-		shadow.Rate = -1 // off, as the proxy spells it
-	}
-	if cfg.EventLog.Interval > 0 {
-		// A direct write shows in the event log by the next poll; until
-		// then a difference is not a mismatch.
-		shadow.Grace = cfg.EventLog.Interval + time.Second
-	}
-	return &proxy.Caching{
-		Store:          store,
-		Upstream:       cfg.groupName(),
-		Scope:          scope,
-		ScopeInterval:  cfg.Cache.ScopeInterval,
-		PerUser:        cfg.Cache.PerUser,
-		DefaultCatalog: cfg.Cache.DefaultCatalog,
-		Policy:         policy,
-		RefreshWorkers: cfg.Cache.RefreshWorkers,
-		KnownReads:     cfg.Cache.KnownReads,
-		PruneOff:       cfg.Cache.Prune != nil && !*cfg.Cache.Prune,
-		Shadow:         shadow,
-		TTLUnlogged:    cfg.Cache.TTLWithoutEventLog,
-		UnloggedWrites: cfg.Cache.UnloggedWrites,
-		UserScopeTTL:   cfg.Cache.UserScopeTTL,
-		Flushes: proxy.FlushBudget{Burst: cfg.Limits.FlushBurst, Rate: cfg.Limits.FlushRate,
-			Interval: cfg.Limits.FlushInterval},
-	}, nil
-}
-
 // newRedis connects to Redis when one is configured: one server, a
 // Sentinel-managed primary or a Cluster.
-func newRedis(cfg fileConfig) (redis.UniversalClient, error) {
+func newRedis(cfg settings.File) (redis.UniversalClient, error) {
 	r := cfg.Redis
 	// A lost connection must surface, not be papered over: the bus
 	// flushes on it.
@@ -195,7 +161,7 @@ func newRedis(cfg fileConfig) (redis.UniversalClient, error) {
 }
 
 // redisName says which Redis a node uses, for its logs.
-func redisName(cfg fileConfig) string {
+func redisName(cfg settings.File) string {
 	r := cfg.Redis
 	switch {
 	case len(r.Cluster.Addrs) > 0:

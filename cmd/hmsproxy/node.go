@@ -17,6 +17,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/auth/sasl"
 	"github.com/hmsproxy/hmsproxy/changes"
 	"github.com/hmsproxy/hmsproxy/changes/kafka"
+	"github.com/hmsproxy/hmsproxy/cmd/internal/settings"
 	"github.com/hmsproxy/hmsproxy/demohms"
 	"github.com/hmsproxy/hmsproxy/federation"
 	"github.com/hmsproxy/hmsproxy/limits/inflight"
@@ -29,7 +30,7 @@ import (
 
 // node is one proxy process's parts, in the order run builds them.
 type node struct {
-	cfg             fileConfig
+	cfg             settings.File
 	log             *slog.Logger
 	clientTransport wire.Transport
 	upTransport     wire.Transport
@@ -71,7 +72,7 @@ func (n *node) coherence() proxy.Coherence {
 	return nil
 }
 
-func run(ctx context.Context, cfg fileConfig) error {
+func run(ctx context.Context, cfg settings.File) error {
 	n := &node{cfg: cfg}
 	defer n.close()
 	if err := n.setUp(); err != nil {
@@ -103,10 +104,10 @@ func (n *node) setUp() error {
 		return err
 	}
 	n.log = log
-	for _, w := range cfg.warnings {
+	for _, w := range cfg.Warnings {
 		log.Warn("deprecated: " + w)
 	}
-	if cfg.strippedUserinfo {
+	if cfg.StrippedUserinfo {
 		log.Warn("credentials in an upstream URI were dropped: metastore URIs carry none", "upstreams", cfg.Upstream.URIs)
 	}
 	if n.clientTransport, err = wire.ParseTransport(cfg.Transport); err != nil {
@@ -123,7 +124,7 @@ func (n *node) setUp() error {
 	if n.upTLS, err = n.tlsEP.upstream(cfg.Upstream.TLS); err != nil {
 		return err
 	}
-	upAuth, krbClient, err := cfg.Kerberos.upstreamHandshake(n.upTLS, cfg.Upstream.DialTimeout, log.With("component", "kerberos"))
+	upAuth, krbClient, err := kerberosConfig(cfg.Kerberos).upstreamHandshake(n.upTLS, cfg.Upstream.DialTimeout, log.With("component", "kerberos"))
 	if err != nil {
 		return err
 	}
@@ -138,7 +139,7 @@ func (n *node) setUp() error {
 }
 
 func (n *node) checkKerberos() error {
-	k := n.cfg.Kerberos
+	k := kerberosConfig(n.cfg.Kerberos)
 	if err := k.validate(n.clientTransport, n.upTransport); err != nil {
 		return err
 	}
@@ -178,7 +179,7 @@ func (n *node) build() error {
 	// time, so requests whose bytes are claimed as they arrive never
 	// wait on each other for good.
 	n.budget = inflight.NewReserving(cfg.Limits.InflightBytes, int64(cfg.Limits.MaxMessageBytes)+4)
-	caching, err := newCaching(cfg)
+	caching, err := settings.NewCaching(cfg)
 	if err != nil {
 		return err
 	}
@@ -197,7 +198,7 @@ func (n *node) build() error {
 	if n.limiter, err = newLimiter(cfg.RateLimit, cfg.Kerberos.Enabled, n.rdb, n.log.With("component", "ratelimit")); err != nil {
 		return err
 	}
-	if n.changes, err = newChanges(n.rdb, cfg.groupName(), n.log); err != nil {
+	if n.changes, err = newChanges(n.rdb, cfg.GroupName(), n.log); err != nil {
 		return err
 	}
 	// Runs after the proxy's shutdown: its last writes still land.
@@ -208,7 +209,7 @@ func (n *node) build() error {
 	if err := n.newFeed(); err != nil {
 		return err
 	}
-	if cfg.Federation.enabled() {
+	if cfg.Federation.Enabled() {
 		if n.router, err = n.newRouter(); err != nil {
 			return err
 		}
@@ -246,7 +247,7 @@ func (n *node) newServer() error {
 	cfg := n.cfg
 	pcfg := proxy.Config{
 		Transport:  n.clientTransport,
-		Limits:     cfg.requestLimits(),
+		Limits:     cfg.RequestLimits(),
 		MaxClients: cfg.Limits.MaxClients,
 		// 0 and negative mean the same here as in the file.
 		MaxClientsPerAddress: cfg.Limits.MaxClientsPerAddress,
@@ -288,7 +289,7 @@ func (n *node) listen() error {
 	if ln, err = n.tlsEP.listener("tls", cfg.TLS, ln); err != nil {
 		return errors.Join(err, plain.Close())
 	}
-	if ln, err = cfg.Kerberos.listener(ln, n.log.With("component", "kerberos")); err != nil {
+	if ln, err = kerberosConfig(cfg.Kerberos).listener(ln, n.log.With("component", "kerberos")); err != nil {
 		return errors.Join(err, plain.Close())
 	}
 	n.ln = ln
@@ -309,7 +310,7 @@ func (n *node) start() (*admin.Server, net.Listener, error) {
 		n.caps = newTTLCaps(c.Store)
 	}
 	if n.router != nil {
-		n.log.Info("federation on", "primary", n.cfg.groupName(), "groups", n.router.GroupNames())
+		n.log.Info("federation on", "primary", n.cfg.GroupName(), "groups", n.router.GroupNames())
 	}
 	wk, err := n.startWorkers()
 	if err != nil {
@@ -317,7 +318,7 @@ func (n *node) start() (*admin.Server, net.Listener, error) {
 	}
 	n.wk = wk
 	n.onClose(wk.Close)
-	n.drain = newDrainer(n.srv, n.cfg.drainDelay(), n.log.With("component", "drain"))
+	n.drain = newDrainer(n.srv, n.cfg.DrainWait(), n.log.With("component", "drain"))
 	n.onClose(n.drain.close)
 	return n.newAdmin()
 }
@@ -342,8 +343,8 @@ func (n *node) serve(ctx context.Context, errc chan error, adm *admin.Server, al
 	case <-ctx.Done():
 		serveErr = n.drainListener(errc)
 	}
-	n.log.Info("shutting down: draining in-flight calls", "timeout", n.cfg.shutdownTimeout())
-	sctx, cancel := context.WithTimeout(context.Background(), n.cfg.shutdownTimeout())
+	n.log.Info("shutting down: draining in-flight calls", "timeout", n.cfg.ShutdownWait())
+	sctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownWait())
 	defer cancel()
 	// Background work serves no client: it stops first, at once, so that
 	// none of it is still waiting on a metastore when the drain ends.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hmsproxy/hmsproxy/cmd/internal/settings"
 	"github.com/hmsproxy/hmsproxy/limits/ratelimit"
 )
 
@@ -76,12 +77,12 @@ func TestRateLimitSourcesConfig(t *testing.T) {
 	if _, err := newLimiter(c.RateLimit, true, nil, nil); err == nil || !strings.Contains(err.Error(), "ratelimit.users") {
 		t.Errorf("sources with kerberos.enabled: %v; want refused", err)
 	}
-	users := rateLimitConfig{Read: limitConfig{Rate: 1}, Users: map[string]userLimitConfig{"etl": {}}}
+	users := settings.RateLimit{Read: settings.Limit{Rate: 1}, Users: map[string]settings.UserLimit{"etl": {}}}
 	if _, err := newLimiter(users, false, nil, nil); err == nil || !strings.Contains(err.Error(), "ratelimit.sources") {
 		t.Errorf("users without kerberos.enabled: %v; want refused", err)
 	}
 	for _, bad := range []string{"10.1.0.0/33", "host.example.com", "::ffff:10.0.0.0/104"} {
-		rc := rateLimitConfig{Read: limitConfig{Rate: 1}, Sources: map[string]userLimitConfig{bad: {}}}
+		rc := settings.RateLimit{Read: settings.Limit{Rate: 1}, Sources: map[string]settings.UserLimit{bad: {}}}
 		if _, err := newLimiter(rc, false, nil, nil); err == nil {
 			t.Errorf("source %q accepted", bad)
 		}

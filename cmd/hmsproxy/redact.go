@@ -32,28 +32,6 @@ func redact(s string) string {
 	})
 }
 
-// stripUserinfo drops credentials from a thrift:// URI: HMS URIs carry
-// none, and one given by mistake must not reach keys, logs or metrics.
-func stripUserinfo(uri string) (string, bool) {
-	scheme, rest, ok := strings.Cut(uri, "://")
-	if !ok {
-		scheme, rest = "", uri
-	}
-	host := rest
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		host = rest[:i]
-	}
-	at := strings.LastIndexByte(host, '@')
-	if at < 0 {
-		return uri, false
-	}
-	rest = rest[at+1:]
-	if ok {
-		return scheme + "://" + rest, true
-	}
-	return rest, true
-}
-
 // redactingHandler hides URL credentials in every log message and
 // attribute, whatever logs it: an error that quotes a URL is caught too.
 type redactingHandler struct{ slog.Handler }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/hmsproxy/hmsproxy/cmd/internal/settings"
 	"github.com/hmsproxy/hmsproxy/proxy"
 )
 
@@ -41,7 +42,7 @@ func TestCacheScopeConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			caching, err := newCaching(c)
+			caching, err := settings.NewCaching(c)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("got error %v; want %v", err, tc.wantErr)
 			}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/cmd/internal/settings"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/proxy"
@@ -118,7 +119,7 @@ func TestShadowConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			caching, err := newCaching(cfg)
+			caching, err := settings.NewCaching(cfg)
 			if tc.wantErr {
 				if err == nil {
 					t.Fatal("no error")

@@ -13,6 +13,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/auth/certs"
 	"github.com/hmsproxy/hmsproxy/auth/certs/certstest"
 	"github.com/hmsproxy/hmsproxy/cache"
+	"github.com/hmsproxy/hmsproxy/cmd/internal/settings"
 	"github.com/hmsproxy/hmsproxy/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
@@ -50,7 +51,7 @@ func TestTLSBothSides(t *testing.T) {
 
 	tlsEP := newTLSEndpoints(log)
 	defer tlsEP.Close()
-	upTLS, err := tlsEP.upstream(tlsConfig{CA: hf.CA})
+	upTLS, err := tlsEP.upstream(settings.TLS{CA: hf.CA})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func TestTLSBothSides(t *testing.T) {
 	dir := t.TempDir()
 	pf := certstest.WriteFiles(t, dir, pc, pk, clientCA.PEM, 0)
 	plain := proxytest.Listen(t)
-	ln, err := tlsEP.listener("tls", tlsConfig{Cert: pf.Cert, Key: pf.Key, ClientCA: pf.CA, ReloadInterval: -1}, plain)
+	ln, err := tlsEP.listener("tls", settings.TLS{Cert: pf.Cert, Key: pf.Key, ClientCA: pf.CA, ReloadInterval: -1}, plain)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,10 +157,10 @@ admin:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := fileConfig{}
-	want.TLS = tlsConfig{Cert: "/etc/p.crt", Key: "/etc/p.key", ClientCA: "/etc/clients.pem", ReloadInterval: time.Minute}
-	want.Upstream.TLS = tlsConfig{CA: "/etc/hms-ca.pem", ServerName: "hms.example.com"}
-	want.Admin.TLS = tlsConfig{Cert: "/etc/a.crt", Key: "/etc/a.key"}
+	want := settings.File{}
+	want.TLS = settings.TLS{Cert: "/etc/p.crt", Key: "/etc/p.key", ClientCA: "/etc/clients.pem", ReloadInterval: time.Minute}
+	want.Upstream.TLS = settings.TLS{CA: "/etc/hms-ca.pem", ServerName: "hms.example.com"}
+	want.Admin.TLS = settings.TLS{Cert: "/etc/a.crt", Key: "/etc/a.key"}
 	if c.TLS != want.TLS || c.Upstream.TLS != want.Upstream.TLS || c.Admin.TLS != want.Admin.TLS {
 		t.Fatalf("got tls %+v, upstream.tls %+v, admin.tls %+v; want %+v, %+v, %+v",
 			c.TLS, c.Upstream.TLS, c.Admin.TLS, want.TLS, want.Upstream.TLS, want.Admin.TLS)
@@ -167,13 +168,13 @@ admin:
 	// Keys of the other side are refused, not ignored.
 	e := newTLSEndpoints(slog.New(slog.DiscardHandler))
 	defer e.Close()
-	if _, err := e.listener("tls", tlsConfig{CA: "/x"}, nil); err == nil {
+	if _, err := e.listener("tls", settings.TLS{CA: "/x"}, nil); err == nil {
 		t.Error("listener with upstream's ca key: got no error")
 	}
-	if _, err := e.upstream(tlsConfig{ClientCA: "/x"}); err == nil {
+	if _, err := e.upstream(settings.TLS{ClientCA: "/x"}); err == nil {
 		t.Error("upstream with the listener's client_ca key: got no error")
 	}
-	if f, err := e.upstream(tlsConfig{}); err != nil || f != nil {
+	if f, err := e.upstream(settings.TLS{}); err != nil || f != nil {
 		t.Errorf("upstream without TLS keys: got %v, %v; want plain TCP", f != nil, err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/changes"
 	"github.com/hmsproxy/hmsproxy/changes/kafka"
+	"github.com/hmsproxy/hmsproxy/cmd/internal/settings"
 	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/coherence/eventlog"
 	"github.com/hmsproxy/hmsproxy/coherence/leader"
@@ -186,7 +187,7 @@ func (n *node) housekeepingTasks(w *workers) ([]worker.Task, error) {
 // newWarmUp builds the warm-up of the housekeeping.warm_up targets. It
 // loads through in-process background connections to the proxy
 // (proxy.Server.DialBackground), as housekeeping.warm_up_user.
-func (w *workers) newWarmUp(cfg fileConfig, log *slog.Logger, srv *proxy.Server, coh proxy.Coherence, tr wire.Transport) error {
+func (w *workers) newWarmUp(cfg settings.File, log *slog.Logger, srv *proxy.Server, coh proxy.Coherence, tr wire.Transport) error {
 	hk := cfg.Housekeeping
 	targets, err := housekeeping.ParseTargets(hk.WarmUp)
 	if err != nil {
@@ -326,7 +327,7 @@ type eventLogGroup struct {
 // holder, the health check on every node (each sees only the writes
 // through itself, and caps the TTLs of its own cache). health is nil when
 // the check is off.
-func eventLogTasks(cfg fileConfig, g eventLogGroup, caps *ttlCaps, log *slog.Logger) (*eventlog.Poller, *eventlog.Health, []worker.Task, error) {
+func eventLogTasks(cfg settings.File, g eventLogGroup, caps *ttlCaps, log *slog.Logger) (*eventlog.Poller, *eventlog.Health, []worker.Task, error) {
 	var cursor eventlog.Cursor = &eventlog.MemCursor{}
 	if g.rdb != nil && g.lease != nil {
 		cursor = &eventlog.RedisCursor{Client: g.rdb, Lease: g.lease, Key: coherence.Key("hmsproxy", g.name, "eventlog", coherence.Tagged(g.rdb))}

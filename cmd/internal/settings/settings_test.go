@@ -1,28 +1,32 @@
-package main
+package settings
 
 import (
 	"bytes"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/hmsproxy/hmsproxy/proxy"
 )
 
-// writeConfig writes body as a config file and returns its path.
-func writeConfig(t *testing.T, body string) string {
+// load reads the config of a command line as hmsproxy does, with body
+// as its config file unless it is empty.
+func load(t *testing.T, body string, args ...string) (File, error) {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "c.yaml")
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
+	if body != "" {
+		p := filepath.Join(t.TempDir(), "c.yaml")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--config", p)
 	}
-	return p
+	cl, err := ParseArgs(args, os.Stderr)
+	if err != nil {
+		return File{}, err
+	}
+	return cl.Config()
 }
 
 // TestDeclaration (issue 23): every setting says what it is, its
@@ -65,16 +69,16 @@ func TestPrintDefaultsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := load([]string{"--demo"})
+	want, err := load(t, "", "--demo")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := load([]string{"--demo", "--config", writeConfig(t, string(b))})
+	got, err := load(t, string(b), "--demo")
 	if err != nil {
 		t.Fatalf("the printed defaults do not load: %v\n%s", err, b)
 	}
-	if got.warnings != nil {
-		t.Errorf("got warnings %q; want none", got.warnings)
+	if got.Warnings != nil {
+		t.Errorf("got warnings %q; want none", got.Warnings)
 	}
 	// Compared as printed: a file's [] is an empty list where the
 	// defaults have nil, which means the same.
@@ -104,41 +108,37 @@ func TestZeroRule(t *testing.T) {
 		name     string
 		yaml     string
 		args     []string
-		check    func(c fileConfig) bool
+		check    func(c File) bool
 		warnings int
 	}{
 		{"0 is the default", "upstream:\n  max_conns: 0\nredis:\n  heartbeat: 0s\n", nil,
-			func(c fileConfig) bool { return c.Upstream.MaxConns == 64 && c.Redis.Heartbeat == time.Second }, 0},
+			func(c File) bool { return c.Upstream.MaxConns == 64 && c.Redis.Heartbeat == time.Second }, 0},
 		{"empty is the default", "log:\n  level: \"\"\n", []string{"--cache.scope", ""},
-			func(c fileConfig) bool { return c.Log.Level == "info" && c.Cache.Scope == "auto" }, 0},
+			func(c File) bool { return c.Log.Level == "info" && c.Cache.Scope == "auto" }, 0},
 		{"off in the file", "eventlog:\n  interval: off\nadmin:\n  listen: off\nlimits:\n  inflight_bytes: off\n", nil,
-			func(c fileConfig) bool {
+			func(c File) bool {
 				return c.EventLog.Interval < 0 && c.Admin.Listen == "" && c.Limits.InflightBytes < 0
 			}, 0},
 		{"off as a flag", "", []string{"--shutdown.drain_delay", "off", "--cache.shadow.rate", "off"},
-			func(c fileConfig) bool { return c.drainDelay() == 0 && c.Cache.Shadow.Rate < 0 }, 0},
+			func(c File) bool { return c.DrainWait() == 0 && c.Cache.Shadow.Rate < 0 }, 0},
 		{"off in a kind", "cache:\n  kinds:\n    table:\n      ttl: off\n", nil,
-			func(c fileConfig) bool { return *c.Cache.Kinds["table"].TTL < 0 }, 0},
+			func(c File) bool { return *c.Cache.Kinds["table"].TTL < 0 }, 0},
 		{"old 0 for off", "eventlog:\n  interval: 0\nshutdown:\n  drain_delay: 0s\ncache:\n  kinds:\n    table:\n      ttl: 0s\n", nil,
-			func(c fileConfig) bool {
-				return c.EventLog.Interval < 0 && c.drainDelay() == 0 && *c.Cache.Kinds["table"].TTL < 0
+			func(c File) bool {
+				return c.EventLog.Interval < 0 && c.DrainWait() == 0 && *c.Cache.Kinds["table"].TTL < 0
 			}, 3},
 		{"old flag", "", []string{"--upstream-max-conns", "8", "--ratelimit-read", "5"},
-			func(c fileConfig) bool { return c.Upstream.MaxConns == 8 && c.RateLimit.Read.Rate == 5 }, 2},
+			func(c File) bool { return c.Upstream.MaxConns == 8 && c.RateLimit.Read.Rate == 5 }, 2},
 		{"old shutdown_timeout", "shutdown_timeout: 7s\n", nil,
-			func(c fileConfig) bool { return c.Shutdown.Timeout == 7*time.Second && c.ShutdownTimeout == nil }, 1},
+			func(c File) bool { return c.Shutdown.Timeout == 7*time.Second && c.ShutdownTimeout == nil }, 1},
 		{"old shutdown_timeout, new flag wins", "shutdown_timeout: 7s\n", []string{"--shutdown.timeout", "9s"},
-			func(c fileConfig) bool { return c.Shutdown.Timeout == 9*time.Second }, 1},
+			func(c File) bool { return c.Shutdown.Timeout == 9*time.Second }, 1},
 		{"off where off is not", "", []string{"--upstream.max_conns", "off"}, nil, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("HMSPROXY_CONFIG", "")
-			args := append([]string{"--demo"}, tc.args...)
-			if tc.yaml != "" {
-				args = append(args, "--config", writeConfig(t, tc.yaml))
-			}
-			c, err := load(args)
+			c, err := load(t, tc.yaml, append([]string{"--demo"}, tc.args...)...)
 			if tc.check == nil {
 				if err == nil {
 					t.Fatal("got no error; want one")
@@ -151,8 +151,8 @@ func TestZeroRule(t *testing.T) {
 			if !tc.check(c) {
 				t.Errorf("got %+v", c)
 			}
-			if len(c.warnings) != tc.warnings {
-				t.Errorf("got warnings %q; want %d", c.warnings, tc.warnings)
+			if len(c.Warnings) != tc.warnings {
+				t.Errorf("got warnings %q; want %d", c.Warnings, tc.warnings)
 			}
 		})
 	}
@@ -192,10 +192,10 @@ func TestOldFlagNames(t *testing.T) {
 // from the declaration; regenerate it with go generate ./cmd/hmsproxy.
 func TestConfigurationDoc(t *testing.T) {
 	var b bytes.Buffer
-	if err := writeConfigDoc(&b); err != nil {
+	if err := WriteConfigDoc(&b); err != nil {
 		t.Fatal(err)
 	}
-	got, err := os.ReadFile("../../docs/configuration.md")
+	got, err := os.ReadFile("../../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,63 +213,14 @@ func TestConfigurationDoc(t *testing.T) {
 // loads, without a warning.
 func TestConfigurationDocExample(t *testing.T) {
 	t.Setenv("HMSPROXY_CONFIG", "")
-	c, err := load([]string{"--config", writeConfig(t, configDocExample)})
+	c, err := load(t, configDocExample)
 	if err != nil {
 		t.Fatalf("the example does not load: %v", err)
 	}
-	if c.warnings != nil {
-		t.Errorf("got warnings %q; want none", c.warnings)
+	if c.Warnings != nil {
+		t.Errorf("got warnings %q; want none", c.Warnings)
 	}
 	if len(c.Upstream.URIs) != 2 || c.Cache.MaximumBytes != 1<<30 {
 		t.Errorf("got uris %v, cache.maximum_bytes %d; want the example's", c.Upstream.URIs, c.Cache.MaximumBytes)
-	}
-}
-
-// TestBuildInfoMetric (issue 23): hmsproxy_build_info says which build
-// runs.
-func TestBuildInfoMetric(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	if err := registerBuildInfo(reg, buildInfo{version: "v9", goVersion: "go1.x", revision: "abc"}); err != nil {
-		t.Fatal(err)
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			got = append(got, fmt.Sprintf("%s %v %g", mf.GetName(), labels, m.GetGauge().GetValue()))
-		}
-	}
-	want := "hmsproxy_build_info map[goversion:go1.x revision:abc version:v9] 1"
-	if len(got) != 1 || got[0] != want {
-		t.Errorf("got %q; want %q", got, want)
-	}
-}
-
-// TestVersionFlag (issue 23): --version prints the version set at build
-// time, and --print-defaults a file the binary starts from.
-func TestVersionFlag(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "hmsproxy")
-	if out, err := exec.Command("go", "build", "-ldflags", "-X main.version=v1.2.3-test -X main.revision=abc123", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	out, err := exec.Command(bin, "--version").CombinedOutput()
-	if err != nil || !strings.HasPrefix(string(out), "hmsproxy v1.2.3-test (revision abc123, ") {
-		t.Errorf("got %q, %v; want hmsproxy v1.2.3-test (revision abc123, ...)", out, err)
-	}
-	def, err := exec.Command(bin, "--print-defaults").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The defaults name no upstream: the binary must say so, and nothing else.
-	out, err = exec.Command(bin, "--config", writeConfig(t, string(def))).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "no upstream") {
-		t.Errorf("got %q, %v; want the no-upstream error alone", out, err)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package settings
 
 import (
 	"bytes"
@@ -15,14 +15,14 @@ import (
 )
 
 // This file turns the declaration of the settings, the tagged fields of
-// fileConfig (config.go), into everything else: their list, defaults,
+// File (config.go), into everything else: their list, defaults,
 // flags, the rule for 0 and off, and the YAML of --print-defaults.
 
 // setting is one key of the config: a value, a section (a struct), or a
 // list or map of sections.
 type setting struct {
 	key string // "upstream.max_conns"; in a list "federation.federated[].name", a map "cache.kinds.<kind>.ttl"
-	// index is the field's path from fileConfig; nil inside lists and
+	// index is the field's path from File; nil inside lists and
 	// maps, whose keys have no flag and no default.
 	index   []int
 	typ     reflect.Type
@@ -43,10 +43,10 @@ func (s *setting) flag() bool { return s.index != nil && !s.section && s.env == 
 
 var durationType = reflect.TypeFor[time.Duration]()
 
-// settings lists the keys of fileConfig in declaration order.
+// settings lists the keys of File in declaration order.
 var settings = sync.OnceValue(func() []*setting {
 	var out []*setting
-	walkSettings(reflect.TypeFor[fileConfig](), "", []int{}, nil, &out)
+	walkSettings(reflect.TypeFor[File](), "", []int{}, nil, &out)
 	return out
 })
 
@@ -104,7 +104,7 @@ func walkSettings(t reflect.Type, prefix string, index []int, oldTo map[string][
 }
 
 // field is the setting's field in c.
-func (s *setting) field(c *fileConfig) reflect.Value {
+func (s *setting) field(c *File) reflect.Value {
 	return reflect.ValueOf(c).Elem().FieldByIndex(s.index)
 }
 
@@ -145,7 +145,7 @@ func (s *setting) set(v reflect.Value, text string) error {
 	case v.Kind() == reflect.String:
 		v.SetString(text)
 	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.String:
-		v.Set(reflect.ValueOf(splitList(text)))
+		v.Set(reflect.ValueOf(SplitList(text)))
 	default:
 		return fmt.Errorf("%s: no flag for a %s", s.key, v.Type())
 	}
@@ -242,8 +242,8 @@ func typeName(t reflect.Type) string {
 }
 
 // defaults is the config with every setting at its declared default.
-func defaults() fileConfig {
-	var c fileConfig
+func defaults() File {
+	var c File
 	for _, s := range settings() {
 		if s.index == nil || s.section || s.def == "" {
 			continue
@@ -258,7 +258,7 @@ func defaults() fileConfig {
 // applyZeroRule makes 0 and "" mean the default: a setting left at its
 // zero value takes its declared default, but where 0 or "" meant off
 // before the rule (zerooff), it still does, with a warning.
-func (c *fileConfig) applyZeroRule() {
+func (c *File) applyZeroRule() {
 	for _, s := range settings() {
 		if s.index == nil || s.section || s.def == "" || s.typ.Kind() == reflect.Bool || s.typ.Kind() == reflect.Pointer {
 			continue
@@ -300,19 +300,19 @@ func zeroWord(v reflect.Value) string {
 }
 
 // warnf records a deprecated spelling; run logs them once it has a logger.
-func (c *fileConfig) warnf(format string, args ...any) {
-	c.warnings = append(c.warnings, fmt.Sprintf(format, args...))
+func (c *File) warnf(format string, args ...any) {
+	c.Warnings = append(c.Warnings, fmt.Sprintf(format, args...))
 }
 
 // decodeFile reads a config file over c. Where a setting can be off, the
 // file may say off, which YAML cannot put into a number: those scalars
 // are rewritten to the negative (or empty) value that stands for off.
-func decodeFile(b []byte, c *fileConfig) error {
+func decodeFile(b []byte, c *File) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {
 		return err
 	}
-	if markOff(&doc, reflect.TypeFor[fileConfig](), false) {
+	if markOff(&doc, reflect.TypeFor[File](), false) {
 		var err error
 		if b, err = yaml.Marshal(&doc); err != nil {
 			return err
@@ -385,7 +385,7 @@ func fieldByKey(t reflect.Type, key string) (reflect.StructField, bool) {
 
 // configYAML is c as a config file, each key under its doc: what
 // --print-defaults prints, and what reads back as the same config.
-func configYAML(c *fileConfig) ([]byte, error) {
+func configYAML(c *File) ([]byte, error) {
 	n, err := yamlNode(reflect.ValueOf(c).Elem(), "")
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package main
+package settings
 
 import (
 	"flag"
@@ -9,13 +9,13 @@ import (
 	"strings"
 )
 
-// cmdline is what the command line said: the config file, the actions
+// Cmdline is what the command line said: the config file, the actions
 // that print and exit, and the settings given as flags, in their order.
-type cmdline struct {
+type Cmdline struct {
 	configPath     string
 	printDefaults  bool
 	printConfigDoc bool
-	version        bool
+	Version        bool // --version: the binary prints its build
 	sets           []flagSet
 	warnings       []string // deprecated flag names used
 }
@@ -29,7 +29,7 @@ type flagSet struct {
 // settingFlag is the flag of one setting, under its key's name or, when
 // deprecated, one of its old names.
 type settingFlag struct {
-	cl  *cmdline
+	cl  *Cmdline
 	s   *setting
 	old string // the deprecated name this flag was given by; "" for the key
 }
@@ -56,17 +56,17 @@ func (f *settingFlag) IsBoolFlag() bool {
 	return t.Kind() == reflect.Bool
 }
 
-// parseArgs reads the command line: a flag for every setting, named by
+// ParseArgs reads the command line: a flag for every setting, named by
 // its key (--cache.ttl), with its old names as deprecated aliases.
-func parseArgs(args []string, out io.Writer) (*cmdline, error) {
-	cl := &cmdline{}
+func ParseArgs(args []string, out io.Writer) (*Cmdline, error) {
+	cl := &Cmdline{}
 	fs := flag.NewFlagSet("hmsproxy", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Usage = func() { usage(out) }
 	fs.StringVar(&cl.configPath, "config", os.Getenv("HMSPROXY_CONFIG"), "YAML config file")
 	fs.BoolVar(&cl.printDefaults, "print-defaults", false, "print the default config as YAML and exit")
 	fs.BoolVar(&cl.printConfigDoc, "print-config-doc", false, "print docs/configuration.md and exit")
-	fs.BoolVar(&cl.version, "version", false, "print the version and exit")
+	fs.BoolVar(&cl.Version, "version", false, "print the version and exit")
 	for _, s := range settings() {
 		if !s.flag() {
 			continue
@@ -86,13 +86,13 @@ func parseArgs(args []string, out io.Writer) (*cmdline, error) {
 }
 
 // apply stores the settings given as flags into c, over the file.
-func (cl *cmdline) apply(c *fileConfig) {
+func (cl *Cmdline) apply(c *File) {
 	for _, fv := range cl.sets {
 		if err := fv.s.set(fv.s.field(c), fv.text); err != nil {
 			panic(err) // parsed once already by Set
 		}
 	}
-	c.warnings = append(c.warnings, cl.warnings...)
+	c.Warnings = append(c.Warnings, cl.warnings...)
 }
 
 const usageHead = `hmsproxy: a caching proxy for the Hive Metastore Thrift API.
@@ -153,7 +153,7 @@ func usage(w io.Writer) {
 }
 
 // helpNotes are the default and what off does, for --help.
-func (s *setting) helpNotes(def *fileConfig) string {
+func (s *setting) helpNotes(def *File) string {
 	var notes []string
 	switch {
 	case s.defDoc != "":
@@ -187,17 +187,15 @@ func sectionTitle(sec string) string {
 	return sec
 }
 
-// printOnly reports whether the command line asks only to print something.
-func (cl *cmdline) printOnly() bool { return cl.version || cl.printDefaults || cl.printConfigDoc }
+// PrintOnly reports whether the command line asks only to print
+// something: Print's output, or the version.
+func (cl *Cmdline) PrintOnly() bool { return cl.Version || cl.printDefaults || cl.printConfigDoc }
 
-// print writes what printOnly asked for.
-func (cl *cmdline) print(w io.Writer) error {
-	switch {
-	case cl.version:
-		_, err := fmt.Fprintln(w, readBuildInfo())
-		return err
-	case cl.printConfigDoc:
-		return writeConfigDoc(w)
+// Print writes what the command line asked for, but the version: the
+// configuration reference or the default config.
+func (cl *Cmdline) Print(w io.Writer) error {
+	if cl.printConfigDoc {
+		return WriteConfigDoc(w)
 	}
 	def := defaults()
 	b, err := configYAML(&def)

@@ -1,4 +1,4 @@
-package main
+package settings
 
 import (
 	"fmt"
@@ -10,11 +10,9 @@ import (
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 )
 
-//go:generate sh -c "go run . --print-config-doc > ../../docs/configuration.md"
-
-// writeConfigDoc writes docs/configuration.md from the declaration of the
+// WriteConfigDoc writes docs/configuration.md from the declaration of the
 // settings; TestConfigurationDoc fails when the committed file differs.
-func writeConfigDoc(w io.Writer) error {
+func WriteConfigDoc(w io.Writer) error {
 	def := defaults()
 	fmt.Fprintf(w, configDocHead, envRows())
 	section := "-"
@@ -46,8 +44,8 @@ func writeConfigDoc(w io.Writer) error {
 
 const configDocHead = `# Configuration
 
-<!-- Generated from the declaration of the settings in cmd/hmsproxy (config.go and the
-sections' types) by go generate ./cmd/hmsproxy, that is hmsproxy --print-config-doc.
+<!-- Generated from the declaration of the settings in cmd/internal/settings (config.go and
+sections.go) by go generate ./cmd/hmsproxy, that is hmsproxy --print-config-doc.
 Edit the declaration, not this file: a test fails when the two differ. -->
 
 hmsproxy reads one YAML file, named by ` + "`--config FILE`" + ` or ` + "`$HMSPROXY_CONFIG`" + `, and
@@ -120,7 +118,7 @@ func (s *setting) flagCell() string {
 	return "—"
 }
 
-func (s *setting) defaultCell(def *fileConfig) string {
+func (s *setting) defaultCell(def *File) string {
 	switch {
 	case s.section:
 		return ""

@@ -1,4 +1,9 @@
-package main
+// Package settings is the one declaration of hmsproxy's settings (File
+// and the sections' types, each setting a tagged field) and all that is
+// built from it: the loader, the flags and --help, --print-defaults,
+// docs/configuration.md, and the proxy's cache from the cache section.
+// hmsproxy and hmsbench replay read a config file through it alike.
+package settings
 
 import (
 	"errors"
@@ -7,13 +12,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hmsproxy/hmsproxy/cache"
 	"github.com/hmsproxy/hmsproxy/coherence"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 	"github.com/hmsproxy/hmsproxy/trace"
 )
 
-// fileConfig is the YAML config file, and each field is the one
+// File is the YAML config file, and each field is the one
 // declaration of its setting: the yaml tag is its key (and its flag,
 // --KEY), and the other tags say the rest:
 //
@@ -30,7 +34,7 @@ import (
 // Off is written off. Booleans are what they say. Everything is built from
 // these tags (settings.go): the flags, --help, --print-defaults,
 // docs/configuration.md; defaults() parses the default tags.
-type fileConfig struct {
+type File struct {
 	Listen    string `yaml:"listen" default:":9083" doc:"client listen address"`
 	Transport string `yaml:"transport" default:"buffered" doc:"client transport, buffered or framed, as hive.metastore.thrift.framed.transport.enabled"`
 	Demo      bool   `yaml:"demo" doc:"start an embedded demo metastore with sample data and use it as the upstream"`
@@ -49,7 +53,7 @@ type fileConfig struct {
 		WriteTimeout       time.Duration `yaml:"write_timeout" old:"write-timeout" default:"off" off:"no timeout: DDL on wide tables can run for half an hour" doc:"timeout of write calls"`
 		IdleTimeout        time.Duration `yaml:"idle_timeout" old:"upstream-idle-timeout" default:"5m" doc:"close upstream connections idle longer than this"`
 		HealthInterval     time.Duration `yaml:"health_interval" old:"health-interval" default:"5s" doc:"period of upstream health checks (fb303 getStatus on a fresh connection)"`
-		TLS                tlsConfig     `yaml:"tls" doc:"TLS toward the metastores, as hive.metastore.use.SSL; SIGHUP reloads its files"`
+		TLS                TLS           `yaml:"tls" doc:"TLS toward the metastores, as hive.metastore.use.SSL; SIGHUP reloads its files"`
 		AcquireTimeout     time.Duration `yaml:"acquire_timeout" old:"acquire-timeout" default:"1m" off:"no bound" doc:"longest wait for an upstream connection of a call with no timeout of its own (writes); nothing was sent, so the client's retry is safe"`
 		ReservedReadConns  int           `yaml:"reserved_read_conns" old:"upstream-reserved-read-conns" defdoc:"max_conns/4" off:"none" doc:"connections per metastore only reads (and set_ugi) may use, so long writes cannot take them all; always below max_conns" note:"16 with the default max_conns"`
 		HoldMaxBytes       int           `yaml:"hold_max_bytes" old:"upstream-hold-max-bytes" default:"8388608" off:"never stream" doc:"largest reply held whole; larger ones stream to their client through a 256 KiB buffer while the metastore connection is held" note:"a held reply's metastore connection goes back to the pool before the client is written to; the default is above common large replies (a 500-partition batch of a wide table is 2–3 MiB)"`
@@ -71,11 +75,11 @@ type fileConfig struct {
 		FlushInterval        time.Duration `yaml:"flush_interval" old:"flush-interval" default:"1s" off:"no flush budget" doc:"past its flush budget, a client's cache-wide writes share one flush per interval, made before their replies"`
 	} `yaml:"limits" doc:"what one client, and all of them, may hold"`
 
-	Cache cacheConfig `yaml:"cache" doc:"the cache; names follow Trino's metastore cache settings (hive.metastore-cache-ttl, hive.metastore-refresh-interval, hive.metastore-cache.cache-missing) where one exists"`
+	Cache Cache `yaml:"cache" doc:"the cache; names follow Trino's metastore cache settings (hive.metastore-cache-ttl, hive.metastore-refresh-interval, hive.metastore-cache.cache-missing) where one exists"`
 
-	Federation federationConfig `yaml:"federation" doc:"further metastore groups behind the listener (docs/federation.md); absent: one group"`
+	Federation Federation `yaml:"federation" doc:"further metastore groups behind the listener (docs/federation.md); absent: one group"`
 
-	ChangeFeed changeFeedConfig `yaml:"change_feed" doc:"the metastore change feed for lineage and catalog tools, on Kafka (docs/change-feed.md); off without brokers"`
+	ChangeFeed ChangeFeed `yaml:"change_feed" doc:"the metastore change feed for lineage and catalog tools, on Kafka (docs/change-feed.md); off without brokers"`
 
 	EventLog struct {
 		Interval       time.Duration `yaml:"interval" old:"eventlog-interval" default:"250ms" off:"no poller" zerooff:"1" doc:"poll interval of the metastore notification log"`
@@ -98,7 +102,7 @@ type fileConfig struct {
 		WarmUpUser        string   `yaml:"warm_up_user" old:"warm-up-user" defdoc:"housekeeping.user" doc:"set_ugi identity the warm-up loads as; with a per-user cache scope only that user's entries are warmed"`
 	} `yaml:"housekeeping" doc:"background work on the metastore: transaction and compaction monitors, the reaper, the cache warm-up"`
 
-	RateLimit rateLimitConfig `yaml:"ratelimit" doc:"token buckets per client (its Kerberos identity, else its source address) and method class"`
+	RateLimit RateLimit `yaml:"ratelimit" doc:"token buckets per client (its Kerberos identity, else its source address) and method class"`
 
 	Redis struct {
 		URL              string        `yaml:"url" old:"redis" doc:"Redis for invalidations between proxy nodes, host:port or redis://; empty: this node alone"`
@@ -118,9 +122,9 @@ type fileConfig struct {
 	} `yaml:"redis" doc:"Redis: the invalidation bus between nodes, the leases of cluster-singleton workers, the change-event stream"`
 
 	Admin struct {
-		Listen string    `yaml:"listen" old:"admin" default:"127.0.0.1:9084" off:"no admin port" zerooff:"1" doc:"admin HTTP address (/metrics, /healthz, /readyz, /cache/flush, the status page)"`
-		Token  string    `yaml:"token" env:"HMSPROXY_ADMIN_TOKEN" doc:"bearer token of the admin write API (flush, drain, warm-up); without one they are refused beyond loopback"`
-		TLS    tlsConfig `yaml:"tls" doc:"HTTPS on the admin port"`
+		Listen string `yaml:"listen" old:"admin" default:"127.0.0.1:9084" off:"no admin port" zerooff:"1" doc:"admin HTTP address (/metrics, /healthz, /readyz, /cache/flush, the status page)"`
+		Token  string `yaml:"token" env:"HMSPROXY_ADMIN_TOKEN" doc:"bearer token of the admin write API (flush, drain, warm-up); without one they are refused beyond loopback"`
+		TLS    TLS    `yaml:"tls" doc:"HTTPS on the admin port"`
 	} `yaml:"admin" doc:"the admin port"`
 
 	Recording struct {
@@ -132,8 +136,8 @@ type fileConfig struct {
 		RedactKey   string `yaml:"redact_key" env:"HMSPROXY_RECORD_REDACT_KEY" doc:"key of the hashes of redact names and bodies; one key gives one hash per name across recordings" note:"without one, a random key per process: hashes match within one run's files only"`
 	} `yaml:"recording" doc:"the trace file that record writes: rotation, bounds, redaction"`
 
-	TLS      tlsConfig      `yaml:"tls" doc:"TLS of the client listener; SIGHUP reloads its files"`
-	Kerberos kerberosConfig `yaml:"kerberos" doc:"Kerberos (SASL/GSSAPI, QOP auth) toward clients and metastores"`
+	TLS      TLS      `yaml:"tls" doc:"TLS of the client listener; SIGHUP reloads its files"`
+	Kerberos Kerberos `yaml:"kerberos" doc:"Kerberos (SASL/GSSAPI, QOP auth) toward clients and metastores"`
 
 	Shutdown struct {
 		Timeout    time.Duration `yaml:"timeout" old:"shutdown-timeout" default:"30s" off:"in-flight calls are cut at once" zerooff:"1" doc:"on SIGTERM, how long in-flight calls may finish (after the drain delay)"`
@@ -149,12 +153,15 @@ type fileConfig struct {
 		Format string `yaml:"format" old:"log-format" default:"text" doc:"text or json"`
 	} `yaml:"log" doc:"the log, on stderr (log/slog)"`
 
-	strippedUserinfo bool     // load dropped credentials from upstream URIs
-	warnings         []string // deprecated spellings load accepted, logged by run
+	// StrippedUserinfo says Load dropped credentials from upstream URIs;
+	// Warnings are the deprecated spellings it accepted. hmsproxy logs
+	// both once it has a logger.
+	StrippedUserinfo bool     `yaml:"-"`
+	Warnings         []string `yaml:"-"`
 }
 
-// cacheConfig is the cache section.
-type cacheConfig struct {
+// Cache is the cache section.
+type Cache struct {
 	Enabled         bool          `yaml:"enabled" old:"cache" default:"true" doc:"serve cacheable reads from the cache"`
 	MaximumBytes    int64         `yaml:"maximum_bytes" old:"cache-maximum-bytes" default:"536870912" doc:"byte budget of all caches, entry overhead included"`
 	TTL             time.Duration `yaml:"ttl" old:"cache-ttl" defdoc:"per kind: objects 10m, lists 5m" doc:"TTL of every cache kind, unless set per kind"`
@@ -183,42 +190,52 @@ type cacheConfig struct {
 		MaxPerSecond int     `yaml:"max_per_second" default:"20" doc:"bound on those re-reads"`
 	} `yaml:"shadow" doc:"shadow validation of cache hits"`
 	// Kinds overrides per kind.
-	Kinds map[string]kindConfig `yaml:"kinds" key:"kind" doc:"overrides per kind: database, database_names, table, table_names, partition, partitions, partition_names, partition_filter, statistics, function, config, constraints"`
+	Kinds map[string]Kind `yaml:"kinds" key:"kind" doc:"overrides per kind: database, database_names, table, table_names, partition, partitions, partition_names, partition_filter, statistics, function, config, constraints"`
 }
 
-type kindConfig struct {
+// Kind is the overrides of one cache kind.
+type Kind struct {
 	TTL             *time.Duration `yaml:"ttl" off:"the kind is not cached" zerooff:"1" defdoc:"cache.ttl" doc:"TTL of the kind"`
 	RefreshInterval *time.Duration `yaml:"refresh_interval" off:"no refresh-ahead" zerooff:"1" defdoc:"cache.refresh_interval" doc:"refresh-ahead age of the kind"`
 	CacheMissing    *bool          `yaml:"cache_missing" defdoc:"cache.cache_missing" doc:"negative caching of the kind"`
 }
 
-// load reads the config: defaults, then the file named by --config (or
-// HMSPROXY_CONFIG), then the flags given on the command line.
-func load(args []string) (fileConfig, error) {
-	cl, err := parseArgs(args, os.Stderr)
+// Config is the config the command line asks for: Load of its file and
+// flags, which must name an upstream.
+func (cl *Cmdline) Config() (File, error) {
+	c, err := Load(cl.configPath, cl.apply)
 	if err != nil {
-		return fileConfig{}, err
+		return c, err
 	}
-	return cl.config()
+	if len(c.Upstream.URIs) == 0 && !c.Demo {
+		return c, errors.New("no upstream: give --upstream.uris thrift://host:port (or --demo)")
+	}
+	return c, nil
 }
 
-// config is the config the command line asks for.
-func (cl *cmdline) config() (fileConfig, error) {
+// Load reads the config as hmsproxy does: the defaults, then the file at
+// path (none when empty), then what flags sets, then the rule for 0 and
+// off and the secrets from the environment; it checks the settings
+// together but does not ask for an upstream, which a caller may have
+// another way to name (hmsbench replay has its own flags).
+func Load(path string, flags func(*File)) (File, error) {
 	c := defaults()
-	if cl.configPath != "" {
-		b, err := os.ReadFile(cl.configPath)
+	if path != "" {
+		b, err := os.ReadFile(path)
 		if err != nil {
 			return c, fmt.Errorf("read config: %w", err)
 		}
 		if err := decodeFile(b, &c); err != nil {
-			return c, fmt.Errorf("parse config %s: %w", cl.configPath, err)
+			return c, fmt.Errorf("parse config %s: %w", path, err)
 		}
 		if c.ShutdownTimeout != nil {
 			c.warnf("shutdown_timeout is deprecated: write shutdown.timeout")
 			c.Shutdown.Timeout, c.ShutdownTimeout = *c.ShutdownTimeout, nil
 		}
 	}
-	cl.apply(&c)
+	if flags != nil {
+		flags(&c)
+	}
 	c.applyZeroRule()
 	for _, s := range settings() {
 		if v := os.Getenv(s.env); s.env != "" && v != "" {
@@ -230,7 +247,7 @@ func (cl *cmdline) config() (fileConfig, error) {
 }
 
 // validate checks what the settings say together.
-func (c fileConfig) validate() error {
+func (c File) validate() error {
 	if err := c.checkRedis(); err != nil {
 		return err
 	}
@@ -249,15 +266,12 @@ func (c fileConfig) validate() error {
 	if _, err := trace.ParseRedaction(c.Recording.Redact); err != nil {
 		return fmt.Errorf("recording.redact: %w", err)
 	}
-	if len(c.Upstream.URIs) == 0 && !c.Demo {
-		return errors.New("no upstream: give --upstream.uris thrift://host:port (or --demo)")
-	}
 	return nil
 }
 
 // stripUserinfo drops credentials from the metastore URIs, which carry
 // none; run warns about them.
-func (c *fileConfig) stripUserinfo() {
+func (c *File) stripUserinfo() {
 	uris := [][]string{c.Upstream.URIs}
 	for _, g := range c.Federation.Federated {
 		uris = append(uris, g.URIs)
@@ -265,29 +279,51 @@ func (c *fileConfig) stripUserinfo() {
 	for _, us := range uris {
 		for i, u := range us {
 			var stripped bool
-			if us[i], stripped = stripUserinfo(u); stripped {
-				c.strippedUserinfo = true
+			if us[i], stripped = StripUserinfo(u); stripped {
+				c.StrippedUserinfo = true
 			}
 		}
 	}
 }
 
-// drainDelay and shutdownTimeout are the shutdown settings as waits: off
-// is none.
-func (c fileConfig) drainDelay() time.Duration      { return max(c.Shutdown.DrainDelay, 0) }
-func (c fileConfig) shutdownTimeout() time.Duration { return max(c.Shutdown.Timeout, 0) }
+// StripUserinfo drops credentials from a thrift:// URI: HMS URIs carry
+// none, and one given by mistake must not reach keys, logs or metrics.
+func StripUserinfo(uri string) (string, bool) {
+	scheme, rest, ok := strings.Cut(uri, "://")
+	if !ok {
+		scheme, rest = "", uri
+	}
+	host := rest
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		host = rest[:i]
+	}
+	at := strings.LastIndexByte(host, '@')
+	if at < 0 {
+		return uri, false
+	}
+	rest = rest[at+1:]
+	if ok {
+		return scheme + "://" + rest, true
+	}
+	return rest, true
+}
 
-// requestLimits bound client requests: the proxy reads them under these,
+// DrainWait and ShutdownWait are shutdown.drain_delay and
+// shutdown.timeout as waits: off is none.
+func (c File) DrainWait() time.Duration    { return max(c.Shutdown.DrainDelay, 0) }
+func (c File) ShutdownWait() time.Duration { return max(c.Shutdown.Timeout, 0) }
+
+// RequestLimits bound client requests: the proxy reads them under these,
 // and whatever decodes them after (the federation router) decodes under
 // the same, so that a request read is one it can decode.
-func (c fileConfig) requestLimits() wire.Limits {
+func (c File) RequestLimits() wire.Limits {
 	return wire.Limits{MaxMessage: c.Limits.MaxMessageBytes, MaxDepth: c.Limits.MaxDepth}
 }
 
-// groupName is the upstream group's name: upstream.name, or the
+// GroupName is the upstream group's name: upstream.name, or the
 // normalised, sorted URIs, so that nodes listing one group in another
 // order or spelling share their Redis keys.
-func (c fileConfig) groupName() string {
+func (c File) GroupName() string {
 	if c.Upstream.Name != "" {
 		return c.Upstream.Name
 	}
@@ -295,7 +331,7 @@ func (c fileConfig) groupName() string {
 }
 
 // checkRedis allows one Redis topology at a time.
-func (c fileConfig) checkRedis() error {
+func (c File) checkRedis() error {
 	r := c.Redis
 	n := 0
 	for _, set := range []bool{r.URL != "", r.Sentinel.Master != "" || len(r.Sentinel.Addrs) > 0, len(r.Cluster.Addrs) > 0} {
@@ -312,7 +348,9 @@ func (c fileConfig) checkRedis() error {
 	return nil
 }
 
-func splitList(s string) []string {
+// SplitList reads a list as a flag writes it: comma-separated, each item
+// trimmed, empty items dropped.
+func SplitList(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -320,16 +358,4 @@ func splitList(s string) []string {
 		}
 	}
 	return out
-}
-
-// kinds resolves the per-kind cache policies: defaults, then the global
-// settings, then the per-kind overrides.
-func (c cacheConfig) kinds() ([cache.NumKinds]cache.KindConfig, error) {
-	o := cache.Overrides{TTL: c.TTL, RefreshAfter: c.RefreshInterval,
-		NoNegative: c.CacheMissing != nil && !*c.CacheMissing, Kinds: map[string]cache.KindOverride{}}
-	for name, k := range c.Kinds {
-		// off (negative): not cached, no refresh-ahead
-		o.Kinds[name] = cache.KindOverride{TTL: k.TTL, RefreshAfter: k.RefreshInterval, Negative: k.CacheMissing}
-	}
-	return o.Resolve()
 }

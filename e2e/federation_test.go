@@ -145,9 +145,7 @@ func testFederation(t *testing.T, primary, member *metastore, o fedOpts, prefix 
 		if err != nil {
 			t.Fatal(err)
 		}
-		// C1 only, as the test bed's other short-lived clients: compiling
-		// with C2 costs more than this run.
-		out, err, took := runTimed(exec.Command("java", "-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", strings.TrimSpace(string(cp)),
+		out, err, took := runTimed(exec.Command("java", "-Xmx512m", "-cp", strings.TrimSpace(string(cp)),
 			filepath.Join(root, "testbed/clients/ListDatabases.java"), uri))
 		checkListed(t, "java-3.1", out, err, took, mainDB, seen)
 	})

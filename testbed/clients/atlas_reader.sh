@@ -19,5 +19,4 @@ if [[ ! -f "$jar" || ! -f "$cpf" || -n "$src_newer" ]]; then
 fi
 if [[ ${1:-} == --build ]]; then exit 0; fi
 file=${1:?usage: atlas_reader.sh FILE}
-# A short-lived reader: C1 only (C2 would compile more than it runs).
-exec java -Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -cp "$jar:$(cat "$cpf")" io.hmsproxy.testbed.AtlasReader "$file"
+exec java -Xmx256m -cp "$jar:$(cat "$cpf")" io.hmsproxy.testbed.AtlasReader "$file"

@@ -25,6 +25,5 @@ cp=$("$HERE/../hms.sh" classpath "$ver")
 mkdir -p "$work/conf"
 printf 'rootLogger.level = WARN\nrootLogger.appenderRef.c.ref = c\nappender.c.type = Console\nappender.c.name = c\nappender.c.target = SYSTEM_ERR\nappender.c.layout.type = PatternLayout\nappender.c.layout.pattern = %%p %%c{1}: %%m%%n\n' > "$work/conf/log4j2.properties"
 # shellcheck disable=SC2086 # JAVA_CLIENT_OPTS is a list of options
-# A short-lived client: C1 only (C2 would compile more than it runs).
-exec java -Xmx512m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC ${JAVA_CLIENT_OPTS:-} -Dlog4j2.configurationFile="$work/conf/log4j2.properties" \
+exec java -Xmx512m ${JAVA_CLIENT_OPTS:-} -Dlog4j2.configurationFile="$work/conf/log4j2.properties" \
   -cp "$jar:$cp" io.hmsproxy.testbed.HmsSmoke "$uri" "$work"

@@ -134,17 +134,10 @@ class HivePlanner:
         self.client.close()
 
 
-# A test-bed session runs a few dozen statements and exits: its JVM spends
-# more CPU compiling with C2 than running, so it stops at C1 (a run of
-# this script took 26-28 s instead of 47-59 s on two loaded cores).
-SHORT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-
-
 def test_bed_session(b, uri, wd, java_opts):
     """The settings every test-bed Spark session takes (spark_federation.py
     too): one local core and 1 GiB, no UI, one shuffle partition, the
-    warehouse and Derby under wd, the Hive catalog at uri, a short-lived
-    JVM's compiler."""
+    warehouse and Derby under wd, the Hive catalog at uri."""
     return (b.master("local[1]")
             .config("spark.hadoop.hive.metastore.uris", uri)
             .config("spark.sql.warehouse.dir", f"file://{wd}/spark-warehouse")
@@ -153,7 +146,7 @@ def test_bed_session(b, uri, wd, java_opts):
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "1")
             .config("spark.driver.memory", "1g")
-            .config("spark.driver.extraJavaOptions", f"{SHORT_JVM} {java_opts}"))
+            .config("spark.driver.extraJavaOptions", java_opts))
 
 
 def main():

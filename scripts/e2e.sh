@@ -61,9 +61,20 @@ twin_short() { # VERSIONS NODES
   return "${PIPESTATUS[0]}"
 }
 fleet=$(tr ',' '\n' <<<"$versions" | grep -v '^4\.0$' | paste -sd, -)
-trc=0
-if [[ -n $fleet ]]; then twin_short "$fleet" 3 || trc=$?; fi
-if [[ ,$versions, == *,4.0,* ]]; then twin_short 4.0 1 || trc=$?; fi
+# The two runs go side by side (each metastore has its own port, each
+# run its own Redis and nodes): a run keeps about one core busy, most of
+# it in its metastore. Each one's lines are printed when it ends.
+trc=0 pids=() logs=()
+if [[ -n $fleet ]]; then
+  logs+=("$run_tmp/twin-fleet.log"); twin_short "$fleet" 3 > "${logs[-1]}" 2>&1 & pids+=($!)
+fi
+if [[ ,$versions, == *,4.0,* ]]; then
+  logs+=("$run_tmp/twin-4.0.log"); twin_short 4.0 1 > "${logs[-1]}" 2>&1 & pids+=($!)
+fi
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}" || trc=$?
+  cat "${logs[$i]}"
+done
 set -e
 echo "e2e: the twin took $((SECONDS - s))s"
 if [[ $rc -eq 0 ]]; then rc=$trc; fi

@@ -210,7 +210,7 @@ func (s *Server) emit(typ, db, tbl string, msg map[string]any) {
 	if s.cfg.NoEventLog {
 		return
 	}
-	now := time.Now()
+	now := s.cfg.now()
 	if msg == nil {
 		msg = map[string]any{}
 	}

@@ -5,13 +5,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/hmsproxy/hmsproxy/thrift/hms"
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
 )
-
-func nowSec() int32 { return int32(time.Now().Unix()) }
 
 // stampDDLTime sets transient_lastDdlTime when it is missing or 0, as HMS
 // does on create and alter.
@@ -347,7 +344,7 @@ func hCreateTable(c *conn, a *tval, e *wire.Encoder) error {
 	if de.tables[t.TableName] != nil {
 		return alreadyExists("Table " + qualified(t.CatName, t.DBName, t.TableName) + " already exists")
 	}
-	now := nowSec()
+	now := c.s.nowSec()
 	t.CreateTime = now
 	stampDDLTime(t.Parameters, now)
 	if t.TableType == "" {
@@ -441,7 +438,7 @@ func hAlterTable(cascadeArg bool) handler {
 		if nt.TableType == "" {
 			nt.TableType = ot.TableType
 		}
-		stampDDLTime(nt.Parameters, nowSec())
+		stampDDLTime(nt.Parameters, c.s.nowSec())
 		if rename {
 			oldLoc := s.dbs[db].db.LocationURI + "/" + old
 			if ot.TableType == "MANAGED_TABLE" && nt.SD.Location == oldLoc {

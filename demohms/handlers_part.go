@@ -265,7 +265,7 @@ func errNoTableForAdd() error {
 // ADD_PARTITION event. The caller holds s.mu for writing.
 func (s *Server) addParts(te *tableEntry, ps []*partition, ifNotExists bool) ([]*partition, error) {
 	t := te.t
-	now := nowSec()
+	now := s.nowSec()
 	var added []*partition
 	seen := map[string]bool{}
 	for _, p := range ps {
@@ -485,7 +485,7 @@ func (s *Server) alterParts(te *tableEntry, ps []*partition) error {
 			return invalidOperation("alter is not possible")
 		}
 	}
-	now := nowSec()
+	now := s.nowSec()
 	for _, p := range ps {
 		name := te.partName(p.Values)
 		old := te.parts[name]
@@ -572,7 +572,7 @@ func hRenamePartition(c *conn, a *tval, e *wire.Encoder) error {
 	if np.SD.Location == t.SD.Location+"/"+oldName || np.SD.Location == "" {
 		np.SD.Location = t.SD.Location + "/" + newName
 	}
-	stampDDLTime(np.Parameters, nowSec())
+	stampDDLTime(np.Parameters, c.s.nowSec())
 	delete(te.parts, oldName)
 	te.parts[newName] = np
 	s.emit("ALTER_PARTITION", t.DBName, t.TableName, map[string]any{

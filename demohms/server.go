@@ -38,7 +38,23 @@ type Config struct {
 	NoEventLog bool
 	// Limits bound the requests it reads. Zero: wire's defaults.
 	Limits wire.Limits
+	// Now is the clock of the times it stamps (create and DDL times,
+	// events, transactions). Nil: time.Now. Two demos given one fixed
+	// clock answer the same calls with the same bytes, which a test
+	// comparing them byte for byte needs when a second ticks between
+	// their two creates.
+	Now func() time.Time
 }
+
+func (c Config) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+func (s *Server) nowSec() int32    { return int32(s.cfg.now().Unix()) }
+func (s *Server) nowMillis() int64 { return s.cfg.now().UnixMilli() }
 
 // Call is one request the server received.
 type Call struct {
@@ -88,7 +104,7 @@ func New(cfg Config) *Server {
 	s := &Server{
 		cfg:       cfg,
 		log:       log,
-		started:   time.Now().Unix(),
+		started:   cfg.now().Unix(),
 		dbs:       map[string]*dbEntry{},
 		nextEvent: 1,
 		delays:    map[string]time.Duration{},

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"time"
 	"weak"
 
 	"github.com/hmsproxy/hmsproxy/thrift/wire"
@@ -115,8 +114,6 @@ func (s *Server) TxnState(id int64) string {
 	}
 }
 
-func nowMillis() int64 { return time.Now().UnixMilli() }
-
 // open_txns(OpenTxnRequest{1 num_txns, 2 user, 3 hostname, 4 agentInfo})
 func hOpenTxns(c *conn, a *tval, e *wire.Encoder) error {
 	r := a.sub(1)
@@ -126,7 +123,7 @@ func hOpenTxns(c *conn, a *tval, e *wire.Encoder) error {
 	}
 	st, unlock := c.s.lockedTxnState()
 	defer unlock()
-	now := nowMillis()
+	now := c.s.nowMillis()
 	agent, ok := r.strOK(4)
 	if !ok {
 		agent = "Unknown"
@@ -257,7 +254,7 @@ func hHeartbeat(c *conn, a *tval, e *wire.Encoder) error {
 	if err != nil {
 		return err
 	}
-	t.lastBeat = nowMillis()
+	t.lastBeat = c.s.nowMillis()
 	t.beats++
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmsproxy/hmsproxy/demohms"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/proxytest"
 	"github.com/hmsproxy/hmsproxy/internal/testenv/wait"
 	"github.com/hmsproxy/hmsproxy/thrift/hmsclient"
@@ -131,8 +132,15 @@ func TestTransparency(t *testing.T) {
 		{"buffered-client-framed-upstream", wire.Buffered, wire.Framed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, directAddr := startDemo(t, tc.server)
-			_, behind := startDemo(t, tc.server)
+			// One stopped clock for both: a create through each must
+			// stamp the same second however the calls straddle one.
+			at := time.Unix(1_700_000_000, 0)
+			clock := func() time.Time { return at }
+			demo := func() string {
+				_, addr := proxytest.Demo(t, proxytest.DemoOptions{Config: demohms.Config{Transport: tc.server, Now: clock}})
+				return addr
+			}
+			directAddr, behind := demo(), demo()
 			_, proxyAddr := startProxy(t, proxyOpts{clientTransport: tc.client, up: upstream.Config{Transport: tc.server}}, behind)
 			direct := dial(t, directAddr, tc.server)
 			viaProxy := dial(t, proxyAddr, tc.client)

@@ -860,30 +860,6 @@ func TestPruneSelectionKept(t *testing.T) {
 	}
 }
 
-// hookForwarder answers get_config_value of the filter hook with hook,
-// and passes everything else to the metastore.
-type hookForwarder struct {
-	up   Forwarder
-	hook atomic.Value // string
-}
-
-func (f *hookForwarder) Do(ctx context.Context, c upstream.Call, sink upstream.ReplySink) error {
-	d := wire.NewDecoder(c.Msg.Body())
-	d.FieldBegin()
-	if string(c.Msg.Name()) != "get_config_value" || !strings.Contains(d.String(), "filter.hook") {
-		return f.up.Do(ctx, c, sink)
-	}
-	hook, _ := f.hook.Load().(string)
-	e := wire.Encoder{B: wire.AppendHeader(nil, wire.Reply, c.Msg.Name(), c.Msg.SeqID)}
-	e.StringField(0, hook)
-	e.Stop()
-	m, err := wire.Parse(e.B, wire.Limits{})
-	if err != nil {
-		return err
-	}
-	return sink.Reply(m)
-}
-
 // TestPruneConnectionFollowsTableAndScope: a connection keeps the reads
 // a prune makes up for the table it pruned last (prunedLast), under its
 // scope: a prune of another table makes its own, and so does one after
@@ -894,7 +870,7 @@ func TestPruneConnectionFollowsTableAndScope(t *testing.T) {
 	demo, addr := proxytest.Demo(t, proxytest.DemoOptions{Seed: [3]int{1, 2, 24}})
 	caching := newCaching(t, nil)
 	caching.ScopeInterval = 5 * time.Millisecond
-	f := &hookForwarder{}
+	f := &confForwarder{others: true}
 	paddr := startProxyOver(t, caching, addr, func(up Forwarder) Forwarder { f.up = up; return f })
 	c, direct := userConn(t, paddr, "alice"), dial(t, addr, wire.Buffered)
 	of := func(tbl string) []byte {
@@ -906,7 +882,7 @@ func TestPruneConnectionFollowsTableAndScope(t *testing.T) {
 			caching.Store.Wait()
 		}
 	}
-	f.hook.Store("io.example.SecretHook")
+	f.setHook("io.example.SecretHook")
 	wait.Until(10*time.Second, func() bool { return caching.Store.Stats(hms.KindTable).Entries.Load() == 0 })
 	if e := caching.Store.Stats(hms.KindTable).Entries.Load(); e != 0 {
 		t.Fatalf("%d table entries left 10s after the scope changed; want 0 (flushed)", e)

@@ -194,12 +194,14 @@ func TestScopeAutoDecides(t *testing.T) {
 
 // confForwarder answers get_config_value itself: with an error when
 // fail is set, with the caller's default when echo is set (a key the
-// server does not know), else with hook as the filter hook.
+// server does not know), else with hook as the filter hook. With others
+// set, keys but the filter hook go to the metastore.
 type confForwarder struct {
 	up     Forwarder
 	fail   bool
 	echo   bool
-	refuse bool       // answer with ConfigValSecurityException
+	refuse bool // answer with ConfigValSecurityException
+	others bool
 	mu     sync.Mutex // guards hook
 	hook   string
 }
@@ -222,6 +224,9 @@ func (f *confForwarder) Do(ctx context.Context, c upstream.Call, sink upstream.R
 	d := wire.NewDecoder(c.Msg.Body())
 	d.FieldBegin()
 	key := d.String()
+	if f.others && !strings.Contains(key, "filter.hook") {
+		return f.up.Do(ctx, c, sink)
+	}
 	d.FieldBegin()
 	def := d.String()
 	f.mu.Lock()
